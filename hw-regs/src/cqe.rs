@@ -1,0 +1,170 @@
+//! Completion queue entries.
+//!
+//! A CQ is a ring of `1 << log_size` 64-byte [`Cqe`]s in host memory, zeroed
+//! by the driver before CREATE_CQ. The device writes each CQE in two steps:
+//! bytes 0..60, then (after a release fence) the [`CqeOwner`] word with the
+//! owner bit [`crate::owner_bit`] of its producer index. The driver owns the
+//! entry at its consumer index `ci` once that entry's owner bit equals
+//! `owner_bit(ci, log_size)`, and must read the rest of the entry only after
+//! an acquire fence.
+//!
+//! Before writing a CQE the device reads the CQ's doorbell record; if the CQ
+//! is full (producer index − consumer index = size) the CQ overruns: the CQE is
+//! dropped, the CQ enters the error state, a `CqError` event is reported, and
+//! every QP that then tries to complete on that CQ moves to the error state.
+
+use bitfield_struct::bitfield;
+use endian_num::{le16, le32, le64};
+use static_assertions::{assert_eq_size, const_assert_eq};
+
+/// Size of a CQE.
+pub const CQE_SIZE: usize = 64;
+
+/// Completion flags.
+#[bitfield(u32, repr = le32, from = le32::from_ne, into = le32::to_ne)]
+pub struct CqeFlags {
+    /// `imm` holds immediate data (`IBV_WC_WITH_IMM`).
+    pub with_imm: bool,
+    /// `imm` holds an invalidated rkey (`IBV_WC_WITH_INV`).
+    pub with_inv: bool,
+    /// A GRH is present in the first 40 bytes of the receive buffer
+    /// (`IBV_WC_GRH`; UD only).
+    pub grh: bool,
+    /// The message had the solicited event bit set.
+    pub solicited: bool,
+    /// The CQE completes a send queue WQE (otherwise a receive queue WQE).
+    pub is_send: bool,
+    #[bits(27)]
+    __: u32,
+}
+
+/// Last word of a CQE, written last.
+#[bitfield(u32, repr = le32, from = le32::from_ne, into = le32::to_ne)]
+pub struct CqeOwner {
+    /// Owner (phase) bit.
+    pub owner: bool,
+    #[bits(31)]
+    __: u32,
+}
+
+/// A completion queue entry.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cqe {
+    /// The work request ID from the WQE.
+    pub wr_id: le64,
+    /// Bytes transferred: received message length (receive), bytes read
+    /// (RDMA READ), 8 (atomics), 0 otherwise.
+    pub byte_len: le32,
+    /// Immediate data, or invalidated rkey, in network byte order.
+    pub imm: [u8; 4],
+    /// Local QP number (low 24 bits).
+    pub qpn: le32,
+    /// Source QP number (UD; low 24 bits).
+    pub src_qp: le32,
+    /// The queue's consumer index just past the completed WQE: for a send
+    /// CQE, in BBs; for a receive CQE, in WQEs. All WQEs of that queue before
+    /// it are complete.
+    pub wqe_counter: le16,
+    /// [`crate::verbs::WcOpcode`] value.
+    pub opcode: u8,
+    /// [`crate::verbs::WcStatus`] value.
+    pub status: u8,
+    /// Device-specific detail for an error status: a [`Syndrome`] value.
+    pub vendor_err: le32,
+    /// Completion flags.
+    pub flags: CqeFlags,
+    /// P_Key index (UD).
+    pub pkey_index: le16,
+    /// Source LID (0 on RoCE).
+    pub slid: le16,
+    /// Reserved, zero.
+    pub reserved: [le32; 5],
+    /// Owner word, written last.
+    pub owner: CqeOwner,
+}
+
+/// Values of [`Cqe::vendor_err`]: which check produced an error status.
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syndrome {
+    /// No error.
+    None = 0,
+    /// The WQE's opcode is unknown or not valid for the QP type.
+    BadOpcode = 1,
+    /// The WQE is malformed (`ds` or `wqe_index` wrong, too many SGEs).
+    BadWqe = 2,
+    /// An lkey names no MR.
+    BadLkey = 3,
+    /// The MR's PD differs from the QP's.
+    PdMismatch = 4,
+    /// The address range lies outside the MR.
+    OutOfBounds = 5,
+    /// The MR lacks the access right the operation needs.
+    AccessDenied = 6,
+    /// An rkey names no MR (remote check).
+    BadRkey = 7,
+    /// The receive buffer is too small for the incoming message.
+    RecvTooSmall = 8,
+    /// The destination QP does not exist or is not in a receiving state.
+    BadDestQp = 9,
+    /// The destination QP does not allow the remote operation.
+    QpAccessDenied = 10,
+    /// An atomic's remote address is not 8-byte aligned.
+    Misaligned = 11,
+    /// DMA to or from host memory failed IOMMU translation.
+    DmaFault = 12,
+    /// The message exceeds the maximum message size.
+    TooLong = 13,
+    /// The QP entered the error state; the WQE was flushed.
+    Flushed = 14,
+    /// The peer ran out of receive WQEs and the RNR retry count ran out.
+    RnrExceeded = 15,
+    /// The peer's receive queue reported an error.
+    RemoteError = 16,
+}
+
+impl Syndrome {
+    /// Decodes a [`Cqe::vendor_err`] value.
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::None,
+            1 => Self::BadOpcode,
+            2 => Self::BadWqe,
+            3 => Self::BadLkey,
+            4 => Self::PdMismatch,
+            5 => Self::OutOfBounds,
+            6 => Self::AccessDenied,
+            7 => Self::BadRkey,
+            8 => Self::RecvTooSmall,
+            9 => Self::BadDestQp,
+            10 => Self::QpAccessDenied,
+            11 => Self::Misaligned,
+            12 => Self::DmaFault,
+            13 => Self::TooLong,
+            14 => Self::Flushed,
+            15 => Self::RnrExceeded,
+            16 => Self::RemoteError,
+            _ => return None,
+        })
+    }
+}
+
+/// Offset of [`Cqe::owner`].
+pub const CQE_OWNER_OFFSET: usize = 60;
+
+assert_eq_size!(Cqe, [u8; CQE_SIZE]);
+assert_eq_size!(CqeFlags, u32);
+assert_eq_size!(CqeOwner, u32);
+const_assert_eq!(core::mem::offset_of!(Cqe, byte_len), 8);
+const_assert_eq!(core::mem::offset_of!(Cqe, imm), 12);
+const_assert_eq!(core::mem::offset_of!(Cqe, qpn), 16);
+const_assert_eq!(core::mem::offset_of!(Cqe, src_qp), 20);
+const_assert_eq!(core::mem::offset_of!(Cqe, wqe_counter), 24);
+const_assert_eq!(core::mem::offset_of!(Cqe, opcode), 26);
+const_assert_eq!(core::mem::offset_of!(Cqe, status), 27);
+const_assert_eq!(core::mem::offset_of!(Cqe, vendor_err), 28);
+const_assert_eq!(core::mem::offset_of!(Cqe, flags), 32);
+const_assert_eq!(core::mem::offset_of!(Cqe, pkey_index), 36);
+const_assert_eq!(core::mem::offset_of!(Cqe, slid), 38);
+const_assert_eq!(core::mem::offset_of!(Cqe, owner), CQE_OWNER_OFFSET);
