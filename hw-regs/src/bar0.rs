@@ -312,7 +312,10 @@ mod tests {
         assert_eq!(v.into_bits().to_le_bytes(), [2, 0, 1, 0]);
         let c = Ctrl::new().with_enable(true);
         assert_eq!(c.into_bits().to_le_bytes(), [2, 0, 0, 0]);
-        let e = EqCtrl::new().with_log_size(6).with_vector(3).with_enable(true);
+        let e = EqCtrl::new()
+            .with_log_size(6)
+            .with_vector(3)
+            .with_enable(true);
         assert_eq!(e.into_bits().to_le_bytes(), [0x06, 0x03, 0x00, 0x80]);
     }
 

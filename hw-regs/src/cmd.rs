@@ -506,7 +506,10 @@ const_assert_eq!(core::mem::offset_of!(CmdHeader, owner), CMD_OWNER_OFFSET);
 const_assert_eq!(core::mem::offset_of!(CmdHeader, syndrome), 8);
 assert_eq_size!(QueryDeviceOut, [u8; 120]);
 const_assert_eq!(core::mem::offset_of!(QueryDeviceOut, vendor_id), 40);
-const_assert_eq!(core::mem::offset_of!(QueryDeviceOut, local_ca_ack_delay), 112);
+const_assert_eq!(
+    core::mem::offset_of!(QueryDeviceOut, local_ca_ack_delay),
+    112
+);
 assert_eq_size!(QueryPortOut, [u8; 48]);
 const_assert_eq!(core::mem::offset_of!(QueryPortOut, mac), 40);
 assert_eq_size!(QueryGidOut, [u8; 20]);

@@ -138,7 +138,11 @@ mod tests {
     fn doorbell_bit_positions() {
         let d = SqDoorbell::new().with_qpn(0x12_3456).with_pi(0xabcd);
         assert_eq!(d.into_bits(), 0x0000_abcd_0012_3456);
-        let c = CqDoorbell::new().with_cqn(5).with_cmd(CqArmCmd::Solicited as u8).with_sn(2).with_ci(9);
+        let c = CqDoorbell::new()
+            .with_cqn(5)
+            .with_cmd(CqArmCmd::Solicited as u8)
+            .with_sn(2)
+            .with_ci(9);
         assert_eq!(c.into_bits(), (9u64 << 32) | (2 << 26) | (1 << 24) | 5);
     }
 }

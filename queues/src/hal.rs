@@ -1,0 +1,111 @@
+//! The platform trait.
+
+use core::fmt;
+use core::ptr::NonNull;
+
+use crate::DmaRegion;
+
+/// Why a platform operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HalError {
+    /// No memory for a DMA allocation.
+    NoMemory,
+    /// No IOVA space left, or the range is not allowed by the IOMMU.
+    NoIova,
+    /// The address range is not mapped (unmap of an unknown range).
+    NotMapped,
+    /// The platform cannot do this (for example, interrupts on a platform
+    /// without them).
+    Unsupported,
+    /// An operating system call failed with this errno.
+    Os(i32),
+}
+
+impl fmt::Display for HalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoMemory => f.write_str("out of DMA memory"),
+            Self::NoIova => f.write_str("no IOVA space for the mapping"),
+            Self::NotMapped => f.write_str("address range is not mapped for DMA"),
+            Self::Unsupported => f.write_str("operation not supported by this platform"),
+            Self::Os(e) => write!(f, "operating system error {e}"),
+        }
+    }
+}
+
+/// The platform a driver runs on: DMA memory, BAR access, interrupts, time.
+///
+/// The driver reaches the device only through this trait. It is implemented
+/// by the kernel VFIO backend (real BARs mapped with `mmap`, DMA through the
+/// IOMMU) and by the device model (an emulated IOMMU and register file).
+///
+/// # Safety
+///
+/// Implementations must guarantee that:
+/// - a [`DmaRegion`] returned by [`Hal::dma_alloc`] is valid for reads and
+///   writes of `len` bytes, zeroed, page-aligned, not aliased by any other
+///   allocation, and that the device reaches exactly those bytes at IOVAs
+///   `iova .. iova + len` until [`Hal::dma_free`];
+/// - after [`Hal::dma_map`] returns `Ok(iova)`, the device reaches the
+///   caller's bytes at `iova .. iova + len` (and nothing else there) until
+///   [`Hal::dma_unmap`]; after `dma_unmap`/`dma_free` returns, the device can
+///   no longer reach them;
+/// - BAR accesses never touch memory outside the BAR.
+pub unsafe trait Hal: Send + Sync {
+    /// Allocates `len` bytes (rounded up to whole pages) of zeroed DMA
+    /// memory, page-aligned in both virtual and IOVA space, and maps it for
+    /// the device.
+    fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError>;
+
+    /// Unmaps and frees a region from [`Hal::dma_alloc`].
+    ///
+    /// # Safety
+    ///
+    /// `region` came from `dma_alloc` on this platform, and the device has
+    /// been told to stop using it (the object owning it is destroyed).
+    unsafe fn dma_free(&self, region: DmaRegion);
+
+    /// Maps the caller's memory `vaddr .. vaddr + len` for device access and
+    /// returns its IOVA. The range is contiguous in IOVA space.
+    ///
+    /// # Safety
+    ///
+    /// The memory must stay valid (not freed, not moved) until
+    /// [`Hal::dma_unmap`], and the caller accepts that the device may read and
+    /// write it concurrently until then.
+    unsafe fn dma_map(&self, vaddr: NonNull<u8>, len: usize) -> Result<u64, HalError>;
+
+    /// Removes a mapping made by [`Hal::dma_map`].
+    ///
+    /// # Safety
+    ///
+    /// `iova` and `len` are exactly those of an earlier `dma_map` that has not
+    /// been unmapped.
+    unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError>;
+
+    /// Reads a 32-bit register of BAR `bar` at byte `offset`.
+    fn mmio_read32(&self, bar: u8, offset: usize) -> u32;
+
+    /// Writes a 32-bit register of BAR `bar` at byte `offset`.
+    fn mmio_write32(&self, bar: u8, offset: usize, value: u32);
+
+    /// Writes a 64-bit register (a doorbell) of BAR `bar` at byte `offset`
+    /// with one 64-bit store.
+    fn mmio_write64(&self, bar: u8, offset: usize, value: u64);
+
+    /// Monotonic time in nanoseconds, for timeouts.
+    fn now_ns(&self) -> u64;
+
+    /// Waits up to `timeout_ns` for interrupt `vector`. Returns `Ok(true)` if
+    /// it fired, `Ok(false)` on timeout.
+    fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
+        let _ = (vector, timeout_ns);
+        Err(HalError::Unsupported)
+    }
+
+    /// Called in busy-wait loops (spinning on a status register or an owner
+    /// bit); a platform may yield the CPU here.
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
+}
