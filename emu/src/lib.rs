@@ -1,1 +1,84 @@
-//! placeholder
+//! Emulated rnic RDMA device: a software NIC behind the same register and
+//! DMA interface as the hardware.
+//!
+//! [`EmuDevice`] implements the device specification (`hw-regs` layouts,
+//! `docs/device-spec.md`): the BAR 0 register file, the command queue, the
+//! BAR 2 doorbell pages, CQs and the asynchronous event queue, and an RC
+//! data path that loops requests back to QPs of the same device through
+//! port 1. A driver reaches it only through [`EmuHal`], its implementation
+//! of [`rnic_queues::Hal`]: register reads and writes, and DMA memory that
+//! the device reaches only through an emulated IOMMU.
+//!
+//! ```
+//! use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+//! use rnic_hw_regs::bar0;
+//! use rnic_queues::Hal;
+//!
+//! let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
+//! let hal = dev.hal();
+//! assert_eq!(hal.mmio_read32(0, bar0::ID), bar0::MAGIC);
+//! ```
+//!
+//! The work a register or doorbell write triggers runs either synchronously
+//! in the writing thread ([`ExecMode::Inline`]) or on a device thread
+//! ([`ExecMode::Thread`]); both behave identically.
+//!
+//! # Model notes
+//!
+//! Where the specification leaves a choice, the model does this:
+//!
+//! - Every WQE executes to completion before the next starts, so fences and
+//!   outstanding-READ limits are trivially honoured.
+//! - Receiver-not-ready with `rnr_retry` 1..=7 stalls the send queue at the
+//!   WQE until the responder's RQ doorbell rings (or the requester's SQ
+//!   doorbell rings again, standing in for the RNR timer); timed RNR retry
+//!   exhaustion belongs to the RC wire transport.
+//! - A QP moved to the error state by an error gets exactly one async event:
+//!   `QpFatal` on the requester (any error completion, local or remote) and
+//!   for responder-local failures, `QpAccessErr` for rkey errors, `QpReqErr`
+//!   for misaligned atomics. A MODIFY_QP to ERR raises none.
+//! - The requester's CQE `vendor_err` carries the responder's syndrome for
+//!   access and invalid-request NAKs, and `RemoteError` (or `DmaFault`) for
+//!   remote operational errors.
+//! - A receive WQE's SGEs are checked only as far as the message reaches;
+//!   a zero-length RDMA WRITE/READ checks no rkey (InfiniBand rule).
+//! - Arming a CQ that already holds CQEs past the arm's consumer index (or,
+//!   for solicited arms, a solicited or error CQE there) fires at once; the
+//!   arm sequence number is not checked, since doorbells arrive in order.
+//! - `INTR_CAUSE.cmd_done` is set per command but raises the async vector
+//!   only when it becomes set; no `CmdDone` EQEs are written.
+//! - Queue configuration registers are ignored while the device is enabled
+//!   or resetting. DMA memory never freed by the driver is leaked when the
+//!   device goes away, since a `DmaRegion` stays valid until `dma_free`.
+//!
+//! Modules, one concern each: `config`, `device` (locking, thread, BAR
+//! dispatch), `hal`, `iommu`, `irq`, `regs` (BAR 0), `cmdq` and `cmd`
+//! (commands), `objects` (PD/MR/CQ/QP tables), `cq` and `eq` (CQE/EQE
+//! writers), `qp` (state side effects, flush), `wqe` (WQE decoding), `sgl`
+//! (keys to host memory), `requester`, `op` (request/response messages),
+//! `port` (loopback delivery) and `responder`.
+
+mod cmd;
+mod cmdq;
+mod config;
+mod cq;
+mod device;
+mod eq;
+mod hal;
+mod iommu;
+mod irq;
+mod objects;
+mod op;
+mod port;
+mod qp;
+mod regs;
+mod requester;
+mod responder;
+mod sgl;
+mod state;
+mod wqe;
+
+pub use config::{ConfigError, EmuConfig, ExecMode};
+pub use device::EmuDevice;
+pub use hal::EmuHal;
+pub use iommu::IOVA_BASE;

@@ -111,7 +111,8 @@ pub struct CmdHeader {
     pub op_mod: le16,
     /// [`CmdStatus`] value, written by the device.
     pub status: u8,
-    /// Token chosen by the driver; the device echoes it (in `CmdDone` events).
+    /// Token chosen by the driver, left unchanged by the device (lets a
+    /// driver match a completed entry to its request).
     pub token: u8,
     /// Reserved, zero.
     pub reserved0: u8,
@@ -351,8 +352,8 @@ pub struct CreateCqIn {
     pub log_size: le32,
     /// Doorbell page this CQ is armed through.
     pub uar_page: le32,
-    /// EQ receiving completion events, or [`NONE`] (EQ 0 is the only EQ in
-    /// this version).
+    /// EQ receiving this CQ's completion events: 0 (EQ 0, the only EQ in
+    /// this version), or [`NONE`] for a CQ that is never armed.
     pub eqn: le32,
     /// Reserved, zero.
     pub reserved: le32,

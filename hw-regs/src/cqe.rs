@@ -60,7 +60,8 @@ pub struct Cqe {
     pub imm: [u8; 4],
     /// Local QP number (low 24 bits).
     pub qpn: le32,
-    /// Source QP number (UD; low 24 bits).
+    /// Source QP number (low 24 bits): the requester's QP for a receive
+    /// completion, 0 for a send completion.
     pub src_qp: le32,
     /// The queue's consumer index just past the completed WQE: for a send
     /// CQE, in BBs; for a receive CQE, in WQEs. All WQEs of that queue before
@@ -122,6 +123,8 @@ pub enum Syndrome {
     RnrExceeded = 15,
     /// The peer's receive queue reported an error.
     RemoteError = 16,
+    /// The CQ overran or its buffer could not be written.
+    CqError = 17,
 }
 
 impl Syndrome {
@@ -145,6 +148,7 @@ impl Syndrome {
             14 => Self::Flushed,
             15 => Self::RnrExceeded,
             16 => Self::RemoteError,
+            17 => Self::CqError,
             _ => return None,
         })
     }

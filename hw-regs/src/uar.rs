@@ -70,7 +70,8 @@ pub struct CqDoorbell {
     /// [`CqArmCmd`] value.
     #[bits(2)]
     pub cmd: u8,
-    /// Arm sequence number (2 bits), echoed so stale arms are ignored.
+    /// Arm sequence number (2 bits), reserved for drivers that arm from
+    /// several threads; the device does not interpret it in this version.
     #[bits(2)]
     pub sn: u8,
     #[bits(4)]

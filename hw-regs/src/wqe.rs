@@ -103,7 +103,8 @@ pub struct AtomicSeg {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DataSeg {
-    /// Length in bytes; 0 means 2^31 bytes, as in the InfiniBand spec.
+    /// Length in bytes; 0 means 2^31 bytes (the largest message), as on
+    /// mlx5, so drivers leave zero-length SGEs out of a WQE.
     pub byte_count: le32,
     /// Local key of the MR holding the buffer.
     pub lkey: le32,

@@ -5,8 +5,11 @@ use core::sync::atomic::{fence, Ordering};
 
 /// A region of DMA memory: host virtual address, device IOVA and length.
 ///
-/// All accesses through it are volatile, since the device reads and writes
-/// the same bytes concurrently.
+/// Typed accesses ([`DmaRegion::read`], [`DmaRegion::write`]) are volatile,
+/// since the device reads and writes the same bytes concurrently. The bulk
+/// copies ([`DmaRegion::read_bytes`], [`DmaRegion::write_bytes`]) are plain
+/// memory copies: they move payload whose hand-over to or from the device is
+/// ordered by a fence and a doorbell or owner bit, as every descriptor is.
 #[derive(Debug)]
 pub struct DmaRegion {
     vaddr: NonNull<u8>,

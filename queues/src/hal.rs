@@ -50,7 +50,12 @@ impl fmt::Display for HalError {
 ///   caller's bytes at `iova .. iova + len` (and nothing else there) until
 ///   [`Hal::dma_unmap`]; after `dma_unmap`/`dma_free` returns, the device can
 ///   no longer reach them;
-/// - BAR accesses never touch memory outside the BAR.
+/// - BAR accesses never touch memory outside the BAR;
+/// - an `mmio_write*` is ordered after every store to DMA memory that the
+///   calling thread made before it (Linux `writel` semantics): a driver that
+///   wrote a doorbell record and then rings the doorbell needs no further
+///   barrier. On x86 uncached stores already behave so; elsewhere the
+///   implementation issues the store barrier.
 pub unsafe trait Hal: Send + Sync {
     /// Allocates `len` bytes (rounded up to whole pages) of zeroed DMA
     /// memory, page-aligned in both virtual and IOVA space, and maps it for

@@ -1,0 +1,275 @@
+//! Device bring-up and shutdown: reset, identification, capabilities,
+//! command queue and event queue configuration, enable.
+
+use alloc::format;
+use rnic_hw_regs::bar0::{
+    self, CmdqCtrl, Ctrl, DevCaps, EqCtrl, QueueCaps, Status, Version, MAGIC, VERSION_MAJOR,
+};
+use rnic_hw_regs::cmd::{CmdOpcode, CMD_ENTRY_SIZE};
+use rnic_hw_regs::eqe::EQE_SIZE;
+use rnic_hw_regs::le32;
+use rnic_hw_regs::pci::{BAR_REGS, MSIX_ASYNC_VECTOR};
+use rnic_queues::{DmaRegion, Hal};
+use spin::Mutex;
+
+use crate::cmd::{describe_fatal, CmdQueue};
+use crate::dma::view;
+use crate::error::{Error, ErrorKind, Result};
+use crate::event::EventQueue;
+
+/// Bring-up parameters for [`crate::Context::open_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// How long a device reset may take.
+    pub reset_timeout_ns: u64,
+    /// How long the device may take to report `STATUS.enabled`.
+    pub enable_timeout_ns: u64,
+    /// How long one command may take.
+    pub cmd_timeout_ns: u64,
+    /// log2 of the command queue entries wanted (capped by the device).
+    pub log_cmdq_size: u8,
+    /// log2 of the event queue entries wanted (capped by the device).
+    pub log_eq_size: u8,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            reset_timeout_ns: 1_000_000_000,
+            enable_timeout_ns: 1_000_000_000,
+            cmd_timeout_ns: 5_000_000_000,
+            log_cmdq_size: 4,
+            log_eq_size: 8,
+        }
+    }
+}
+
+/// Limits read from the `CAP_*` registers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caps {
+    pub(crate) num_ports: u8,
+    pub(crate) log_max_cmdq: u8,
+    pub(crate) log_max_eq: u8,
+    pub(crate) log_max_wq: u8,
+    pub(crate) log_max_cqe: u8,
+    pub(crate) max_sge: u32,
+    pub(crate) max_inline: u32,
+    pub(crate) max_wqe_bbs: u32,
+    pub(crate) uar_pages: u32,
+}
+
+impl Caps {
+    fn read<H: Hal>(hal: &H) -> Result<Self> {
+        let reg = |off| le32::from_ne(hal.mmio_read32(BAR_REGS, off));
+        let dev = DevCaps::from_bits(reg(bar0::CAP_DEV));
+        let queue = QueueCaps::from_bits(reg(bar0::CAP_QUEUE));
+        let caps = Self {
+            num_ports: dev.num_ports(),
+            log_max_cmdq: dev.log_max_cmdq(),
+            log_max_eq: dev.log_max_eq(),
+            log_max_wq: queue.log_max_wq(),
+            log_max_cqe: queue.log_max_cqe(),
+            max_sge: queue.max_sge().into(),
+            max_inline: u32::from(queue.max_inline_16()) * 16,
+            max_wqe_bbs: queue.max_wqe_bbs().into(),
+            uar_pages: hal.mmio_read32(BAR_REGS, bar0::CAP_UAR_PAGES),
+        };
+        log::debug!(
+            "device caps: {dev:?} {queue:?}, {} doorbell pages",
+            caps.uar_pages
+        );
+        if caps.num_ports == 0 || caps.uar_pages == 0 || caps.max_wqe_bbs == 0 {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                format!("device reports unusable capabilities: {caps:?}"),
+            ));
+        }
+        Ok(caps)
+    }
+}
+
+/// A running device: the platform, its capabilities, the command queue and
+/// the event queue. Dropping it resets the device and frees both queues.
+pub(crate) struct Device<H: Hal> {
+    pub(crate) hal: H,
+    pub(crate) caps: Caps,
+    pub(crate) cmd: CmdQueue,
+    pub(crate) eq: Mutex<EventQueue>,
+    cmdq_mem: Option<DmaRegion>,
+    eq_mem: Option<DmaRegion>,
+    reset_timeout_ns: u64,
+}
+
+impl<H: Hal> Device<H> {
+    /// Resets the device, checks it, configures its queues and enables it.
+    pub(crate) fn bring_up(hal: H, cfg: &Config) -> Result<Self> {
+        reset(&hal, cfg.reset_timeout_ns)?;
+        let id = hal.mmio_read32(BAR_REGS, bar0::ID);
+        if id != MAGIC {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                format!("ID register reads {id:#010x}, not the rnic magic {MAGIC:#010x}"),
+            ));
+        }
+        let version = Version::from_bits(le32::from_ne(hal.mmio_read32(BAR_REGS, bar0::VERSION)));
+        if version.major() != VERSION_MAJOR {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                format!(
+                    "device interface version {}.{} is not supported (major {VERSION_MAJOR} is)",
+                    version.major(),
+                    version.minor()
+                ),
+            ));
+        }
+        let caps = Caps::read(&hal)?;
+        let log_cmdq = cfg.log_cmdq_size.min(caps.log_max_cmdq);
+        let log_eq = cfg.log_eq_size.min(caps.log_max_eq);
+        let cmdq_mem = hal
+            .dma_alloc(CMD_ENTRY_SIZE << log_cmdq)
+            .map_err(|e| Error::hal(e, "allocating the command queue"))?;
+        let eq_mem = match hal.dma_alloc(EQE_SIZE << log_eq) {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: from dma_alloc; the device, just reset, has not
+                // been given its address.
+                unsafe { hal.dma_free(cmdq_mem) };
+                return Err(Error::hal(e, "allocating the event queue"));
+            }
+        };
+        cmdq_mem.zero();
+        eq_mem.zero();
+        // SAFETY: the views live in the Device, which frees the regions only
+        // in its Drop, after which they are unused.
+        let (cmd_view, eq_view) = unsafe {
+            (
+                view(&cmdq_mem, 0, cmdq_mem.len()),
+                view(&eq_mem, 0, eq_mem.len()),
+            )
+        };
+        let dev = Self {
+            caps,
+            cmd: CmdQueue::new(cmd_view, log_cmdq.into(), cfg.cmd_timeout_ns),
+            eq: Mutex::new(EventQueue::new(eq_view, log_eq.into())),
+            hal,
+            cmdq_mem: Some(cmdq_mem),
+            eq_mem: Some(eq_mem),
+            reset_timeout_ns: cfg.reset_timeout_ns,
+        };
+        dev.enable(log_cmdq, log_eq, cfg.enable_timeout_ns)?;
+        Ok(dev)
+    }
+
+    fn enable(&self, log_cmdq: u8, log_eq: u8, timeout_ns: u64) -> Result<()> {
+        let hal = &self.hal;
+        let (cmdq_iova, eq_iova) = (self.cmd_iova(), self.eq_iova());
+        hal.mmio_write32(BAR_REGS, bar0::CMDQ_BASE_LO, cmdq_iova as u32);
+        hal.mmio_write32(BAR_REGS, bar0::CMDQ_BASE_HI, (cmdq_iova >> 32) as u32);
+        let cmdq_ctrl = CmdqCtrl::new().with_log_size(log_cmdq);
+        hal.mmio_write32(BAR_REGS, bar0::CMDQ_CTRL, cmdq_ctrl.into_bits().to_ne());
+        hal.mmio_write32(BAR_REGS, bar0::EQ_BASE_LO, eq_iova as u32);
+        hal.mmio_write32(BAR_REGS, bar0::EQ_BASE_HI, (eq_iova >> 32) as u32);
+        let eq_ctrl = EqCtrl::new()
+            .with_log_size(log_eq)
+            .with_vector(MSIX_ASYNC_VECTOR)
+            .with_enable(true);
+        hal.mmio_write32(BAR_REGS, bar0::EQ_CTRL, eq_ctrl.into_bits().to_ne());
+        let ctrl = Ctrl::new().with_enable(true);
+        hal.mmio_write32(BAR_REGS, bar0::CTRL, ctrl.into_bits().to_ne());
+
+        let start = hal.now_ns();
+        loop {
+            let status = read_status(hal);
+            if status.fatal() {
+                let raw = hal.mmio_read32(BAR_REGS, bar0::FATAL_SYNDROME);
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "device entered the fatal state while enabling: {}",
+                        describe_fatal(raw)
+                    ),
+                ));
+            }
+            if status.enabled() {
+                log::debug!(
+                    "device enabled: command queue 2^{log_cmdq} entries at {cmdq_iova:#x}, \
+                     event queue 2^{log_eq} entries at {eq_iova:#x}"
+                );
+                return Ok(());
+            }
+            if hal.now_ns().saturating_sub(start) > timeout_ns {
+                return Err(Error::new(
+                    ErrorKind::TimedOut,
+                    format!(
+                        "device did not report STATUS.enabled within {} ms",
+                        timeout_ns / 1_000_000
+                    ),
+                ));
+            }
+            hal.relax();
+        }
+    }
+
+    fn cmd_iova(&self) -> u64 {
+        self.cmdq_mem.as_ref().map_or(0, DmaRegion::iova)
+    }
+
+    fn eq_iova(&self) -> u64 {
+        self.eq_mem.as_ref().map_or(0, DmaRegion::iova)
+    }
+
+    /// Executes a command.
+    pub(crate) fn exec<I: Copy, O: Copy>(&self, op: CmdOpcode, input: &I) -> Result<O> {
+        self.cmd.exec(&self.hal, op, input)
+    }
+}
+
+impl<H: Hal> Drop for Device<H> {
+    fn drop(&mut self) {
+        match reset(&self.hal, self.reset_timeout_ns) {
+            Ok(()) => {
+                for region in [self.cmdq_mem.take(), self.eq_mem.take()]
+                    .into_iter()
+                    .flatten()
+                {
+                    // SAFETY: from dma_alloc; the reset stopped all device
+                    // DMA and cleared the queue registers.
+                    unsafe { self.hal.dma_free(region) };
+                }
+            }
+            Err(e) => log::error!(
+                "shutting down: {e}; leaking the command and event queues the device may still use"
+            ),
+        }
+    }
+}
+
+fn read_status<H: Hal>(hal: &H) -> Status {
+    Status::from_bits(le32::from_ne(hal.mmio_read32(BAR_REGS, bar0::STATUS)))
+}
+
+/// Resets the device and waits until the reset completed.
+fn reset<H: Hal>(hal: &H, timeout_ns: u64) -> Result<()> {
+    hal.mmio_write32(
+        BAR_REGS,
+        bar0::CTRL,
+        Ctrl::new().with_reset(true).into_bits().to_ne(),
+    );
+    let start = hal.now_ns();
+    loop {
+        let ctrl = Ctrl::from_bits(le32::from_ne(hal.mmio_read32(BAR_REGS, bar0::CTRL)));
+        if !ctrl.reset() && read_status(hal).ready() {
+            return Ok(());
+        }
+        if hal.now_ns().saturating_sub(start) > timeout_ns {
+            return Err(Error::new(
+                ErrorKind::TimedOut,
+                format!(
+                    "device reset did not complete within {} ms",
+                    timeout_ns / 1_000_000
+                ),
+            ));
+        }
+        hal.relax();
+    }
+}

@@ -1,0 +1,167 @@
+//! The device context: bring-up, device queries, and the state every object
+//! shares.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use rnic_hw_regs::cmd::{
+    CmdOpcode, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn, QueryPortOut,
+};
+use rnic_hw_regs::le32;
+use rnic_hw_regs::pci::BAR_DOORBELL;
+use rnic_hw_regs::uar::UAR_PAGE_SIZE;
+use rnic_queues::Hal;
+use spin::RwLock;
+
+use crate::attr::{DeviceAttr, Gid, PortAttr};
+use crate::bringup::{Config, Device};
+use crate::cq::CqArm;
+use crate::error::{Error, Result};
+use crate::qp::QpShared;
+
+/// An open device. Cloning is cheap: clones share the device.
+///
+/// The device is reset (stopping all DMA) and its queues freed when the
+/// last clone and the last object made from it are dropped.
+pub struct Context<H: Hal> {
+    pub(crate) shared: Arc<Shared<H>>,
+}
+
+impl<H: Hal> Clone for Context<H> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+/// State shared by the context and every object made from it.
+pub(crate) struct Shared<H: Hal> {
+    pub(crate) dev: Device<H>,
+    pub(crate) attr: DeviceAttr,
+    /// Attributes of ports 1..=n at bring-up (index 0 is port 1).
+    pub(crate) ports: Vec<PortAttr>,
+    /// Live QPs by number, for the CQ poller and the event queue.
+    pub(crate) qps: RwLock<BTreeMap<u32, Arc<QpShared>>>,
+    /// Arm state of live CQs by number, for the event queue.
+    pub(crate) cqs: RwLock<BTreeMap<u32, Arc<CqArm>>>,
+    next_uar: AtomicU32,
+}
+
+impl<H: Hal> Shared<H> {
+    pub(crate) fn hal(&self) -> &H {
+        &self.dev.hal
+    }
+
+    pub(crate) fn exec<I: Copy, O: Copy>(&self, op: CmdOpcode, input: &I) -> Result<O> {
+        self.dev.exec(op, input)
+    }
+
+    /// The doorbell page for a new queue: round robin over the pages.
+    pub(crate) fn alloc_uar_page(&self) -> u32 {
+        self.next_uar.fetch_add(1, Ordering::Relaxed) % self.dev.caps.uar_pages
+    }
+
+    /// Writes a 64-bit doorbell at `offset` of doorbell page `page`.
+    #[inline]
+    pub(crate) fn ring_doorbell(&self, page: u32, offset: usize, value: u64) {
+        self.dev
+            .hal
+            .mmio_write64(BAR_DOORBELL, page as usize * UAR_PAGE_SIZE + offset, value);
+    }
+
+    pub(crate) fn port(&self, port: u8) -> Result<&PortAttr> {
+        usize::from(port)
+            .checked_sub(1)
+            .and_then(|i| self.ports.get(i))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "port {port} does not exist (the device has {} port(s), numbered from 1)",
+                    self.ports.len()
+                ))
+            })
+    }
+
+    fn query_port(&self, port: u8) -> Result<PortAttr> {
+        let input = QueryPortIn {
+            port: le32::from_ne(port.into()),
+        };
+        let out: QueryPortOut = self.exec(CmdOpcode::QueryPort, &input)?;
+        PortAttr::decode(port, &out)
+    }
+}
+
+impl<H: Hal> Context<H> {
+    /// Brings the device up with the default [`Config`].
+    pub fn open(hal: H) -> Result<Self> {
+        Self::open_with(hal, Config::default())
+    }
+
+    /// Brings the device up: reset, identification and capability checks,
+    /// command and event queue setup, enable, then QUERY_DEVICE and
+    /// QUERY_PORT for every port.
+    pub fn open_with(hal: H, config: Config) -> Result<Self> {
+        let dev = Device::bring_up(hal, &config)?;
+        let out: QueryDeviceOut = dev.exec(CmdOpcode::QueryDevice, &())?;
+        let attr = DeviceAttr::from(&out);
+        let mut shared = Shared {
+            dev,
+            attr,
+            ports: Vec::new(),
+            qps: RwLock::new(BTreeMap::new()),
+            cqs: RwLock::new(BTreeMap::new()),
+            next_uar: AtomicU32::new(0),
+        };
+        let nports = shared.dev.caps.num_ports;
+        for port in 1..=nports {
+            let p = shared.query_port(port)?;
+            shared.ports.push(p);
+        }
+        log::info!(
+            "rnic device open: vendor {:#06x} part {:#06x} fw {:#x}, {nports} port(s)",
+            attr.vendor_id,
+            attr.vendor_part_id,
+            attr.fw_ver
+        );
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
+    }
+
+    /// The platform the device is reached through.
+    pub fn hal(&self) -> &H {
+        self.shared.hal()
+    }
+
+    /// Device attributes read at bring-up.
+    pub fn device_attr(&self) -> &DeviceAttr {
+        &self.shared.attr
+    }
+
+    /// Reads the device attributes (QUERY_DEVICE).
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        let out: QueryDeviceOut = self.shared.exec(CmdOpcode::QueryDevice, &())?;
+        Ok(DeviceAttr::from(&out))
+    }
+
+    /// Reads the attributes of port `port` (from 1) (QUERY_PORT).
+    pub fn query_port(&self, port: u8) -> Result<PortAttr> {
+        self.shared.port(port)?;
+        self.shared.query_port(port)
+    }
+
+    /// Reads entry `index` of port `port`'s GID table (QUERY_GID); an empty
+    /// entry reads as all zeros.
+    pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
+        self.shared.port(port)?;
+        let input = QueryGidIn {
+            port: le32::from_ne(port.into()),
+            index: le32::from_ne(index),
+        };
+        let out: QueryGidOut = self.shared.exec(CmdOpcode::QueryGid, &input)?;
+        Ok(if out.valid != 0 { out.gid } else { [0; 16] })
+    }
+}

@@ -1,0 +1,783 @@
+//! Driver tests against the fake device: bring-up, commands, object
+//! lifetimes, the QP state machine, posting and completion accounting.
+
+extern crate std;
+
+use std::string::ToString;
+use std::vec::Vec;
+
+use rnic_hw_regs::bar0::FatalSyndrome;
+use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
+use rnic_hw_regs::cqe::{Cqe, CqeFlags};
+use rnic_hw_regs::eqe::{Eqe, EqeWord, EventType};
+use rnic_hw_regs::uar::{CqDoorbell, QpDbRec, SqDoorbell, CQ_DB, RQ_DB, SQ_DB, UAR_PAGE_SIZE};
+use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, QpType, WcOpcode, WcStatus};
+use rnic_hw_regs::wqe::CtrlSeg;
+use rnic_hw_regs::{le16, le32, le64};
+
+use super::{FakeHal, Knobs};
+use crate::{
+    Config, Context, Cq, ErrorKind, Payload, Pd, Qp, QpAttr, QpCap, QpInitAttr, RecvWr, RemoteAddr,
+    SendOp, SendWr, Sge, WorkCompletion,
+};
+
+fn open() -> Context<FakeHal> {
+    Context::open(FakeHal::new()).expect("bring-up")
+}
+
+fn short() -> Config {
+    Config {
+        reset_timeout_ns: 20_000_000,
+        enable_timeout_ns: 20_000_000,
+        cmd_timeout_ns: 20_000_000,
+        ..Config::default()
+    }
+}
+
+fn cap(send: u32, recv: u32) -> QpCap {
+    QpCap {
+        max_send_wr: send,
+        max_recv_wr: recv,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 16,
+    }
+}
+
+fn qp(pd: &Pd<FakeHal>, cq: &Cq<FakeHal>, cap: QpCap) -> Qp<FakeHal> {
+    pd.create_qp(&QpInitAttr {
+        send_cq: cq,
+        recv_cq: cq,
+        cap,
+        qp_type: QpType::Rc,
+        sq_sig_all: false,
+    })
+    .expect("create_qp")
+}
+
+const INIT_MASK: u32 = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+const RTR_MASK: u32 = qp_attr::STATE
+    | qp_attr::AV
+    | qp_attr::PATH_MTU
+    | qp_attr::DEST_QPN
+    | qp_attr::RQ_PSN
+    | qp_attr::MAX_DEST_RD_ATOMIC
+    | qp_attr::MIN_RNR_TIMER;
+const RTS_MASK: u32 = qp_attr::STATE
+    | qp_attr::SQ_PSN
+    | qp_attr::TIMEOUT
+    | qp_attr::RETRY_CNT
+    | qp_attr::RNR_RETRY
+    | qp_attr::MAX_QP_RD_ATOMIC;
+
+fn init_attr() -> QpAttr {
+    QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qp_access_flags: access::REMOTE_WRITE | access::REMOTE_READ,
+        ..QpAttr::default()
+    }
+}
+
+fn rtr_attr(dest: u32) -> QpAttr {
+    let mut a = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Some(Mtu::Mtu1024),
+        dest_qp_num: dest,
+        rq_psn: 0x12_3456,
+        max_dest_rd_atomic: 4,
+        min_rnr_timer: 12,
+        ..QpAttr::default()
+    };
+    a.ah_attr.is_global = true;
+    a
+}
+
+fn rts_attr() -> QpAttr {
+    QpAttr {
+        qp_state: QpState::Rts,
+        sq_psn: 7,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 4,
+        ..QpAttr::default()
+    }
+}
+
+fn to_rts(qp: &Qp<FakeHal>) {
+    qp.modify(&init_attr(), INIT_MASK).unwrap();
+    qp.modify(&rtr_attr(qp.qp_num()), RTR_MASK).unwrap();
+    qp.modify(&rts_attr(), RTS_MASK).unwrap();
+}
+
+fn send_cqe(qpn: u32, wr_id: u64, counter: u16, status: WcStatus) -> Cqe {
+    Cqe {
+        wr_id: le64::from_ne(wr_id),
+        qpn: le32::from_ne(qpn),
+        wqe_counter: le16::from_ne(counter),
+        opcode: WcOpcode::Send.raw(),
+        status: status.raw(),
+        flags: CqeFlags::new().with_is_send(true),
+        ..Cqe::default()
+    }
+}
+
+fn recv_cqe(qpn: u32, wr_id: u64, counter: u16) -> Cqe {
+    Cqe {
+        wr_id: le64::from_ne(wr_id),
+        byte_len: le32::from_ne(5),
+        imm: [1, 2, 3, 4],
+        qpn: le32::from_ne(qpn),
+        wqe_counter: le16::from_ne(counter),
+        opcode: WcOpcode::Recv.raw(),
+        flags: CqeFlags::new().with_with_imm(true),
+        ..Cqe::default()
+    }
+}
+
+fn inline_send(wr_id: u64, flags: u32) -> SendWr<'static> {
+    SendWr {
+        wr_id,
+        op: SendOp::Send,
+        payload: Payload::Inline(b"hello"),
+        flags,
+    }
+}
+
+fn poll_all(cq: &Cq<FakeHal>) -> Vec<WorkCompletion> {
+    let mut wc = [WorkCompletion::default(); 16];
+    let n = cq.poll(&mut wc).unwrap();
+    wc[..n].to_vec()
+}
+
+#[test]
+fn bring_up_and_queries() {
+    let ctx = open();
+    let dev = ctx.query_device().unwrap();
+    assert_eq!(dev, *ctx.device_attr());
+    assert_eq!((dev.vendor_id, dev.max_qp, dev.max_sge), (0x1b36, 1024, 16));
+    let port = ctx.query_port(1).unwrap();
+    assert_eq!(port.max_mtu, Mtu::Mtu4096);
+    assert_eq!(port.gid_tbl_len, 16);
+    assert_eq!(
+        ctx.query_port(2).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let gid = ctx.query_gid(1, 0).unwrap();
+    assert_eq!((gid[0], gid[1], gid[15]), (0xfe, 0x80, 1));
+    assert_eq!(
+        ctx.query_gid(1, 1).unwrap(),
+        [0; 16],
+        "invalid entries read as zero"
+    );
+    let e = ctx.query_gid(1, 99).unwrap_err();
+    let f = e.command().expect("a device refusal");
+    assert_eq!(
+        (f.opcode, f.status),
+        (CmdOpcode::QueryGid, CmdStatus::BadParam)
+    );
+    assert_eq!(f.field_offset(), Some(4), "the index field");
+    assert!(e.to_string().contains("QueryGid"), "{e}");
+}
+
+#[test]
+fn bring_up_failures() {
+    let fail = |knobs: Knobs| {
+        Context::open_with(FakeHal::with(knobs), short())
+            .err()
+            .expect("bring-up must fail")
+    };
+    let e = fail(Knobs {
+        magic: 0xdead_beef,
+        ..Knobs::default()
+    });
+    assert_eq!(e.kind(), ErrorKind::NoDevice);
+    let e = fail(Knobs {
+        version_major: 2,
+        ..Knobs::default()
+    });
+    assert_eq!(e.kind(), ErrorKind::NoDevice);
+    assert!(e.to_string().contains("2.0"), "{e}");
+    let e = fail(Knobs {
+        never_ready: true,
+        ..Knobs::default()
+    });
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    let hal = FakeHal::with(Knobs {
+        fatal_on_enable: Some(FatalSyndrome::EqDma),
+        ..Knobs::default()
+    });
+    let e = Context::open_with(hal.clone(), short()).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::Io);
+    assert!(e.to_string().contains("EqDma"), "{e}");
+    assert!(
+        hal.state().maps.is_empty(),
+        "queues freed after the failure"
+    );
+}
+
+#[test]
+fn command_timeout_and_failure_status() {
+    let ctx = Context::open_with(FakeHal::new(), short()).unwrap();
+    ctx.hal().state().knobs.fail_next = Some((CmdStatus::NoResources, 0));
+    let e = ctx.alloc_pd().err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::NoMemory);
+    assert_eq!(e.command().unwrap().status, CmdStatus::NoResources);
+    ctx.hal().state().knobs.hang_commands = true;
+    let e = ctx.alloc_pd().err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::TimedOut);
+    assert!(e.to_string().contains("CreatePd"), "{e}");
+}
+
+#[test]
+fn pd_busy_until_its_mrs_and_qps_are_gone() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let mr = pd.alloc_mr(100, access::LOCAL_WRITE).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    let e = pd.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::Busy);
+    let pd = e.object;
+    let e = cq.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::Busy);
+    let cq = e.object;
+    mr.destroy().unwrap();
+    q.destroy().unwrap();
+    cq.destroy().unwrap();
+    pd.destroy().unwrap();
+    let st = ctx.hal().state();
+    assert!(st.pds.is_empty() && st.mrs.is_empty() && st.qps.is_empty() && st.cqs.is_empty());
+}
+
+#[test]
+fn drop_in_any_order_releases_everything() {
+    let hal = FakeHal::new();
+    {
+        let ctx = Context::open(hal.clone()).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(8).unwrap();
+        let q = qp(&pd, &cq, cap(4, 4));
+        let mr = pd.alloc_mr(64, 0).unwrap();
+        drop(ctx);
+        drop(pd);
+        drop(cq);
+        assert_eq!(
+            hal.state().pds.len(),
+            1,
+            "the PD lives while its QP and MR do"
+        );
+        drop(q);
+        assert_eq!(hal.state().cqs.len(), 0, "the CQ went with its last QP");
+        drop(mr);
+        assert!(hal.state().pds.is_empty());
+    }
+    assert!(hal.state().maps.is_empty(), "all DMA memory freed");
+    assert!(hal
+        .state()
+        .commands
+        .ends_with(&[CmdOpcode::DeregMr, CmdOpcode::DestroyPd]));
+}
+
+#[test]
+fn mr_checks_and_accessors() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let bad = pd.alloc_mr(64, access::REMOTE_WRITE).err().unwrap();
+    assert_eq!(bad.kind(), ErrorKind::InvalidArgument);
+    assert_eq!(
+        pd.alloc_mr(64, 1 << 7).err().unwrap().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        pd.alloc_mr(0, 0).err().unwrap().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let mr = pd
+        .alloc_mr(100, access::LOCAL_WRITE | access::REMOTE_READ)
+        .unwrap();
+    assert_eq!(mr.len(), 100);
+    assert_eq!(mr.lkey(), mr.rkey());
+    let data: Vec<u8> = (0..37).collect();
+    mr.write(3, &data).unwrap();
+    let mut back = [0u8; 37];
+    mr.read(3, &mut back).unwrap();
+    assert_eq!(&back[..], &data[..]);
+    assert_eq!(
+        mr.write(90, &data).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let sge = mr.sge(10, 20).unwrap();
+    assert_eq!(
+        (sge.addr, sge.length, sge.lkey),
+        (mr.addr() + 10, 20, mr.lkey())
+    );
+    assert!(mr.sge(90, 20).is_err());
+
+    let mut user = std::vec![0u8; 3000];
+    let ptr = core::ptr::NonNull::new(user.as_mut_ptr()).unwrap();
+    // SAFETY: `user` outlives the MR (destroyed below).
+    let umr = unsafe { pd.reg_mr(ptr, user.len(), access::LOCAL_WRITE) }.unwrap();
+    assert_eq!(umr.addr(), ptr.as_ptr() as u64);
+    umr.write(2990, b"0123456789").unwrap();
+    let maps = ctx.hal().state().maps.len();
+    umr.destroy().unwrap();
+    assert_eq!(ctx.hal().state().maps.len(), maps - 1, "unmapped");
+    assert_eq!(&user[2990..], b"0123456789");
+}
+
+#[test]
+fn qp_modify_checks_masks_and_values() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    assert_eq!(q.state(), QpState::Reset);
+    let err = |a: &QpAttr, m: u32| q.modify(a, m).unwrap_err();
+
+    let e = err(&init_attr(), INIT_MASK & !qp_attr::PORT);
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("requires attributes PORT"), "{e}");
+    let e = err(&init_attr(), INIT_MASK | qp_attr::SQ_PSN);
+    assert!(
+        e.to_string().contains("does not allow attributes SQ_PSN"),
+        "{e}"
+    );
+    assert!(err(&init_attr(), INIT_MASK | 1 << 25)
+        .to_string()
+        .contains("unknown"));
+    let e = err(&rts_attr(), RTS_MASK);
+    assert!(e.to_string().contains("illegal"), "{e}");
+    let a = QpAttr {
+        port_num: 2,
+        ..init_attr()
+    };
+    assert!(err(&a, INIT_MASK).to_string().contains("port_num 2"));
+    let a = QpAttr {
+        qp_access_flags: access::LOCAL_WRITE,
+        ..init_attr()
+    };
+    assert_eq!(err(&a, INIT_MASK).kind(), ErrorKind::InvalidArgument);
+    let a = QpAttr {
+        pkey_index: 1,
+        ..init_attr()
+    };
+    assert_eq!(err(&a, INIT_MASK).kind(), ErrorKind::InvalidArgument);
+    assert!(ctx
+        .hal()
+        .state()
+        .commands
+        .iter()
+        .all(|c| *c != CmdOpcode::ModifyQp));
+
+    q.modify(&init_attr(), INIT_MASK).unwrap();
+    assert_eq!(q.state(), QpState::Init);
+    let dest = q.qp_num();
+    let bad_rtr = [
+        QpAttr {
+            path_mtu: None,
+            ..rtr_attr(dest)
+        },
+        QpAttr {
+            dest_qp_num: 1 << 24,
+            ..rtr_attr(dest)
+        },
+        QpAttr {
+            rq_psn: 1 << 24,
+            ..rtr_attr(dest)
+        },
+        QpAttr {
+            max_dest_rd_atomic: 17,
+            ..rtr_attr(dest)
+        },
+        QpAttr {
+            min_rnr_timer: 32,
+            ..rtr_attr(dest)
+        },
+    ];
+    for a in &bad_rtr {
+        assert_eq!(err(a, RTR_MASK).kind(), ErrorKind::InvalidArgument, "{a:?}");
+    }
+    let mut a = rtr_attr(dest);
+    a.ah_attr.is_global = false;
+    assert!(err(&a, RTR_MASK).to_string().contains("GRH"));
+    a.ah_attr.is_global = true;
+    a.ah_attr.sgid_index = 16;
+    assert!(err(&a, RTR_MASK).to_string().contains("sgid_index"));
+    q.modify(&rtr_attr(dest), RTR_MASK).unwrap();
+    for a in [
+        QpAttr {
+            retry_cnt: 8,
+            ..rts_attr()
+        },
+        QpAttr {
+            rnr_retry: 8,
+            ..rts_attr()
+        },
+        QpAttr {
+            sq_psn: 1 << 24,
+            ..rts_attr()
+        },
+        QpAttr {
+            timeout: 32,
+            ..rts_attr()
+        },
+        QpAttr {
+            max_rd_atomic: 17,
+            ..rts_attr()
+        },
+    ] {
+        assert_eq!(
+            err(&a, RTS_MASK).kind(),
+            ErrorKind::InvalidArgument,
+            "{a:?}"
+        );
+    }
+    q.modify(&rts_attr(), RTS_MASK).unwrap();
+    // Without STATE the QP stays in RTS: RTS -> RTS allows MIN_RNR_TIMER.
+    q.modify(
+        &QpAttr {
+            min_rnr_timer: 3,
+            ..QpAttr::default()
+        },
+        qp_attr::MIN_RNR_TIMER,
+    )
+    .unwrap();
+    let got = q.query().unwrap();
+    assert_eq!(got.qp_state, QpState::Rts);
+    assert_eq!((got.dest_qp_num, got.sq_psn, got.port_num), (dest, 7, 1));
+    assert_eq!(got.path_mtu, Some(Mtu::Mtu1024));
+    assert_eq!(got.ah_attr.port_num, 1, "AV port defaults to the QP's port");
+    assert_eq!(got.cap, q.cap());
+    // CUR_STATE must be legal for the transition it names.
+    let a = QpAttr {
+        cur_qp_state: QpState::Init,
+        ..rts_attr()
+    };
+    assert!(err(&a, qp_attr::STATE | qp_attr::CUR_STATE)
+        .to_string()
+        .contains("illegal"));
+    q.modify(
+        &QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        },
+        qp_attr::STATE,
+    )
+    .unwrap();
+    assert_eq!(q.state(), QpState::Err);
+}
+
+#[test]
+fn posting_depends_on_state() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    let mr = pd.alloc_mr(64, access::LOCAL_WRITE).unwrap();
+    let sgl = [mr.sge(0, 64).unwrap()];
+    let recv = [RecvWr {
+        wr_id: 1,
+        sg_list: &sgl,
+    }];
+    assert_eq!(q.post_recv(&recv).unwrap_err().index, 0);
+    assert_eq!(q.post_send(&[inline_send(1, 0)]).unwrap_err().index, 0);
+    q.modify(&init_attr(), INIT_MASK).unwrap();
+    q.post_recv(&recv).unwrap();
+    let e = q.post_send(&[inline_send(1, 0)]).unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::InvalidArgument);
+    q.modify(&rtr_attr(q.qp_num()), RTR_MASK).unwrap();
+    assert!(q.post_send(&[inline_send(1, 0)]).is_err());
+    q.modify(&rts_attr(), RTS_MASK).unwrap();
+    q.post_send(&[inline_send(1, 0)]).unwrap();
+    q.modify(
+        &QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        },
+        qp_attr::STATE,
+    )
+    .unwrap();
+    q.post_send(&[inline_send(2, 0)]).unwrap();
+    q.post_recv(&recv).unwrap();
+}
+
+#[test]
+fn post_send_batch_rings_once_and_stops_at_bad_wr() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let q = qp(&pd, &cq, cap(8, 4));
+    to_rts(&q);
+    let mr = pd.alloc_mr(4096, access::LOCAL_WRITE).unwrap();
+    let three = [mr.sge(0, 8).unwrap(); 3];
+    let one = [mr.sge(0, 8).unwrap()];
+    let wrs = [
+        inline_send(10, 0),
+        SendWr {
+            wr_id: 11,
+            op: SendOp::RdmaWrite {
+                remote: RemoteAddr {
+                    addr: 0x1000,
+                    rkey: 7,
+                },
+            },
+            payload: Payload::Sgl(&one),
+            flags: crate::send_flags::SIGNALED,
+        },
+        SendWr {
+            wr_id: 12,
+            op: SendOp::Send,
+            payload: Payload::Sgl(&three),
+            flags: 0,
+        },
+        inline_send(13, 0),
+    ];
+    ctx.hal().state().doorbells.clear();
+    let e = q.post_send(&wrs).unwrap_err();
+    assert_eq!(e.index, 2);
+    assert_eq!(e.error.kind(), ErrorKind::InvalidArgument);
+    let st = ctx.hal().state();
+    assert_eq!(st.doorbells.len(), 1, "one doorbell per call");
+    let (off, value) = st.doorbells[0];
+    assert_eq!(off % UAR_PAGE_SIZE, SQ_DB);
+    let db = SqDoorbell::from_bits(value);
+    assert_eq!((db.qpn(), db.pi()), (q.qp_num(), 2));
+    let fq = st.qps[&q.qp_num()];
+    let rec: QpDbRec = st.read_obj(fq.create.dbrec_iova.to_ne());
+    assert_eq!(rec.sq_pi.to_ne(), 2);
+    let sq = fq.create.sq_iova.to_ne();
+    let c0: CtrlSeg = st.read_obj(sq);
+    let c1: CtrlSeg = st.read_obj(sq + 64);
+    assert_eq!((c0.wr_id.to_ne(), c1.wr_id.to_ne()), (10, 11));
+    assert_eq!((c0.word.wqe_index(), c1.word.wqe_index()), (0, 1));
+    assert!(c1.word.signaled() && !c0.word.signaled() && c0.word.inline());
+    drop(st);
+
+    // An empty post rings nothing.
+    q.post_send(&[]).unwrap();
+    assert_eq!(ctx.hal().state().doorbells.len(), 1);
+    let e = q
+        .post_send(&[SendWr {
+            flags: 1 << 3,
+            ..inline_send(1, 0)
+        }])
+        .unwrap_err();
+    assert!(e.to_string().contains("unknown send flags"), "{e}");
+}
+
+#[test]
+fn send_queue_accounting_retires_on_completions() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    assert_eq!(q.cap().max_send_wr, 4);
+    to_rts(&q);
+    let qpn = q.qp_num();
+    let cqn = cq.cq_num();
+    let batch: Vec<_> = (0..5).map(|i| inline_send(i, 0)).collect();
+    let e = q.post_send(&batch).unwrap_err();
+    assert_eq!((e.index, e.error.kind()), (4, ErrorKind::NoMemory));
+    assert_eq!(q.post_send(&batch[..1]).unwrap_err().index, 0);
+    // One signaled completion at BB 3 retires the unsignaled run before it.
+    ctx.hal()
+        .state()
+        .push_cqe(cqn, send_cqe(qpn, 2, 3, WcStatus::Success));
+    let wc = poll_all(&cq);
+    assert_eq!(wc.len(), 1);
+    assert_eq!(
+        (wc[0].wr_id, wc[0].qp_num, wc[0].opcode),
+        (2, qpn, WcOpcode::Send)
+    );
+    let e = q.post_send(&batch).unwrap_err();
+    assert_eq!(e.index, 3, "three slots were freed");
+    // The CQ's consumer index was published.
+    let st = ctx.hal().state();
+    let cqbuf = st.cqs[&cqn].buf;
+    let ci: u32 = st.read_obj(cqbuf + 16 * 64);
+    assert_eq!(ci, 1);
+    drop(st);
+    // A completion beyond the posted WQEs is a device error, reported after
+    // the completions before it.
+    {
+        let mut st = ctx.hal().state();
+        st.push_cqe(cqn, send_cqe(qpn, 3, 4, WcStatus::Success));
+        st.push_cqe(cqn, send_cqe(qpn, 9, 40, WcStatus::Success));
+    }
+    let mut wc = [WorkCompletion::default(); 4];
+    assert_eq!(cq.poll(&mut wc).unwrap(), 2);
+    assert_eq!(cq.poll(&mut wc).unwrap_err().kind(), ErrorKind::Io);
+    assert_eq!(cq.poll(&mut wc).unwrap(), 0);
+}
+
+#[test]
+fn receive_queue_accounting_and_completion_fields() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let q = qp(&pd, &cq, cap(4, 2));
+    q.modify(&init_attr(), INIT_MASK).unwrap();
+    let mr = pd.alloc_mr(64, access::LOCAL_WRITE).unwrap();
+    let sgl = [mr.sge(0, 32).unwrap(), Sge::default()];
+    let two = [mr.sge(0, 8).unwrap(), mr.sge(8, 8).unwrap()];
+    let e = q
+        .post_recv(&[RecvWr {
+            wr_id: 1,
+            sg_list: &two,
+        }])
+        .unwrap_err();
+    assert_eq!(
+        e.error.kind(),
+        ErrorKind::InvalidArgument,
+        "max_recv_sge is 1"
+    );
+    let r = |id| RecvWr {
+        wr_id: id,
+        sg_list: &sgl[..1],
+    };
+    ctx.hal().state().doorbells.clear();
+    let e = q.post_recv(&[r(1), r(2), r(3)]).unwrap_err();
+    assert_eq!((e.index, e.error.kind()), (2, ErrorKind::NoMemory));
+    {
+        let st = ctx.hal().state();
+        assert_eq!(st.doorbells.len(), 1);
+        assert_eq!(st.doorbells[0].0 % UAR_PAGE_SIZE, RQ_DB);
+        let fq = st.qps[&q.qp_num()];
+        let rec: QpDbRec = st.read_obj(fq.create.dbrec_iova.to_ne());
+        assert_eq!(rec.rq_pi.to_ne(), 2);
+    }
+    ctx.hal()
+        .state()
+        .push_cqe(cq.cq_num(), recv_cqe(q.qp_num(), 1, 1));
+    let wc = poll_all(&cq);
+    assert_eq!(wc[0].wr_id, 1);
+    assert_eq!(wc[0].opcode, WcOpcode::Recv);
+    assert_eq!(wc[0].byte_len, 5);
+    assert_eq!(wc[0].imm_data, Some([1, 2, 3, 4]));
+    assert_eq!(wc[0].flags, crate::wc_flags::WITH_IMM);
+    q.post_recv(&[r(3)]).unwrap();
+    assert!(q.post_recv(&[r(4)]).is_err());
+}
+
+#[test]
+fn error_completion_moves_qp_to_err() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    to_rts(&q);
+    q.post_send(&[inline_send(1, 0)]).unwrap();
+    ctx.hal().state().push_cqe(
+        cq.cq_num(),
+        send_cqe(q.qp_num(), 1, 1, WcStatus::RemAccessErr),
+    );
+    let wc = poll_all(&cq);
+    assert_eq!(wc[0].status, WcStatus::RemAccessErr);
+    assert_eq!(q.state(), QpState::Err);
+    q.post_send(&[inline_send(2, 0)]).unwrap();
+}
+
+#[test]
+fn reset_removes_the_qps_completions_and_restarts_queues() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let a = qp(&pd, &cq, cap(4, 4));
+    let b = qp(&pd, &cq, cap(4, 4));
+    to_rts(&a);
+    to_rts(&b);
+    a.post_send(&[inline_send(1, 0), inline_send(2, 0)])
+        .unwrap();
+    b.post_send(&[inline_send(3, 0), inline_send(4, 0)])
+        .unwrap();
+    {
+        let mut st = ctx.hal().state();
+        st.push_cqe(cq.cq_num(), send_cqe(a.qp_num(), 1, 1, WcStatus::Success));
+        st.push_cqe(cq.cq_num(), send_cqe(b.qp_num(), 3, 1, WcStatus::Success));
+        st.push_cqe(cq.cq_num(), send_cqe(a.qp_num(), 2, 2, WcStatus::Success));
+        st.push_cqe(cq.cq_num(), send_cqe(b.qp_num(), 4, 2, WcStatus::Success));
+    }
+    a.modify(&QpAttr::default(), qp_attr::STATE).unwrap();
+    assert_eq!(a.state(), QpState::Reset);
+    let ids: Vec<u64> = poll_all(&cq).iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, [3, 4]);
+    let st = ctx.hal().state();
+    let rec: QpDbRec = st.read_obj(st.qps[&a.qp_num()].create.dbrec_iova.to_ne());
+    assert_eq!((rec.sq_pi.to_ne(), rec.rq_pi.to_ne()), (0, 0));
+    drop(st);
+    to_rts(&a);
+    let four: Vec<_> = (0..4).map(|i| inline_send(i, 0)).collect();
+    a.post_send(&four).unwrap();
+    // Entries wrap around the ring after the cleaned ones.
+    for i in 0..6u16 {
+        ctx.hal().state().push_cqe(
+            cq.cq_num(),
+            send_cqe(b.qp_num(), 0, 3 + i % 2, WcStatus::Success),
+        );
+        ctx.hal()
+            .state()
+            .push_cqe(cq.cq_num(), send_cqe(a.qp_num(), 0, 1, WcStatus::Success));
+        b.modify(&QpAttr::default(), qp_attr::STATE).unwrap();
+        to_rts(&b);
+        b.post_send(&four[..2]).unwrap();
+        let wc = poll_all(&cq);
+        assert_eq!(wc.len(), 1, "iteration {i}");
+        assert_eq!(wc[0].qp_num, a.qp_num());
+        a.modify(&QpAttr::default(), qp_attr::STATE).unwrap();
+        to_rts(&a);
+        a.post_send(&four).unwrap();
+    }
+}
+
+#[test]
+fn events_update_arm_sequence_and_qp_state() {
+    let ctx = open();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    to_rts(&q);
+    assert!(ctx.poll_event().is_none());
+    let eqe = |t: EventType, obj: u32| Eqe {
+        word: EqeWord::new().with_event_type(t.raw()),
+        obj: le32::from_ne(obj),
+        ..Eqe::default()
+    };
+    cq.arm(false);
+    {
+        let mut st = ctx.hal().state();
+        let (off, v) = *st.doorbells.last().unwrap();
+        assert_eq!(off % UAR_PAGE_SIZE, CQ_DB);
+        assert_eq!(CqDoorbell::from_bits(v).sn(), 0);
+        st.push_eqe(eqe(EventType::CmdDone, 0));
+        st.push_eqe(eqe(EventType::Completion, cq.cq_num()));
+        st.push_eqe(eqe(EventType::QpFatal, q.qp_num()));
+    }
+    let ev = ctx.poll_event().unwrap();
+    assert_eq!(
+        (ev.event_type, ev.obj),
+        (EventType::Completion, cq.cq_num())
+    );
+    cq.arm(true);
+    let v = ctx.hal().state().doorbells.last().unwrap().1;
+    let db = CqDoorbell::from_bits(v);
+    assert_eq!((db.sn(), db.cmd(), db.cqn()), (1, 1, cq.cq_num()));
+    assert_eq!(
+        ctx.wait_event(1_000_000).unwrap().unwrap().event_type,
+        EventType::QpFatal
+    );
+    assert_eq!(q.state(), QpState::Err);
+    assert!(ctx.wait_event(1_000_000).unwrap().is_none());
+}
+
+#[test]
+fn objects_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Context<FakeHal>>();
+    check::<Pd<FakeHal>>();
+    check::<crate::Mr<FakeHal>>();
+    check::<Cq<FakeHal>>();
+    check::<Qp<FakeHal>>();
+    check::<crate::Error>();
+}

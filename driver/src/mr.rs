@@ -1,0 +1,296 @@
+//! Memory regions: driver-allocated DMA buffers and registered user memory.
+
+use alloc::format;
+use alloc::sync::Arc;
+use core::ptr::NonNull;
+
+use rnic_hw_regs::cmd::{CmdOpcode, ObjIn, RegMrIn, RegMrOut};
+use rnic_hw_regs::verbs::access;
+use rnic_hw_regs::{le32, le64};
+use rnic_queues::{DmaRegion, Hal};
+
+use crate::error::{DestroyError, Error, Result};
+use crate::pd::{Pd, PdInner};
+use crate::wr::Sge;
+
+/// A memory region (`struct ibv_mr`).
+///
+/// Either a buffer the driver allocated ([`Pd::alloc_mr`]), reachable
+/// through [`Mr::read`] and [`Mr::write`], or caller memory registered with
+/// [`Pd::reg_mr`]. Its addresses are host virtual addresses: an [`Sge`] or a
+/// remote address names bytes as `mr.addr() + offset`.
+pub struct Mr<H: Hal> {
+    pd: Arc<PdInner<H>>,
+    /// The bytes: a `dma_alloc` region, or a view of the caller's memory at
+    /// its `dma_map` IOVA. `None` once released.
+    mem: Option<DmaRegion>,
+    /// The memory came from `dma_alloc` (else from `dma_map`).
+    allocated: bool,
+    len: usize,
+    lkey: u32,
+    rkey: u32,
+    access: u32,
+}
+
+fn check_access(access: u32) -> Result<()> {
+    if access & !access::MR_SUPPORTED != 0 {
+        return Err(Error::invalid(format!(
+            "MR access flags {access:#x} include unsupported bits {:#x}",
+            access & !access::MR_SUPPORTED
+        )));
+    }
+    if access & (access::REMOTE_WRITE | access::REMOTE_ATOMIC) != 0
+        && access & access::LOCAL_WRITE == 0
+    {
+        return Err(Error::invalid(
+            "MR access REMOTE_WRITE or REMOTE_ATOMIC requires LOCAL_WRITE",
+        ));
+    }
+    Ok(())
+}
+
+impl<H: Hal> Pd<H> {
+    /// Allocates `len` bytes of zeroed DMA memory and registers them
+    /// (REG_MR) with `access` ([`crate::access`] flags).
+    pub fn alloc_mr(&self, len: usize, access: u32) -> Result<Mr<H>> {
+        check_access(access)?;
+        if len == 0 {
+            return Err(Error::invalid("MR length must not be 0"));
+        }
+        let hal = self.inner.ctx.hal();
+        let mem = hal
+            .dma_alloc(len)
+            .map_err(|e| Error::hal(e, "allocating MR memory"))?;
+        mem.zero();
+        match self.register(&mem, len, access) {
+            Ok(out) => Ok(self.mr(mem, true, len, access, out)),
+            Err(e) => {
+                // SAFETY: from dma_alloc; the device refused the
+                // registration, so nothing refers to the memory.
+                unsafe { hal.dma_free(mem) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Registers the caller's memory `ptr .. ptr + len` (`ibv_reg_mr`):
+    /// maps it for the device (`Hal::dma_map`) and issues REG_MR.
+    ///
+    /// # Safety
+    ///
+    /// The memory must stay valid for reads and writes, and must not move,
+    /// until the MR is destroyed or dropped. The device (and [`Mr::read`] /
+    /// [`Mr::write`]) may access it at any time until then, so the caller
+    /// must not hold Rust references to it that assume exclusive access.
+    pub unsafe fn reg_mr(&self, ptr: NonNull<u8>, len: usize, access: u32) -> Result<Mr<H>> {
+        check_access(access)?;
+        if len == 0 {
+            return Err(Error::invalid("MR length must not be 0"));
+        }
+        let hal = self.inner.ctx.hal();
+        // SAFETY: the caller keeps the memory valid until the MR is gone,
+        // and the MR unmaps it when it goes.
+        let iova = unsafe { hal.dma_map(ptr, len) }
+            .map_err(|e| Error::hal(e, "mapping MR memory for the device"))?;
+        // SAFETY: the caller keeps `ptr .. ptr + len` valid for reads and
+        // writes for as long as the MR (which owns this view) lives.
+        let mem = unsafe { DmaRegion::new(ptr, iova, len) };
+        match self.register(&mem, len, access) {
+            Ok(out) => Ok(self.mr(mem, false, len, access, out)),
+            Err(e) => {
+                // SAFETY: exactly the mapping made above, not yet unmapped.
+                if let Err(ue) = unsafe { hal.dma_unmap(iova, len) } {
+                    log::error!("unmapping MR memory after a failed registration: {ue}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn register(&self, mem: &DmaRegion, len: usize, access: u32) -> Result<RegMrOut> {
+        let input = RegMrIn {
+            pdn: le32::from_ne(self.inner.pdn),
+            access: le32::from_ne(access),
+            va: le64::from_ne(mem.vaddr().as_ptr() as u64),
+            length: le64::from_ne(len as u64),
+            iova: le64::from_ne(mem.iova()),
+        };
+        self.inner.ctx.exec(CmdOpcode::RegMr, &input)
+    }
+
+    fn mr(&self, mem: DmaRegion, allocated: bool, len: usize, access: u32, out: RegMrOut) -> Mr<H> {
+        Mr {
+            pd: Arc::clone(&self.inner),
+            mem: Some(mem),
+            allocated,
+            len,
+            lkey: out.lkey.to_ne(),
+            rkey: out.rkey.to_ne(),
+            access,
+        }
+    }
+}
+
+impl<H: Hal> Mr<H> {
+    fn mem(&self) -> &DmaRegion {
+        self.mem
+            .as_ref()
+            .expect("an MR's memory is present until it is released")
+    }
+
+    /// Start address (host virtual address) of the region.
+    pub fn addr(&self) -> u64 {
+        self.mem().vaddr().as_ptr() as u64
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never: zero-length MRs are refused).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Local key.
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// Remote key.
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// Access flags it was registered with.
+    pub fn access(&self) -> u32 {
+        self.access
+    }
+
+    /// The PD number it belongs to.
+    pub fn pd_num(&self) -> u32 {
+        self.pd.pdn
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        if offset.checked_add(len).is_some_and(|end| end <= self.len) {
+            Ok(())
+        } else {
+            Err(Error::invalid(format!(
+                "range {offset:#x}+{len:#x} is outside an MR of {:#x} bytes",
+                self.len
+            )))
+        }
+    }
+
+    /// A scatter/gather entry for bytes `offset .. offset + length`.
+    pub fn sge(&self, offset: usize, length: u32) -> Result<Sge> {
+        self.check_range(offset, length as usize)?;
+        Ok(Sge {
+            addr: self.addr() + offset as u64,
+            length,
+            lkey: self.lkey,
+        })
+    }
+
+    /// Copies `data` into the region at `offset`, with volatile stores
+    /// (the device may access the bytes concurrently).
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.check_range(offset, data.len())?;
+        let mem = self.mem();
+        let base = mem.vaddr().as_ptr() as usize;
+        let mut i = 0;
+        while i < data.len() {
+            let at = offset + i;
+            if (base + at) % 8 == 0 && data.len() - i >= 8 {
+                let mut word = [0; 8];
+                word.copy_from_slice(&data[i..i + 8]);
+                mem.write(at, u64::from_ne_bytes(word));
+                i += 8;
+            } else {
+                mem.write(at, data[i]);
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies bytes of the region at `offset` into `out`, with volatile
+    /// loads.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check_range(offset, out.len())?;
+        let mem = self.mem();
+        let base = mem.vaddr().as_ptr() as usize;
+        let mut i = 0;
+        while i < out.len() {
+            let at = offset + i;
+            if (base + at) % 8 == 0 && out.len() - i >= 8 {
+                out[i..i + 8].copy_from_slice(&mem.read::<u64>(at).to_ne_bytes());
+                i += 8;
+            } else {
+                out[i] = mem.read(at);
+                i += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deregisters the region (DEREG_MR) and frees or unmaps its memory;
+    /// on failure the MR is handed back.
+    pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
+        match self.release() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(DestroyError {
+                object: self,
+                error,
+            }),
+        }
+    }
+
+    fn release(&mut self) -> Result<()> {
+        if self.mem.is_none() {
+            return Ok(());
+        }
+        let input = ObjIn {
+            id: le32::from_ne(self.lkey),
+        };
+        self.pd.ctx.exec::<_, ()>(CmdOpcode::DeregMr, &input)?;
+        self.free_memory();
+        Ok(())
+    }
+
+    fn free_memory(&mut self) {
+        let Some(mem) = self.mem.take() else { return };
+        let hal = self.pd.ctx.hal();
+        if self.allocated {
+            // SAFETY: from dma_alloc, and the MR using it is deregistered.
+            unsafe { hal.dma_free(mem) };
+        } else {
+            // SAFETY: the iova and length of the dma_map made by reg_mr,
+            // unmapped only here (mem was taken).
+            if let Err(e) = unsafe { hal.dma_unmap(mem.iova(), self.len) } {
+                log::error!("unmapping MR {:#x}: {e}", self.lkey);
+            }
+        }
+    }
+}
+
+impl<H: Hal> Drop for Mr<H> {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::error!("dropping MR {:#x}: {e}", self.lkey);
+            if !self.allocated {
+                // The caller's memory may be freed after this: cut the
+                // device off from it even though deregistration failed.
+                self.free_memory();
+            } else {
+                log::error!(
+                    "leaking the {} bytes of MR {:#x}, which the device may still use",
+                    self.len,
+                    self.lkey
+                );
+            }
+        }
+    }
+}

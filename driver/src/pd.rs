@@ -1,0 +1,94 @@
+//! Protection domains.
+
+use alloc::format;
+use alloc::sync::Arc;
+
+use rnic_hw_regs::cmd::{CmdOpcode, CreatePdOut, ObjIn};
+use rnic_hw_regs::le32;
+use rnic_queues::Hal;
+
+use crate::context::{Context, Shared};
+use crate::error::{DestroyError, Error, ErrorKind, Result};
+
+/// A protection domain (`struct ibv_pd`).
+///
+/// MRs and QPs created from it keep it alive: dropping the `Pd` while they
+/// exist defers the device-side deallocation until the last one is gone.
+pub struct Pd<H: Hal> {
+    pub(crate) inner: Arc<PdInner<H>>,
+}
+
+/// The device-side PD, shared by the handle, its MRs and its QPs.
+pub(crate) struct PdInner<H: Hal> {
+    pub(crate) ctx: Arc<Shared<H>>,
+    pub(crate) pdn: u32,
+    live: bool,
+}
+
+impl<H: Hal> PdInner<H> {
+    fn release(&mut self) -> Result<()> {
+        if self.live {
+            let input = ObjIn {
+                id: le32::from_ne(self.pdn),
+            };
+            self.ctx.exec::<_, ()>(CmdOpcode::DestroyPd, &input)?;
+            self.live = false;
+        }
+        Ok(())
+    }
+}
+
+impl<H: Hal> Drop for PdInner<H> {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::error!("dropping PD {}: {e}", self.pdn);
+        }
+    }
+}
+
+impl<H: Hal> Context<H> {
+    /// Allocates a protection domain (CREATE_PD).
+    pub fn alloc_pd(&self) -> Result<Pd<H>> {
+        let out: CreatePdOut = self.shared.exec(CmdOpcode::CreatePd, &())?;
+        Ok(Pd {
+            inner: Arc::new(PdInner {
+                ctx: Arc::clone(&self.shared),
+                pdn: out.pdn.to_ne(),
+                live: true,
+            }),
+        })
+    }
+}
+
+impl<H: Hal> Pd<H> {
+    /// The PD number.
+    pub fn pd_num(&self) -> u32 {
+        self.inner.pdn
+    }
+
+    /// Deallocates the PD (DESTROY_PD). A PD that still has MRs or QPs is
+    /// busy; on any failure the PD is handed back.
+    pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
+        let users = Arc::strong_count(&self.inner) - 1;
+        let Some(inner) = Arc::get_mut(&mut self.inner) else {
+            let error = Error::new(
+                ErrorKind::Busy,
+                format!(
+                    "PD {} still has {users} memory region(s) or queue pair(s)",
+                    self.inner.pdn
+                ),
+            );
+            return Err(DestroyError {
+                object: self,
+                error,
+            });
+        };
+        match inner.release() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(DestroyError {
+                object: self,
+                error,
+            }),
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Queue pairs: creation, the RESET → INIT → RTR → RTS state machine,
+//! query and destruction. Posting is in `post`.
+
+mod attr;
+mod post;
+mod shared;
+mod sizing;
+
+use alloc::format;
+use alloc::sync::Arc;
+
+use rnic_hw_regs::cmd::{CmdOpcode, CreateQpIn, CreateQpOut, ModifyQpIn, ObjIn, QpAttrs, NONE};
+use rnic_hw_regs::uar::{QP_DBREC_RQ, QP_DBREC_SQ};
+use rnic_hw_regs::verbs::{QpState, QpType};
+use rnic_hw_regs::wqe::SEND_WQE_BB;
+use rnic_hw_regs::{le32, le64};
+use rnic_queues::{DbRec, DmaRegion, Hal};
+use spin::Mutex;
+
+pub use attr::{AhAttr, QpAttr};
+pub(crate) use shared::QpShared;
+pub use sizing::QpCap;
+
+use self::attr::{check_modify, from_wire, ModifyEnv};
+use self::post::{RecvQueue, SendQueue};
+use self::sizing::{QpLayout, QueueLimits};
+use crate::cq::{Cq, CqShared};
+use crate::dma::view;
+use crate::error::{DestroyError, Error, ErrorKind, Result};
+use crate::pd::{Pd, PdInner};
+use crate::wqe::{SendLimits, WqRing};
+
+/// What [`Pd::create_qp`] needs (`struct ibv_qp_init_attr`).
+pub struct QpInitAttr<'a, H: Hal> {
+    /// CQ for send completions.
+    pub send_cq: &'a Cq<H>,
+    /// CQ for receive completions (may be the same).
+    pub recv_cq: &'a Cq<H>,
+    /// Requested capacities; the QP provides at least these
+    /// ([`Qp::cap`] tells how much).
+    pub cap: QpCap,
+    /// Transport; only [`QpType::Rc`] in this device version.
+    pub qp_type: QpType,
+    /// Every send request generates a completion, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+/// A reliable-connected queue pair (`struct ibv_qp`).
+///
+/// `post_send` and `post_recv` may be called from several threads; each
+/// queue is protected by its own lock.
+pub struct Qp<H: Hal> {
+    pd: Arc<PdInner<H>>,
+    send_cq: Arc<CqShared<H>>,
+    recv_cq: Arc<CqShared<H>>,
+    shared: Arc<QpShared>,
+    qpn: u32,
+    uar_page: u32,
+    cap: QpCap,
+    sq_limits: SendLimits,
+    sq: Mutex<SendQueue>,
+    rq: Mutex<RecvQueue>,
+    /// Serializes `modify`; holds the QP's port (0 before INIT).
+    port: Mutex<u8>,
+    /// Send queue, receive queue and doorbell record; `None` once released.
+    mem: Option<DmaRegion>,
+}
+
+impl<H: Hal> Pd<H> {
+    /// Creates a QP in the RESET state (CREATE_QP).
+    pub fn create_qp(&self, init: &QpInitAttr<'_, H>) -> Result<Qp<H>> {
+        let ctx = &self.inner.ctx;
+        if init.qp_type != QpType::Rc {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                format!("{:?} QPs are not supported; only RC", init.qp_type),
+            ));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !Arc::ptr_eq(&cq.inner.ctx, ctx) {
+                return Err(Error::invalid(format!(
+                    "CQ {} belongs to another device context",
+                    cq.inner.cqn
+                )));
+            }
+        }
+        let caps = &ctx.dev.caps;
+        let lim = QueueLimits {
+            log_max_wq: caps.log_max_wq,
+            max_qp_wr: if ctx.attr.max_qp_wr == 0 {
+                u32::MAX
+            } else {
+                ctx.attr.max_qp_wr
+            },
+            max_sge: caps.max_sge,
+            max_inline: caps.max_inline,
+            max_wqe_bbs: caps.max_wqe_bbs,
+        };
+        let layout = QpLayout::new(&init.cap, &lim)?;
+        let hal = ctx.hal();
+        let mem = hal
+            .dma_alloc(layout.len)
+            .map_err(|e| Error::hal(e, "allocating QP queues"))?;
+        mem.zero();
+        let uar_page = ctx.alloc_uar_page();
+        let input = CreateQpIn {
+            qp_type: QpType::Rc.raw(),
+            sq_sig_all: init.sq_sig_all.into(),
+            log_rq_stride: layout.log_rq_stride as u8,
+            reserved0: 0,
+            pdn: le32::from_ne(self.inner.pdn),
+            send_cqn: le32::from_ne(init.send_cq.inner.cqn),
+            recv_cqn: le32::from_ne(init.recv_cq.inner.cqn),
+            srqn: le32::from_ne(NONE),
+            log_sq_bbs: le32::from_ne(layout.log_sq_bbs),
+            log_rq_wqes: le32::from_ne(layout.log_rq_wqes),
+            max_inline: le32::from_ne(layout.sq.max_inline),
+            uar_page: le32::from_ne(uar_page),
+            reserved1: le32::from_ne(0),
+            sq_iova: le64::from_ne(mem.iova()),
+            rq_iova: le64::from_ne(mem.iova() + layout.rq_offset as u64),
+            dbrec_iova: le64::from_ne(mem.iova() + layout.dbrec_offset as u64),
+        };
+        let out: CreateQpOut = match ctx.exec(CmdOpcode::CreateQp, &input) {
+            Ok(out) => out,
+            Err(e) => {
+                // SAFETY: from dma_alloc; the device refused the QP.
+                unsafe { hal.dma_free(mem) };
+                return Err(e);
+            }
+        };
+        let qpn = out.qpn.to_ne() & 0xff_ffff;
+        // SAFETY: rings and records point into `mem`, which the Qp owns and
+        // frees only when released, after which they are unused.
+        let (sq_ring, rq_ring, sq_db, rq_db) = unsafe {
+            let rq_mem = view(&mem, layout.rq_offset, layout.rq_len());
+            (
+                WqRing::new(&mem, layout.log_sq_bbs, SEND_WQE_BB),
+                WqRing::new(&rq_mem, layout.log_rq_wqes, 1 << layout.log_rq_stride),
+                DbRec::new(&mem, layout.dbrec_offset + QP_DBREC_SQ),
+                DbRec::new(&mem, layout.dbrec_offset + QP_DBREC_RQ),
+            )
+        };
+        let shared = Arc::new(QpShared::new(qpn, layout.log_sq_bbs));
+        ctx.qps.write().insert(qpn, Arc::clone(&shared));
+        let cap = layout.cap();
+        log::debug!(
+            "created QP {qpn}: {cap:?}, {} send BBs",
+            1u32 << layout.log_sq_bbs
+        );
+        Ok(Qp {
+            pd: Arc::clone(&self.inner),
+            send_cq: Arc::clone(&init.send_cq.inner),
+            recv_cq: Arc::clone(&init.recv_cq.inner),
+            shared,
+            qpn,
+            uar_page,
+            cap,
+            sq_limits: layout.sq,
+            sq: Mutex::new(SendQueue::new(sq_ring, sq_db, cap.max_send_wr)),
+            rq: Mutex::new(RecvQueue::new(rq_ring, rq_db)),
+            port: Mutex::new(0),
+            mem: Some(mem),
+        })
+    }
+}
+
+impl<H: Hal> Qp<H> {
+    /// The QP number.
+    pub fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The state as the driver knows it: set by `modify` and `query`, and
+    /// moved to ERR when an error completion or QP error event is seen.
+    pub fn state(&self) -> QpState {
+        self.shared.state()
+    }
+
+    /// The capacities the QP provides (at least those requested).
+    pub fn cap(&self) -> QpCap {
+        self.cap
+    }
+
+    /// The PD number the QP belongs to.
+    pub fn pd_num(&self) -> u32 {
+        self.pd.pdn
+    }
+
+    /// The send CQ's number.
+    pub fn send_cq_num(&self) -> u32 {
+        self.send_cq.cqn
+    }
+
+    /// The receive CQ's number.
+    pub fn recv_cq_num(&self) -> u32 {
+        self.recv_cq.cqn
+    }
+
+    /// Modifies the QP (`ibv_modify_qp`): applies the attributes named by
+    /// `mask` ([`crate::qp_attr`] bits) and moves it to `attr.qp_state`.
+    ///
+    /// The libibverbs rules are checked first: the transition must be
+    /// legal, the mask must hold every attribute it requires and nothing it
+    /// does not allow, and the values must be in range. Moving to RESET
+    /// discards all queued work without completions, removes the QP's
+    /// completions from its CQs, and restarts its queues.
+    pub fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
+        let ctx = &self.pd.ctx;
+        let mut port = self.port.lock();
+        let env = ModifyEnv {
+            dev: &ctx.attr,
+            ports: &ctx.ports,
+            cur: self.shared.state(),
+            port: *port,
+        };
+        let m = check_modify(attr, mask, &env)?;
+        let input = ModifyQpIn {
+            qpn: le32::from_ne(self.qpn),
+            attr_mask: le32::from_ne(m.mask),
+            attrs: m.attrs,
+        };
+        ctx.exec::<_, ()>(CmdOpcode::ModifyQp, &input)?;
+        *port = m.port;
+        if m.next == QpState::Reset {
+            self.reset_queues();
+        }
+        self.shared.set_state(m.next);
+        log::debug!("QP {}: {:?} -> {:?}", self.qpn, env.cur, m.next);
+        Ok(())
+    }
+
+    /// Restarts both queues after the device moved the QP to RESET.
+    fn reset_queues(&self) {
+        let mut sq = self.sq.lock();
+        let mut rq = self.rq.lock();
+        self.send_cq.clean(self.qpn);
+        if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
+            self.recv_cq.clean(self.qpn);
+        }
+        sq.reset();
+        rq.reset();
+        self.shared.reset_indices();
+    }
+
+    /// Reads the QP's attributes and state from the device (QUERY_QP) and
+    /// updates [`Qp::state`].
+    pub fn query(&self) -> Result<QpAttr> {
+        let input = ObjIn {
+            id: le32::from_ne(self.qpn),
+        };
+        let out: QpAttrs = self.pd.ctx.exec(CmdOpcode::QueryQp, &input)?;
+        let attr = from_wire(&out, self.cap)?;
+        self.shared.set_state(attr.qp_state);
+        Ok(attr)
+    }
+
+    /// Destroys the QP (DESTROY_QP); on failure the QP is handed back.
+    // Handing the QP back by value is the point; destroy is a cold path.
+    #[allow(clippy::result_large_err)]
+    pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
+        match self.release() {
+            Ok(()) => Ok(()),
+            Err(error) => Err(DestroyError {
+                object: self,
+                error,
+            }),
+        }
+    }
+
+    fn release(&mut self) -> Result<()> {
+        let Some(mem) = self.mem.take() else {
+            return Ok(());
+        };
+        let ctx = &self.pd.ctx;
+        let input = ObjIn {
+            id: le32::from_ne(self.qpn),
+        };
+        if let Err(e) = ctx.exec::<_, ()>(CmdOpcode::DestroyQp, &input) {
+            self.mem = Some(mem);
+            return Err(e);
+        }
+        self.send_cq.clean(self.qpn);
+        if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
+            self.recv_cq.clean(self.qpn);
+        }
+        ctx.qps.write().remove(&self.qpn);
+        // SAFETY: from dma_alloc, and the QP using it is destroyed.
+        unsafe { ctx.hal().dma_free(mem) };
+        log::debug!("destroyed QP {}", self.qpn);
+        Ok(())
+    }
+}
+
+impl<H: Hal> Drop for Qp<H> {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            log::error!(
+                "dropping QP {}: {e}; leaking its queues, which the device may still use",
+                self.qpn
+            );
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The per-QP state shared between the QP (posting) and the CQ poller
+//! (retiring), kept in the context's QPN table.
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+use rnic_hw_regs::verbs::QpState;
+
+/// Queue accounting and state of one QP, updated without locks.
+///
+/// Send queue indices count 64-byte BBs, receive queue indices WQEs; all
+/// are free-running. Only the QP's poster writes the heads, only the
+/// poller of the completing CQ writes the tails (and a reset, after the
+/// CQs were cleaned of the QP's completions).
+pub(crate) struct QpShared {
+    pub(crate) qpn: u32,
+    state: AtomicU8,
+    sq_mask: u32,
+    /// Send queue producer index, published before each doorbell.
+    sq_head: AtomicU32,
+    /// Send queue index retired by completions.
+    sq_tail: AtomicU32,
+    /// Send requests retired by completions.
+    sq_wr_tail: AtomicU32,
+    /// For each BB that ends a WQE: the number of send requests posted up
+    /// to and including that WQE, so a completion retiring up to a BB index
+    /// also knows how many requests it retired.
+    sq_wr_end: Box<[AtomicU32]>,
+    /// Receive queue producer index, published before each doorbell.
+    rq_head: AtomicU32,
+    /// Receive queue index retired by completions.
+    rq_tail: AtomicU32,
+}
+
+impl QpShared {
+    pub(crate) fn new(qpn: u32, log_sq_bbs: u32) -> Self {
+        let n = 1usize << log_sq_bbs;
+        Self {
+            qpn,
+            state: AtomicU8::new(QpState::Reset.raw()),
+            sq_mask: (n - 1) as u32,
+            sq_head: AtomicU32::new(0),
+            sq_tail: AtomicU32::new(0),
+            sq_wr_tail: AtomicU32::new(0),
+            sq_wr_end: (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>().into(),
+            rq_head: AtomicU32::new(0),
+            rq_tail: AtomicU32::new(0),
+        }
+    }
+
+    /// The QP state as the driver knows it.
+    pub(crate) fn state(&self) -> QpState {
+        QpState::from_raw(self.state.load(Ordering::Acquire)).unwrap_or(QpState::Err)
+    }
+
+    pub(crate) fn set_state(&self, s: QpState) {
+        self.state.store(s.raw(), Ordering::Release);
+    }
+
+    /// Records that the device moved the QP to the error state (an error
+    /// completion or a QP error event); a QP in RESET stays there.
+    pub(crate) fn mark_error(&self) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                (s != QpState::Reset.raw()).then_some(QpState::Err.raw())
+            });
+    }
+
+    /// Notes, before the doorbell, that the WQE ending at BB index
+    /// `last_bb` brings the number of posted send requests to `wrs`.
+    #[inline]
+    pub(crate) fn record_send_wqe(&self, last_bb: u32, wrs: u32) {
+        self.sq_wr_end[(last_bb & self.sq_mask) as usize].store(wrs, Ordering::Relaxed);
+    }
+
+    /// Publishes the send queue producer index (before the doorbell, so a
+    /// completion for the new WQEs is never taken for a bogus one).
+    #[inline]
+    pub(crate) fn publish_sq_head(&self, pi: u32) {
+        self.sq_head.store(pi, Ordering::Release);
+    }
+
+    /// Publishes the receive queue producer index.
+    #[inline]
+    pub(crate) fn publish_rq_head(&self, pi: u32) {
+        self.rq_head.store(pi, Ordering::Release);
+    }
+
+    /// Send queue BB index and send request count retired so far.
+    #[inline]
+    pub(crate) fn sq_retired(&self) -> (u32, u32) {
+        (
+            self.sq_tail.load(Ordering::Acquire),
+            self.sq_wr_tail.load(Ordering::Acquire),
+        )
+    }
+
+    /// Receive queue index retired so far.
+    #[inline]
+    pub(crate) fn rq_retired(&self) -> u32 {
+        self.rq_tail.load(Ordering::Acquire)
+    }
+
+    /// Retires the send queue up to the 16-bit BB index `counter` of a
+    /// send completion. False if `counter` is not past the retired index
+    /// and within the posted WQEs.
+    pub(crate) fn retire_sq(&self, counter: u16) -> bool {
+        let tail = self.sq_tail.load(Ordering::Relaxed);
+        let head = self.sq_head.load(Ordering::Acquire);
+        let step = u32::from(counter.wrapping_sub(tail as u16));
+        if step == 0 || step > head.wrapping_sub(tail) {
+            return false;
+        }
+        let new = tail.wrapping_add(step);
+        let wrs =
+            self.sq_wr_end[(new.wrapping_sub(1) & self.sq_mask) as usize].load(Ordering::Relaxed);
+        self.sq_wr_tail.store(wrs, Ordering::Release);
+        self.sq_tail.store(new, Ordering::Release);
+        true
+    }
+
+    /// Retires the receive queue up to the 16-bit index `counter` of a
+    /// receive completion.
+    pub(crate) fn retire_rq(&self, counter: u16) -> bool {
+        let tail = self.rq_tail.load(Ordering::Relaxed);
+        let head = self.rq_head.load(Ordering::Acquire);
+        let step = u32::from(counter.wrapping_sub(tail as u16));
+        if step == 0 || step > head.wrapping_sub(tail) {
+            return false;
+        }
+        self.rq_tail
+            .store(tail.wrapping_add(step), Ordering::Release);
+        true
+    }
+
+    /// Zeroes every index, after the QP moved to RESET and the CQs were
+    /// cleaned of its completions.
+    pub(crate) fn reset_indices(&self) {
+        for a in [
+            &self.sq_head,
+            &self.sq_tail,
+            &self.sq_wr_tail,
+            &self.rq_head,
+            &self.rq_tail,
+        ] {
+            a.store(0, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsignaled_run_retired_by_next_completion() {
+        let q = QpShared::new(5, 3);
+        // Three WQEs of 1, 2 and 1 BBs: they end at BBs 0, 2, 3.
+        q.record_send_wqe(0, 1);
+        q.record_send_wqe(2, 2);
+        q.record_send_wqe(3, 3);
+        q.publish_sq_head(4);
+        assert!(!q.retire_sq(5), "past the producer index");
+        assert!(!q.retire_sq(0), "nothing to retire");
+        assert!(q.retire_sq(3));
+        assert_eq!(q.sq_retired(), (3, 2));
+        assert!(q.retire_sq(4));
+        assert_eq!(q.sq_retired(), (4, 3));
+        q.reset_indices();
+        assert_eq!(q.sq_retired(), (0, 0));
+    }
+
+    #[test]
+    fn indices_wrap_at_16_bits() {
+        let q = QpShared::new(5, 0);
+        for i in 1..=70_000u32 {
+            q.record_send_wqe(i - 1, i);
+            q.publish_sq_head(i);
+            assert!(q.retire_sq(i as u16));
+            q.publish_rq_head(i);
+            assert!(q.retire_rq(i as u16));
+        }
+        assert_eq!(q.sq_retired(), (70_000, 70_000));
+        assert_eq!(q.rq_retired(), 70_000);
+    }
+
+    #[test]
+    fn error_marking_spares_reset() {
+        let q = QpShared::new(5, 0);
+        q.mark_error();
+        assert_eq!(q.state(), QpState::Reset);
+        q.set_state(QpState::Rts);
+        q.mark_error();
+        assert_eq!(q.state(), QpState::Err);
+    }
+}

@@ -1,0 +1,152 @@
+//! Work requests: what `post_send` and `post_recv` take.
+
+/// One scatter/gather entry (`struct ibv_sge`): `length` bytes at `addr`
+/// in the MR named by `lkey`. Zero-length entries are skipped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sge {
+    /// Start address, in the MR's address space (see [`crate::Mr::addr`]).
+    pub addr: u64,
+    /// Length in bytes, at most 2^31.
+    pub length: u32,
+    /// Local key of the MR.
+    pub lkey: u32,
+}
+
+/// Remote buffer of an RDMA or atomic operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteAddr {
+    /// Remote virtual address (8-byte aligned for atomics).
+    pub addr: u64,
+    /// Remote key of the MR holding it.
+    pub rkey: u32,
+}
+
+/// The operation of a send work request, with its operands
+/// (`ibv_send_wr.opcode` and `wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND: the payload lands in the peer's next receive WQE.
+    Send,
+    /// SEND with immediate data (network byte order), delivered in the
+    /// peer's receive completion.
+    SendWithImm {
+        /// Immediate data, network byte order.
+        imm: [u8; 4],
+    },
+    /// RDMA WRITE of the payload to `remote`.
+    RdmaWrite {
+        /// Destination.
+        remote: RemoteAddr,
+    },
+    /// RDMA WRITE with immediate: also consumes a peer receive WQE.
+    RdmaWriteWithImm {
+        /// Destination.
+        remote: RemoteAddr,
+        /// Immediate data, network byte order.
+        imm: [u8; 4],
+    },
+    /// RDMA READ from `remote` into the scatter list.
+    RdmaRead {
+        /// Source.
+        remote: RemoteAddr,
+    },
+    /// Atomic compare and swap of the 8 bytes at `remote`; the original
+    /// value lands in the (single, 8-byte) scatter entry.
+    AtomicCmpAndSwp {
+        /// Target, 8-byte aligned.
+        remote: RemoteAddr,
+        /// Value compared with the target.
+        compare: u64,
+        /// Value stored if they are equal.
+        swap: u64,
+    },
+    /// Atomic fetch and add on the 8 bytes at `remote`; the original value
+    /// lands in the (single, 8-byte) scatter entry.
+    AtomicFetchAndAdd {
+        /// Target, 8-byte aligned.
+        remote: RemoteAddr,
+        /// Value added.
+        add: u64,
+    },
+}
+
+impl SendOp {
+    /// The remote buffer, for operations that have one.
+    pub fn remote(&self) -> Option<RemoteAddr> {
+        match *self {
+            Self::Send | Self::SendWithImm { .. } => None,
+            Self::RdmaWrite { remote }
+            | Self::RdmaWriteWithImm { remote, .. }
+            | Self::RdmaRead { remote }
+            | Self::AtomicCmpAndSwp { remote, .. }
+            | Self::AtomicFetchAndAdd { remote, .. } => Some(remote),
+        }
+    }
+
+    /// Whether this is an atomic operation.
+    pub fn is_atomic(&self) -> bool {
+        matches!(
+            self,
+            Self::AtomicCmpAndSwp { .. } | Self::AtomicFetchAndAdd { .. }
+        )
+    }
+
+    /// Whether the payload may be inline (SEND and RDMA WRITE kinds).
+    pub fn allows_inline(&self) -> bool {
+        matches!(
+            self,
+            Self::Send
+                | Self::SendWithImm { .. }
+                | Self::RdmaWrite { .. }
+                | Self::RdmaWriteWithImm { .. }
+        )
+    }
+}
+
+/// Where a send work request's data is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// A gather list (SEND, WRITE) or scatter list (READ, atomics) of
+    /// registered memory.
+    Sgl(&'a [Sge]),
+    /// Inline data (`IBV_SEND_INLINE`): the bytes are copied into the WQE
+    /// when posting, so the buffer is free again as soon as `post_send`
+    /// returns and needs no MR. At most the QP's `max_inline_data` bytes;
+    /// SEND and RDMA WRITE kinds only.
+    Inline(&'a [u8]),
+}
+
+/// Send flags (`enum ibv_send_flags` values). Inline data is selected with
+/// [`Payload::Inline`] rather than a flag.
+pub mod send_flags {
+    /// Wait for earlier RDMA READs and atomics to complete first.
+    pub const FENCE: u32 = 1 << 0;
+    /// Generate a completion on success (always on error).
+    pub const SIGNALED: u32 = 1 << 1;
+    /// Set the solicited event bit (SEND, WRITE with immediate).
+    pub const SOLICITED: u32 = 1 << 2;
+    /// Every flag `post_send` accepts.
+    pub const ALL: u32 = FENCE | SIGNALED | SOLICITED;
+}
+
+/// A send work request (`struct ibv_send_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendWr<'a> {
+    /// Echoed in the completion.
+    pub wr_id: u64,
+    /// Operation and operands.
+    pub op: SendOp,
+    /// Data.
+    pub payload: Payload<'a>,
+    /// [`send_flags`] bits.
+    pub flags: u32,
+}
+
+/// A receive work request (`struct ibv_recv_wr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecvWr<'a> {
+    /// Echoed in the completion.
+    pub wr_id: u64,
+    /// Where the incoming message lands, in order.
+    pub sg_list: &'a [Sge],
+}

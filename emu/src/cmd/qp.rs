@@ -1,0 +1,383 @@
+//! CREATE_QP, MODIFY_QP, QUERY_QP and DESTROY_QP.
+
+use rnic_hw_regs::cmd::*;
+use rnic_hw_regs::verbs::{access, qp_attr, qp_transition, Mtu, QpState, QpType};
+use rnic_hw_regs::wqe::{MAX_LOG_RQ_STRIDE, MIN_LOG_RQ_STRIDE, SEND_WQE_BB};
+use rnic_hw_regs::{le32, PAGE_SIZE};
+
+use super::{check, fail, off, CmdError, CmdResult};
+use crate::iommu::{from_bytes, to_bytes, DmaRange};
+use crate::objects::Qp;
+use crate::state::State;
+
+/// QP numbers and PSNs are 24 bits wide.
+const MAX_24: u32 = (1 << 24) - 1;
+
+pub(super) fn create(
+    st: &mut State,
+    input: &[u8; CMD_IN_SIZE],
+    out: &mut [u8; CMD_OUT_SIZE],
+) -> CmdResult {
+    use CmdStatus::{BadDma, BadParam, BadResource};
+    let i: CreateQpIn = from_bytes(input);
+    let c = &st.cfg;
+    // Only RC in this version.
+    check(
+        i.qp_type == QpType::Rc.raw(),
+        BadParam,
+        off!(CreateQpIn, qp_type),
+    )?;
+    check(i.sq_sig_all <= 1, BadParam, off!(CreateQpIn, sq_sig_all))?;
+    let stride = i.log_rq_stride;
+    check(
+        (MIN_LOG_RQ_STRIDE..=MAX_LOG_RQ_STRIDE).contains(&stride),
+        BadParam,
+        off!(CreateQpIn, log_rq_stride),
+    )?;
+    check(i.reserved0 == 0, BadParam, off!(CreateQpIn, reserved0))?;
+    let pdn = i.pdn.to_ne();
+    check(
+        st.objs.pds.get(pdn).is_some(),
+        BadResource,
+        off!(CreateQpIn, pdn),
+    )?;
+    let send_cqn = i.send_cqn.to_ne();
+    check(
+        st.objs.cqs.get(send_cqn).is_some(),
+        BadResource,
+        off!(CreateQpIn, send_cqn),
+    )?;
+    let recv_cqn = i.recv_cqn.to_ne();
+    check(
+        st.objs.cqs.get(recv_cqn).is_some(),
+        BadResource,
+        off!(CreateQpIn, recv_cqn),
+    )?;
+    // No shared receive queues in this version.
+    check(i.srqn.to_ne() == NONE, BadParam, off!(CreateQpIn, srqn))?;
+    let log_sq = i.log_sq_bbs.to_ne();
+    check(
+        log_sq <= c.log_max_wq as u32,
+        BadParam,
+        off!(CreateQpIn, log_sq_bbs),
+    )?;
+    let log_rq = i.log_rq_wqes.to_ne();
+    check(
+        log_rq <= c.log_max_wq as u32,
+        BadParam,
+        off!(CreateQpIn, log_rq_wqes),
+    )?;
+    let max_inline = i.max_inline.to_ne();
+    check(
+        max_inline <= c.max_inline,
+        BadParam,
+        off!(CreateQpIn, max_inline),
+    )?;
+    let page = i.uar_page.to_ne();
+    check(page < c.uar_pages, BadParam, off!(CreateQpIn, uar_page))?;
+    check(
+        i.reserved1.to_ne() == 0,
+        BadParam,
+        off!(CreateQpIn, reserved1),
+    )?;
+    let map = |iova: u64, len: usize, align: u64, field: usize| -> Result<DmaRange, CmdError> {
+        check(iova % align == 0, BadParam, field)?;
+        DmaRange::new(&st.iommu, iova, len).ok_or(fail(BadDma, field))
+    };
+    let page_align = PAGE_SIZE as u64;
+    let sq = map(
+        i.sq_iova.to_ne(),
+        SEND_WQE_BB << log_sq,
+        page_align,
+        off!(CreateQpIn, sq_iova),
+    )?;
+    let rq = map(
+        i.rq_iova.to_ne(),
+        1 << (log_rq + stride as u32),
+        page_align,
+        off!(CreateQpIn, rq_iova),
+    )?;
+    let dbrec = map(i.dbrec_iova.to_ne(), 8, 8, off!(CreateQpIn, dbrec_iova))?;
+    let qpn = st
+        .objs
+        .qps
+        .free_number()
+        .ok_or(fail(CmdStatus::NoResources, 0))?;
+    st.objs.qps.insert(
+        qpn,
+        Qp {
+            qpn,
+            pdn,
+            send_cqn,
+            recv_cqn,
+            sq_sig_all: i.sq_sig_all == 1,
+            log_sq_bbs: log_sq as u8,
+            log_rq_wqes: log_rq as u8,
+            log_rq_stride: stride,
+            max_inline,
+            uar_page: page,
+            sq,
+            rq,
+            dbrec,
+            state: QpState::Reset,
+            attrs: QpAttrs::default(),
+            sq_ci: 0,
+            rq_ci: 0,
+            sq_busy: false,
+            rnr_stalled_on: None,
+            rnr_waiters: Vec::new(),
+            kicked: false,
+        },
+    );
+    adjust_users(st, pdn, send_cqn, recv_cqn, true);
+    log::debug!("QP {qpn}: pd {pdn}, send CQ {send_cqn}, recv CQ {recv_cqn}, 2^{log_sq} BBs, 2^{log_rq} recvs");
+    to_bytes(
+        &CreateQpOut {
+            qpn: le32::from_ne(qpn),
+        },
+        out,
+    );
+    Ok(())
+}
+
+/// Counts a QP in (or out of) its PD and CQs.
+fn adjust_users(st: &mut State, pdn: u32, send_cqn: u32, recv_cqn: u32, add: bool) {
+    let step = |n: &mut u32| *n = if add { *n + 1 } else { *n - 1 };
+    if let Some(pd) = st.objs.pds.get_mut(pdn) {
+        step(&mut pd.users);
+    }
+    for cqn in [send_cqn, recv_cqn] {
+        if let Some(cq) = st.objs.cqs.get_mut(cqn) {
+            step(&mut cq.users);
+        }
+    }
+}
+
+/// Offset of a `QpAttrs` field in the MODIFY_QP input.
+macro_rules! attr {
+    ($f:ident) => {
+        off!(ModifyQpIn, attrs) + off!(QpAttrs, $f)
+    };
+}
+
+/// Offset of an `AddressVector` field in the MODIFY_QP input.
+macro_rules! av {
+    ($f:ident) => {
+        attr!(ah) + off!(AddressVector, $f)
+    };
+}
+
+/// Mask bits of attributes this device does not implement (alternate path
+/// migration) or that are never valid in MODIFY_QP.
+const UNSUPPORTED: u32 =
+    qp_attr::ALT_PATH | qp_attr::PATH_MIG_STATE | qp_attr::EN_SQD_ASYNC_NOTIFY | qp_attr::CAP;
+/// Every mask bit libibverbs defines up to `DEST_QPN`.
+const KNOWN: u32 = (qp_attr::DEST_QPN << 1) - 1;
+
+pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+    use CmdStatus::{BadParam, BadState};
+    let i: ModifyQpIn = from_bytes(input);
+    let qpn = i.qpn.to_ne();
+    let qp = st
+        .objs
+        .qps
+        .get(qpn)
+        .ok_or(fail(CmdStatus::BadResource, off!(ModifyQpIn, qpn)))?;
+    let mask = i.attr_mask.to_ne();
+    let a = &i.attrs;
+    check(
+        mask & !KNOWN == 0 && mask & UNSUPPORTED == 0,
+        BadParam,
+        off!(ModifyQpIn, attr_mask),
+    )?;
+    let cur = qp.state;
+    let next = if mask & qp_attr::STATE != 0 {
+        QpState::from_raw(a.qp_state).ok_or(fail(BadParam, attr!(qp_state)))?
+    } else {
+        cur
+    };
+    if mask & qp_attr::CUR_STATE != 0 {
+        check(
+            QpState::from_raw(a.cur_qp_state) == Some(cur),
+            BadState,
+            attr!(cur_qp_state),
+        )?;
+    }
+    let t = qp_transition(QpType::Rc, cur, next).ok_or(fail(BadState, attr!(qp_state)))?;
+    check(
+        mask & t.required == t.required && mask & !(t.required | t.optional) == 0,
+        BadParam,
+        off!(ModifyQpIn, attr_mask),
+    )?;
+    let has = |bit: u32| mask & bit != 0;
+    let max_rd = st.cfg.max_rd_atomic;
+    let values: [(u32, bool, usize); 14] = [
+        (
+            qp_attr::ACCESS_FLAGS,
+            a.qp_access_flags.to_ne() & !access::QP_SUPPORTED == 0,
+            attr!(qp_access_flags),
+        ),
+        // One P_Key table entry.
+        (
+            qp_attr::PKEY_INDEX,
+            a.pkey_index.to_ne() == 0,
+            attr!(pkey_index),
+        ),
+        (qp_attr::PORT, a.port_num == 1, attr!(port_num)),
+        (
+            qp_attr::PATH_MTU,
+            Mtu::from_raw(a.path_mtu).is_some(),
+            attr!(path_mtu),
+        ),
+        (qp_attr::TIMEOUT, a.timeout <= 31, attr!(timeout)),
+        (qp_attr::RETRY_CNT, a.retry_cnt <= 7, attr!(retry_cnt)),
+        (qp_attr::RNR_RETRY, a.rnr_retry <= 7, attr!(rnr_retry)),
+        (
+            qp_attr::MIN_RNR_TIMER,
+            a.min_rnr_timer <= 31,
+            attr!(min_rnr_timer),
+        ),
+        (qp_attr::RQ_PSN, a.rq_psn.to_ne() <= MAX_24, attr!(rq_psn)),
+        (qp_attr::SQ_PSN, a.sq_psn.to_ne() <= MAX_24, attr!(sq_psn)),
+        (
+            qp_attr::MAX_QP_RD_ATOMIC,
+            a.max_rd_atomic <= max_rd,
+            attr!(max_rd_atomic),
+        ),
+        (
+            qp_attr::MAX_DEST_RD_ATOMIC,
+            a.max_dest_rd_atomic <= max_rd,
+            attr!(max_dest_rd_atomic),
+        ),
+        (
+            qp_attr::DEST_QPN,
+            a.dest_qp_num.to_ne() <= MAX_24,
+            attr!(dest_qp_num),
+        ),
+        (0xFFFF_FFFF, a.reserved == [0; 4], attr!(reserved)),
+    ];
+    for (bit, ok, field) in values {
+        if has(bit) {
+            check(ok, BadParam, field)?;
+        }
+    }
+    if has(qp_attr::AV) {
+        check_av(st, &a.ah)?;
+    }
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Err(fail(CmdStatus::Internal, 0));
+    };
+    apply(&mut qp.attrs, a, mask);
+    log::debug!("QP {qpn}: {cur:?} -> {next:?} (mask {mask:#x})");
+    match next {
+        // Both wake requesters stalled on this QP, which then fail.
+        QpState::Err => crate::qp::to_err(st, qpn, None),
+        QpState::Reset => crate::qp::to_reset(st, qpn),
+        _ => {
+            qp.state = next;
+            if next == QpState::Rts {
+                // WQEs posted before RTS wait for it.
+                st.kick(qpn);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_av(st: &State, av: &AddressVector) -> CmdResult {
+    use CmdStatus::BadParam;
+    // RoCE always carries a GRH.
+    check(av.is_global == 1, BadParam, av!(is_global))?;
+    let gid_ok = st.gids.get(av.sgid_index as usize).is_some_and(|g| g.valid);
+    check(gid_ok, BadParam, av!(sgid_index))?;
+    check(av.flow_label.to_ne() < 1 << 20, BadParam, av!(flow_label))?;
+    // 0 stands for the QP's port.
+    check(av.port_num <= 1, BadParam, av!(port_num))
+}
+
+/// Copies the attributes selected by `mask` from `a` into `q`.
+fn apply(q: &mut QpAttrs, a: &QpAttrs, mask: u32) {
+    use qp_attr::*;
+    let has = |bit: u32| mask & bit != 0;
+    if has(ACCESS_FLAGS) {
+        q.qp_access_flags = a.qp_access_flags;
+    }
+    if has(PKEY_INDEX) {
+        q.pkey_index = a.pkey_index;
+    }
+    if has(PORT) {
+        q.port_num = a.port_num;
+    }
+    if has(QKEY) {
+        q.qkey = a.qkey;
+    }
+    if has(AV) {
+        q.ah = a.ah;
+    }
+    if has(PATH_MTU) {
+        q.path_mtu = a.path_mtu;
+    }
+    if has(TIMEOUT) {
+        q.timeout = a.timeout;
+    }
+    if has(RETRY_CNT) {
+        q.retry_cnt = a.retry_cnt;
+    }
+    if has(RNR_RETRY) {
+        q.rnr_retry = a.rnr_retry;
+    }
+    if has(RQ_PSN) {
+        q.rq_psn = a.rq_psn;
+    }
+    if has(MAX_QP_RD_ATOMIC) {
+        q.max_rd_atomic = a.max_rd_atomic;
+    }
+    if has(MIN_RNR_TIMER) {
+        q.min_rnr_timer = a.min_rnr_timer;
+    }
+    if has(SQ_PSN) {
+        q.sq_psn = a.sq_psn;
+    }
+    if has(MAX_DEST_RD_ATOMIC) {
+        q.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    }
+    if has(DEST_QPN) {
+        q.dest_qp_num = a.dest_qp_num;
+    }
+}
+
+pub(super) fn query(
+    st: &mut State,
+    input: &[u8; CMD_IN_SIZE],
+    out: &mut [u8; CMD_OUT_SIZE],
+) -> CmdResult {
+    let i: ObjIn = from_bytes(input);
+    let qp = st
+        .objs
+        .qps
+        .get(i.id.to_ne())
+        .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
+    let o = QpAttrs {
+        qp_state: qp.state.raw(),
+        cur_qp_state: qp.state.raw(),
+        ..qp.attrs
+    };
+    to_bytes(&o, out);
+    Ok(())
+}
+
+pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+    let i: ObjIn = from_bytes(input);
+    let qpn = i.id.to_ne();
+    check(
+        st.objs.qps.get(qpn).is_some(),
+        CmdStatus::BadResource,
+        off!(ObjIn, id),
+    )?;
+    // Requesters stalled on this QP retry and find it gone.
+    crate::qp::wake_waiters(st, qpn);
+    if let Some(qp) = st.objs.qps.remove(qpn) {
+        adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, false);
+    }
+    Ok(())
+}

@@ -1,0 +1,94 @@
+//! [`EmuHal`]: the platform trait implemented on the device model.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use rnic_queues::{DmaRegion, Hal, HalError};
+
+use crate::{EmuDevice, ExecMode};
+
+/// A driver's handle on an [`EmuDevice`]: DMA memory through the emulated
+/// IOMMU, BAR access to the register file and doorbells, interrupts and
+/// time. Cheap to clone; the device lives while any handle does.
+#[derive(Debug, Clone)]
+pub struct EmuHal {
+    dev: Arc<EmuDevice>,
+}
+
+impl EmuHal {
+    pub(crate) fn new(dev: Arc<EmuDevice>) -> Self {
+        Self { dev }
+    }
+
+    /// The device behind this handle.
+    pub fn device(&self) -> &Arc<EmuDevice> {
+        &self.dev
+    }
+}
+
+// SAFETY: dma_alloc returns fresh zeroed page-aligned memory of its own
+// allocation, mapped at IOVAs no other mapping uses; the device reaches host
+// memory only through IOMMU translations made under the device lock, which
+// dma_free/dma_unmap also take before removing a mapping (and bump the
+// generation that invalidates cached translations), so nothing is reachable
+// after they return; BAR accesses only touch the model's register file.
+unsafe impl Hal for EmuHal {
+    fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
+        let (host, iova) = self.dev.shared().lock().iommu.alloc(len)?;
+        // SAFETY: `host` is a fresh allocation of at least `len` bytes that
+        // stays valid until dma_free (it is leaked, never freed, otherwise).
+        Ok(unsafe { DmaRegion::new(host, iova, len) })
+    }
+
+    unsafe fn dma_free(&self, region: DmaRegion) {
+        let r = self
+            .dev
+            .shared()
+            .lock()
+            .iommu
+            .free(region.iova(), region.vaddr());
+        if r.is_err() {
+            log::error!(
+                "dma_free of a region not from dma_alloc (iova {:#x})",
+                region.iova()
+            );
+        }
+    }
+
+    unsafe fn dma_map(&self, vaddr: NonNull<u8>, len: usize) -> Result<u64, HalError> {
+        self.dev.shared().lock().iommu.map(vaddr, len)
+    }
+
+    unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        self.dev.shared().lock().iommu.unmap(iova, len)
+    }
+
+    fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
+        self.dev.shared().read32(bar, offset)
+    }
+
+    fn mmio_write32(&self, bar: u8, offset: usize, value: u32) {
+        self.dev.shared().write32(bar, offset, value)
+    }
+
+    fn mmio_write64(&self, bar: u8, offset: usize, value: u64) {
+        self.dev.shared().write64(bar, offset, value)
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.dev.shared().now_ns()
+    }
+
+    fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
+        Ok(self.dev.shared().irq.wait(vector, timeout_ns))
+    }
+
+    fn relax(&self) {
+        match self.dev.shared().mode() {
+            // Let the device thread run on a machine with few cores.
+            ExecMode::Thread => std::thread::yield_now(),
+            // The work is already done: nothing to wait for.
+            ExecMode::Inline => std::hint::spin_loop(),
+        }
+    }
+}

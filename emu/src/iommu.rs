@@ -1,0 +1,381 @@
+//! The emulated IOMMU: the only way the device model reaches host memory.
+//!
+//! Every mapping is an IOVA range backed by host memory, created by
+//! `EmuHal::dma_alloc` (memory the model allocates) or `EmuHal::dma_map`
+//! (caller memory). IOVAs are handed out from [`IOVA_BASE`] upwards, page
+//! aligned (a `dma_map` keeps the caller's offset within the page), are never
+//! reused, and are separated by an unmapped guard page, so a stale or
+//! overrunning device access misses instead of landing in other memory.
+//!
+//! The device caches translations of the ranges it uses on every operation
+//! (queue buffers, doorbell records, MRs) in a [`DmaRange`]; the IOMMU's
+//! generation counter, bumped on every unmap, invalidates those caches.
+
+use std::alloc::{alloc_zeroed, Layout};
+use std::collections::BTreeMap;
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, Ordering};
+
+use rnic_hw_regs::PAGE_SIZE;
+use rnic_queues::HalError;
+
+/// First IOVA handed out.
+pub const IOVA_BASE: u64 = 0x1_0000_0000;
+const PAGE: u64 = PAGE_SIZE as u64;
+
+/// A host address the device may access (the result of a translation).
+///
+/// It is only dereferenced while the device state lock is held, and the
+/// mapping it came from can only be removed under that same lock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HostPtr(pub(crate) *mut u8);
+
+// SAFETY: a HostPtr is a plain address; every access through it happens
+// under the device state lock, which also serializes unmapping.
+unsafe impl Send for HostPtr {}
+
+impl HostPtr {
+    /// The address `off` bytes further.
+    pub(crate) fn add(self, off: usize) -> HostPtr {
+        HostPtr(self.0.wrapping_add(off))
+    }
+}
+
+#[derive(Debug)]
+struct Mapping {
+    host: HostPtr,
+    len: usize,
+    /// Set for memory the IOMMU allocated itself (`dma_alloc`).
+    owned: Option<Layout>,
+}
+
+/// The IOVA → host translation table.
+#[derive(Debug)]
+pub(crate) struct Iommu {
+    maps: BTreeMap<u64, Mapping>,
+    next: u64,
+    gen: u64,
+}
+
+impl Iommu {
+    pub(crate) fn new() -> Self {
+        Self {
+            maps: BTreeMap::new(),
+            next: IOVA_BASE,
+            gen: 1,
+        }
+    }
+
+    /// Generation counter: changes whenever a mapping disappears.
+    pub(crate) fn gen(&self) -> u64 {
+        self.gen
+    }
+
+    /// Reserves IOVA space for `len` bytes starting `offset` bytes into a
+    /// page, for host memory at `host`.
+    fn reserve(&mut self, offset: u64, len: usize, host: *mut u8) -> Result<u64, HalError> {
+        let span = (offset + len as u64).div_ceil(PAGE).max(1) * PAGE;
+        let mut base = self.next;
+        // An IOVA equal to the host address would hide a driver that hands
+        // host pointers to the device; skip a page in that (unlikely) case.
+        if base + offset == host as u64 {
+            base += PAGE;
+        }
+        // One unmapped guard page after every mapping.
+        let next = base
+            .checked_add(span)
+            .and_then(|e| e.checked_add(PAGE))
+            .ok_or(HalError::NoIova)?;
+        self.next = next;
+        Ok(base + offset)
+    }
+
+    /// Allocates `len` bytes of zeroed, page-aligned host memory and maps it.
+    pub(crate) fn alloc(&mut self, len: usize) -> Result<(NonNull<u8>, u64), HalError> {
+        let size = len
+            .max(1)
+            .checked_next_multiple_of(PAGE_SIZE)
+            .ok_or(HalError::NoMemory)?;
+        let layout = Layout::from_size_align(size, PAGE_SIZE).map_err(|_| HalError::NoMemory)?;
+        // SAFETY: the layout has a non-zero size.
+        let host = unsafe { alloc_zeroed(layout) };
+        let host = NonNull::new(host).ok_or(HalError::NoMemory)?;
+        let iova = match self.reserve(0, size, host.as_ptr()) {
+            Ok(iova) => iova,
+            Err(e) => {
+                // SAFETY: allocated just above with this layout, never shared.
+                unsafe { std::alloc::dealloc(host.as_ptr(), layout) };
+                return Err(e);
+            }
+        };
+        self.maps.insert(
+            iova,
+            Mapping {
+                host: HostPtr(host.as_ptr()),
+                len: size,
+                owned: Some(layout),
+            },
+        );
+        log::trace!("iommu: alloc {size:#x} bytes at iova {iova:#x}");
+        Ok((host, iova))
+    }
+
+    /// Unmaps and frees memory from [`Iommu::alloc`].
+    pub(crate) fn free(&mut self, iova: u64, host: NonNull<u8>) -> Result<(), HalError> {
+        match self.maps.get(&iova) {
+            Some(m) if m.owned.is_some() && m.host.0 == host.as_ptr() => {}
+            _ => return Err(HalError::NotMapped),
+        }
+        let m = self.maps.remove(&iova).ok_or(HalError::NotMapped)?;
+        self.gen += 1;
+        if let Some(layout) = m.owned {
+            // SAFETY: the memory came from alloc_zeroed with this layout; the
+            // mapping is gone and the generation bump invalidates every cached
+            // translation, so the device can no longer reach it.
+            unsafe { std::alloc::dealloc(m.host.0, layout) };
+        }
+        log::trace!("iommu: free iova {iova:#x}");
+        Ok(())
+    }
+
+    /// Maps caller memory `host .. host + len`.
+    pub(crate) fn map(&mut self, host: NonNull<u8>, len: usize) -> Result<u64, HalError> {
+        let offset = host.as_ptr() as u64 % PAGE;
+        let iova = self.reserve(offset, len, host.as_ptr())?;
+        self.maps.insert(
+            iova,
+            Mapping {
+                host: HostPtr(host.as_ptr()),
+                len,
+                owned: None,
+            },
+        );
+        log::trace!("iommu: map {len:#x} bytes at iova {iova:#x}");
+        Ok(iova)
+    }
+
+    /// Removes a mapping made by [`Iommu::map`].
+    pub(crate) fn unmap(&mut self, iova: u64, len: usize) -> Result<(), HalError> {
+        match self.maps.get(&iova) {
+            Some(m) if m.owned.is_none() && m.len == len => {}
+            _ => return Err(HalError::NotMapped),
+        }
+        self.maps.remove(&iova);
+        self.gen += 1;
+        log::trace!("iommu: unmap iova {iova:#x}");
+        Ok(())
+    }
+
+    /// Translates `iova .. iova + len`, which must lie inside one mapping.
+    pub(crate) fn translate(&self, iova: u64, len: usize) -> Option<HostPtr> {
+        let (&start, m) = self.maps.range(..=iova).next_back()?;
+        let off = iova - start;
+        let end = off.checked_add(len as u64)?;
+        if end > m.len as u64 {
+            return None;
+        }
+        Some(m.host.add(off as usize))
+    }
+}
+
+impl Drop for Iommu {
+    fn drop(&mut self) {
+        // Memory from dma_alloc that the driver never freed is leaked, not
+        // freed: a DmaRegion stays valid until dma_free by the Hal contract,
+        // and its holder may still use it after the last Hal handle is gone.
+        let leaked: usize = self
+            .maps
+            .values()
+            .filter(|m| m.owned.is_some())
+            .map(|m| m.len)
+            .sum();
+        if leaked != 0 {
+            log::debug!("iommu: {leaked} bytes of DMA memory never freed; leaking them");
+        }
+    }
+}
+
+/// A device-side range of IOVA space with a cached translation.
+///
+/// The translation is redone only when the IOMMU generation changed since it
+/// was cached, so the hot path costs one comparison.
+#[derive(Debug)]
+pub(crate) struct DmaRange {
+    iova: u64,
+    len: usize,
+    host: HostPtr,
+    gen: u64,
+}
+
+impl DmaRange {
+    /// Translates the range now; `None` if it is not mapped. An empty range
+    /// needs no mapping: nothing is ever accessed through it.
+    pub(crate) fn new(iommu: &Iommu, iova: u64, len: usize) -> Option<Self> {
+        let host = if len == 0 {
+            HostPtr(std::ptr::null_mut())
+        } else {
+            iommu.translate(iova, len)?
+        };
+        Some(Self {
+            iova,
+            len,
+            host,
+            gen: iommu.gen(),
+        })
+    }
+
+    /// Host address of byte `off .. off + len` of the range, `None` if that
+    /// is outside the range or the range is no longer mapped.
+    pub(crate) fn at(&mut self, iommu: &Iommu, off: usize, len: usize) -> Option<HostPtr> {
+        if off.checked_add(len)? > self.len {
+            return None;
+        }
+        if self.gen != iommu.gen() && self.len != 0 {
+            self.host = iommu.translate(self.iova, self.len)?;
+            self.gen = iommu.gen();
+        }
+        Some(self.host.add(off))
+    }
+
+    /// Reads a plain-data `T` at byte `off`.
+    pub(crate) fn read<T: Pod>(&mut self, iommu: &Iommu, off: usize) -> Option<T> {
+        let p = self.at(iommu, off, size_of::<T>())?;
+        // SAFETY: the bytes are inside a live mapping (translated under the
+        // device lock); `T: Pod` is valid for any bit pattern. Volatile-free
+        // unaligned read: the driver writes these bytes concurrently, as DMA
+        // would see them.
+        Some(unsafe { p.0.cast::<T>().read_unaligned() })
+    }
+
+    /// Reads the little-endian index (a doorbell record word) at byte `off`
+    /// with one volatile load.
+    pub(crate) fn read_index(&mut self, iommu: &Iommu, off: usize) -> Option<u32> {
+        let p = self.at(iommu, off, 4)?;
+        if p.0 as usize % 4 != 0 {
+            return None;
+        }
+        // SAFETY: inside a live mapping and 4-byte aligned (checked); the
+        // driver publishes this word with a single store.
+        let v = u32::from_le(unsafe { p.0.cast::<u32>().read_volatile() });
+        // Acquire: the driver wrote the entries this index covers (or
+        // finished reading the ones it frees) before publishing it.
+        fence(Ordering::Acquire);
+        Some(v)
+    }
+}
+
+/// Plain-data types the device copies to and from DMA memory: `#[repr(C)]`,
+/// `Copy`, and valid for every bit pattern.
+///
+/// # Safety
+///
+/// Implementors must be valid for every bit pattern of their size.
+pub(crate) unsafe trait Pod: Copy {}
+
+macro_rules! pod {
+    ($($t:ty),+ $(,)?) => { $(
+        // SAFETY: a repr(C) hw-regs layout made of integers, byte arrays and
+        // integer-backed bitfields only.
+        unsafe impl Pod for $t {}
+    )+ };
+}
+use rnic_hw_regs::cmd::*;
+use rnic_hw_regs::wqe::*;
+pod!(
+    u32,
+    u64,
+    CmdHeader,
+    ObjIn,
+    QueryPortIn,
+    QueryGidIn,
+    SetGidIn,
+    RegMrIn,
+    CreateCqIn,
+    CreateQpIn,
+    ModifyQpIn,
+    QueryDeviceOut,
+    QueryPortOut,
+    QueryGidOut,
+    CreatePdOut,
+    RegMrOut,
+    CreateCqOut,
+    CreateQpOut,
+    QpAttrs,
+    CtrlSeg,
+    RaddrSeg,
+    AtomicSeg,
+    DataSeg,
+    RecvWqeHdr,
+);
+
+/// Reads a `T` from the start of `bytes`.
+pub(crate) fn from_bytes<T: Pod>(bytes: &[u8]) -> T {
+    assert!(
+        bytes.len() >= size_of::<T>(),
+        "buffer shorter than the type"
+    );
+    // SAFETY: `bytes` holds at least size_of::<T>() bytes (checked) and any
+    // bit pattern is a valid T (Pod).
+    unsafe { bytes.as_ptr().cast::<T>().read_unaligned() }
+}
+
+/// Writes `v` to the start of `bytes`.
+pub(crate) fn to_bytes<T: Pod>(v: &T, bytes: &mut [u8]) {
+    assert!(
+        bytes.len() >= size_of::<T>(),
+        "buffer shorter than the type"
+    );
+    // SAFETY: both ranges hold size_of::<T>() bytes and are distinct borrows.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (v as *const T).cast::<u8>(),
+            bytes.as_mut_ptr(),
+            size_of::<T>(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alloc_translate_free() {
+        let mut m = Iommu::new();
+        let (host, iova) = m.alloc(100).unwrap();
+        assert_eq!(iova % PAGE, 0);
+        assert!(iova >= IOVA_BASE);
+        assert_ne!(iova, host.as_ptr() as u64);
+        assert_eq!(
+            m.translate(iova + 10, 20).unwrap().0,
+            host.as_ptr().wrapping_add(10)
+        );
+        // The whole page is mapped, not a byte more.
+        assert!(m.translate(iova, 4096).is_some());
+        assert!(m.translate(iova, 4097).is_none());
+        assert!(m.translate(iova - 1, 1).is_none());
+        let mut r = DmaRange::new(&m, iova, 64).unwrap();
+        assert!(r.at(&m, 0, 64).is_some());
+        assert!(r.at(&m, 1, 64).is_none(), "outside the cached range");
+        m.free(iova, host).unwrap();
+        assert!(m.translate(iova, 1).is_none());
+        assert!(r.at(&m, 0, 8).is_none(), "cache must see the unmap");
+        assert_eq!(m.free(iova, host), Err(HalError::NotMapped));
+    }
+
+    #[test]
+    fn map_keeps_page_offset_and_exact_length() {
+        let mut m = Iommu::new();
+        let mut buf = vec![0u8; 256];
+        let p = NonNull::new(buf.as_mut_ptr().wrapping_add(3)).unwrap();
+        let iova = m.map(p, 100).unwrap();
+        assert_eq!(iova % PAGE, p.as_ptr() as u64 % PAGE);
+        assert!(m.translate(iova, 100).is_some());
+        assert!(m.translate(iova, 101).is_none());
+        assert_eq!(m.unmap(iova, 99), Err(HalError::NotMapped));
+        m.unmap(iova, 100).unwrap();
+        assert!(m.translate(iova, 1).is_none());
+        let second = m.map(p, 100).unwrap();
+        assert_ne!(second, iova, "IOVAs are never reused");
+    }
+}

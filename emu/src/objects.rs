@@ -1,0 +1,245 @@
+//! Object tables: protection domains, memory regions, completion queues and
+//! queue pairs, indexed by their numbers.
+
+use rnic_hw_regs::cmd::QpAttrs;
+use rnic_hw_regs::uar::CqArmCmd;
+use rnic_hw_regs::verbs::QpState;
+
+use crate::iommu::DmaRange;
+
+/// A table of objects numbered from `first` to `first + capacity - 1`; new
+/// objects get the lowest free number.
+#[derive(Debug)]
+pub(crate) struct Table<T> {
+    slots: Vec<Option<T>>,
+    first: u32,
+}
+
+impl<T> Table<T> {
+    /// A table of numbers `first .. end`.
+    pub(crate) fn new(first: u32, end: u32) -> Self {
+        let n = end.saturating_sub(first) as usize;
+        Self {
+            slots: (0..n).map(|_| None).collect(),
+            first,
+        }
+    }
+
+    /// The lowest free number, if any.
+    pub(crate) fn free_number(&self) -> Option<u32> {
+        let i = self.slots.iter().position(Option::is_none)?;
+        Some(self.first + i as u32)
+    }
+
+    /// Stores `v` under number `n` (from [`Table::free_number`]).
+    pub(crate) fn insert(&mut self, n: u32, v: T) {
+        self.slots[(n - self.first) as usize] = Some(v);
+    }
+
+    fn index(&self, n: u32) -> Option<usize> {
+        let i = n.checked_sub(self.first)? as usize;
+        (i < self.slots.len()).then_some(i)
+    }
+
+    pub(crate) fn get(&self, n: u32) -> Option<&T> {
+        self.slots[self.index(n)?].as_ref()
+    }
+
+    pub(crate) fn get_mut(&mut self, n: u32) -> Option<&mut T> {
+        let i = self.index(n)?;
+        self.slots[i].as_mut()
+    }
+
+    pub(crate) fn remove(&mut self, n: u32) -> Option<T> {
+        let i = self.index(n)?;
+        self.slots[i].take()
+    }
+
+    /// Removes every object.
+    pub(crate) fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|s| *s = None);
+    }
+}
+
+/// A protection domain.
+#[derive(Debug, Default)]
+pub(crate) struct Pd {
+    /// MRs and QPs in this PD: destroying it is refused while non-zero.
+    pub users: u32,
+}
+
+/// A memory region: virtual addresses `va .. va + len` at IOVAs
+/// `dma.iova() ..`.
+#[derive(Debug)]
+pub(crate) struct Mr {
+    pub pdn: u32,
+    pub access: u32,
+    pub va: u64,
+    pub len: u64,
+    pub dma: DmaRange,
+}
+
+/// The MR table: keys are `index << 8 | tag`, the tag advancing each time an
+/// index is reused so that a stale key misses.
+#[derive(Debug)]
+pub(crate) struct MrTable {
+    pub table: Table<Mr>,
+    tags: Vec<u8>,
+}
+
+impl MrTable {
+    pub(crate) fn new(max_mr: u32) -> Self {
+        Self {
+            table: Table::new(1, max_mr + 1),
+            tags: vec![0; max_mr as usize + 1],
+        }
+    }
+
+    /// Stores `mr` under a free index; returns its key.
+    pub(crate) fn insert(&mut self, mr: Mr) -> Option<u32> {
+        let index = self.table.free_number()?;
+        self.table.insert(index, mr);
+        Some(index << 8 | self.tags[index as usize] as u32)
+    }
+
+    fn index(&self, key: u32) -> Option<u32> {
+        let index = key >> 8;
+        let tag = *self.tags.get(index as usize)?;
+        (tag == key as u8).then_some(index)
+    }
+
+    pub(crate) fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
+        let index = self.index(key)?;
+        self.table.get_mut(index)
+    }
+
+    /// Removes the MR of `key` and retires the key.
+    pub(crate) fn remove(&mut self, key: u32) -> Option<Mr> {
+        let index = self.index(key)?;
+        let mr = self.table.remove(index)?;
+        self.tags[index as usize] = self.tags[index as usize].wrapping_add(1);
+        Some(mr)
+    }
+
+    /// Removes every MR, retiring the keys of those that existed.
+    pub(crate) fn clear(&mut self) {
+        for (i, tag) in self.tags.iter_mut().enumerate() {
+            if self.table.get(i as u32).is_some() {
+                *tag = tag.wrapping_add(1);
+            }
+        }
+        self.table.clear();
+    }
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub(crate) struct Cq {
+    pub log_size: u8,
+    pub uar_page: u32,
+    /// Completion events go to EQ 0 (CREATE_CQ eqn 0) or nowhere (NONE).
+    pub events: bool,
+    pub buf: DmaRange,
+    pub dbrec: DmaRange,
+    /// Free-running producer index.
+    pub pi: u32,
+    /// The CQ overran or a CQE write faulted: no more CQEs are written.
+    pub error: bool,
+    /// Pending arm request.
+    pub arm: Option<CqArmCmd>,
+    /// Index of the last solicited or error CQE written.
+    pub last_solicited: Option<u32>,
+    /// QPs completing into this CQ: destroying it is refused while non-zero.
+    pub users: u32,
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub qpn: u32,
+    pub pdn: u32,
+    pub send_cqn: u32,
+    pub recv_cqn: u32,
+    pub sq_sig_all: bool,
+    pub log_sq_bbs: u8,
+    pub log_rq_wqes: u8,
+    pub log_rq_stride: u8,
+    pub max_inline: u32,
+    pub uar_page: u32,
+    pub sq: DmaRange,
+    pub rq: DmaRange,
+    pub dbrec: DmaRange,
+    pub state: QpState,
+    /// Attributes as last modified (state fields unused).
+    pub attrs: QpAttrs,
+    /// Device's free-running send consumer index, in BBs.
+    pub sq_ci: u32,
+    /// Device's free-running receive consumer index, in WQEs.
+    pub rq_ci: u32,
+    /// The requester is executing a WQE: a flush of the send queue waits for
+    /// it to complete.
+    pub sq_busy: bool,
+    /// The send queue is stalled on receiver-not-ready at this responder QP.
+    pub rnr_stalled_on: Option<u32>,
+    /// Requester QPs stalled on receiver-not-ready at this QP.
+    pub rnr_waiters: Vec<u32>,
+    /// Queued in the device's list of send queues to run.
+    pub kicked: bool,
+}
+
+impl Qp {
+    /// Whether the QP accepts incoming requests.
+    pub(crate) fn receiving(&self) -> bool {
+        matches!(self.state, QpState::Rtr | QpState::Rts)
+    }
+}
+
+/// Every object of the device.
+#[derive(Debug)]
+pub(crate) struct Objects {
+    pub pds: Table<Pd>,
+    pub mrs: MrTable,
+    pub cqs: Table<Cq>,
+    pub qps: Table<Qp>,
+}
+
+impl Objects {
+    pub(crate) fn new(cfg: &crate::EmuConfig) -> Self {
+        Self {
+            pds: Table::new(1, cfg.max_pd + 1),
+            mrs: MrTable::new(cfg.max_mr),
+            cqs: Table::new(1, cfg.max_cq + 1),
+            // QPNs 0 and 1 are reserved; CAP_MAX_QP counts them.
+            qps: Table::new(2, cfg.max_qp),
+        }
+    }
+
+    /// Destroys every object (device reset).
+    pub(crate) fn clear(&mut self) {
+        self.pds.clear();
+        self.mrs.clear();
+        self.cqs.clear();
+        self.qps.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lowest_free_number() {
+        let mut t: Table<u8> = Table::new(2, 5);
+        assert_eq!(t.free_number(), Some(2));
+        t.insert(2, 0);
+        t.insert(3, 0);
+        assert_eq!(t.free_number(), Some(4));
+        t.remove(2);
+        assert_eq!(t.free_number(), Some(2));
+        t.insert(2, 0);
+        t.insert(4, 0);
+        assert_eq!(t.free_number(), None);
+        assert!(t.get(5).is_none());
+        assert!(t.get(1).is_none());
+    }
+}

@@ -1,0 +1,180 @@
+//! QP state changes and their side effects: the error state and its flush,
+//! reset, receiver-not-ready wake-ups, and the receive queue doorbell.
+
+use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::uar::{RqDoorbell, QP_DBREC_RQ, QP_DBREC_SQ};
+use rnic_hw_regs::verbs::{QpState, WcOpcode, WcStatus};
+use rnic_hw_regs::wqe::{wqe_bbs, CtrlSeg, RecvWqeHdr, SEND_WQE_BB};
+use rnic_queues::device::ring_pending;
+
+use crate::state::State;
+use crate::{cq, eq, wqe};
+
+/// Work queue indices are 16 bits wide on the device side.
+pub(crate) const WQ_INDEX_BITS: u32 = 16;
+
+/// Moves QP `qpn` to the error state: outstanding WQEs of both queues are
+/// flushed, requesters stalled on it are woken, and `event` (if any) is
+/// reported. Nothing happens if the QP is already in the error state.
+pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrome)>) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state == QpState::Err {
+        return;
+    }
+    log::debug!("QP {qpn}: {:?} -> Err ({event:?})", qp.state);
+    qp.state = QpState::Err;
+    qp.rnr_stalled_on = None;
+    // A WQE in execution completes first; the requester flushes after it.
+    let sq_busy = qp.sq_busy;
+    wake_waiters(st, qpn);
+    flush_rq(st, qpn);
+    if !sq_busy {
+        flush_sq(st, qpn);
+    }
+    if let Some((ty, syndrome)) = event {
+        eq::post(st, ty, qpn, syndrome as u32);
+    }
+}
+
+/// Moves QP `qpn` to the reset state: queued WQEs are discarded without
+/// completions and the consumer indices restart at 0.
+pub(crate) fn to_reset(st: &mut State, qpn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    qp.state = QpState::Reset;
+    qp.sq_ci = 0;
+    qp.rq_ci = 0;
+    qp.rnr_stalled_on = None;
+    wake_waiters(st, qpn);
+}
+
+/// Wakes the requesters stalled on receiver-not-ready at QP `qpn`: their
+/// send queues run again (and retry the stalled WQE).
+pub(crate) fn wake_waiters(st: &mut State, qpn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.rnr_waiters.is_empty() {
+        return;
+    }
+    let mut waiters = std::mem::take(&mut qp.rnr_waiters);
+    for &w in &waiters {
+        let stalled_here = st
+            .objs
+            .qps
+            .get_mut(w)
+            .is_some_and(|r| r.rnr_stalled_on.take_if(|s| *s == qpn).is_some());
+        if stalled_here {
+            st.kick(w);
+        }
+    }
+    // Hand the list's capacity back so that later stalls do not allocate.
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        if qp.rnr_waiters.is_empty() {
+            waiters.clear();
+            qp.rnr_waiters = waiters;
+        }
+    }
+}
+
+/// Completes every posted, uncompleted send WQE with `WR_FLUSH_ERR`, one
+/// CQE per WQE, in order. A send queue whose memory is unmapped is dropped
+/// without completions: its WQEs cannot be read.
+pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
+    loop {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return;
+        };
+        let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_SQ) else {
+            return;
+        };
+        let pending = ring_pending(pi, qp.sq_ci, WQ_INDEX_BITS);
+        if pending == 0 {
+            return;
+        }
+        let size = 1u32 << qp.log_sq_bbs;
+        let slot = (qp.sq_ci & (size - 1)) as usize * SEND_WQE_BB;
+        let Some(ctrl) = qp.sq.read::<CtrlSeg>(&st.iommu, slot) else {
+            log::warn!("QP {qpn}: send queue unmapped; {pending} BBs dropped unflushed");
+            qp.sq_ci = qp.sq_ci.wrapping_add(pending);
+            return;
+        };
+        // A malformed size still retires at least one BB, never more than
+        // were posted.
+        let bbs = (wqe_bbs(ctrl.word.ds() as usize) as u32).clamp(1, pending.min(size));
+        qp.sq_ci = qp.sq_ci.wrapping_add(bbs);
+        let mut cqe = cq::cqe(
+            ctrl.wr_id.to_ne(),
+            qpn,
+            qp.sq_ci,
+            wqe::wc_opcode(ctrl.word.opcode()),
+            WcStatus::WrFlushErr,
+            Syndrome::Flushed as u32,
+        );
+        cqe.flags = CqeFlags::new().with_is_send(true);
+        let cqn = qp.send_cqn;
+        // The QP is already in the error state: a failed write just drops
+        // the CQE.
+        let _ = cq::write(st, cqn, &cqe);
+    }
+}
+
+/// Completes every posted receive WQE with `WR_FLUSH_ERR`, in order.
+pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
+    loop {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return;
+        };
+        let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_RQ) else {
+            return;
+        };
+        let pending = ring_pending(pi, qp.rq_ci, WQ_INDEX_BITS);
+        if pending == 0 {
+            return;
+        }
+        let stride = 1usize << qp.log_rq_stride;
+        let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
+        let Some(hdr) = qp.rq.read::<RecvWqeHdr>(&st.iommu, slot) else {
+            log::warn!("QP {qpn}: receive queue unmapped; {pending} WQEs dropped unflushed");
+            qp.rq_ci = qp.rq_ci.wrapping_add(pending);
+            return;
+        };
+        qp.rq_ci = qp.rq_ci.wrapping_add(1);
+        let cqe = cq::cqe(
+            hdr.wr_id.to_ne(),
+            qpn,
+            qp.rq_ci,
+            WcOpcode::Recv.raw(),
+            WcStatus::WrFlushErr,
+            Syndrome::Flushed as u32,
+        );
+        let cqn = qp.recv_cqn;
+        let _ = cq::write(st, cqn, &cqe);
+    }
+}
+
+/// An RQ doorbell on page `page`: flush in the error state, otherwise wake
+/// requesters waiting for receive WQEs.
+pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
+    let qpn = db.qpn();
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        log::warn!("RQ doorbell for unknown QP {qpn} ignored");
+        return;
+    };
+    if qp.uar_page != page {
+        log::warn!(
+            "RQ doorbell for QP {qpn} on page {page}, not its page {}: ignored",
+            qp.uar_page
+        );
+        return;
+    }
+    if qp.state == QpState::Err {
+        flush_rq(st, qpn);
+    } else {
+        wake_waiters(st, qpn);
+    }
+}

@@ -1,0 +1,286 @@
+//! The requester: runs a QP's send queue, turning WQEs into requests,
+//! sending them through the port and completing them from the response.
+
+use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::uar::{SqDoorbell, QP_DBREC_SQ};
+use rnic_hw_regs::verbs::{access, QpState, WcStatus};
+use rnic_queues::device::ring_pending;
+
+use crate::op::{Nak, ReqOp, Request, Response};
+use crate::qp::{self, WQ_INDEX_BITS};
+use crate::sgl::{self, Seg, Sgl};
+use crate::state::State;
+use crate::wqe::{self, Data, SendWqe, WqeError};
+use crate::{cq, port};
+
+/// An SQ doorbell on page `page`.
+pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
+    let qpn = db.qpn();
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        log::warn!("SQ doorbell for unknown QP {qpn} ignored");
+        return;
+    };
+    if qp.uar_page != page {
+        log::warn!(
+            "SQ doorbell for QP {qpn} on page {page}, not its page {}: ignored",
+            qp.uar_page
+        );
+        return;
+    }
+    // A doorbell is also a retry opportunity for a send queue stalled on
+    // receiver-not-ready (as an RNR timer expiry would be).
+    qp.rnr_stalled_on = None;
+    process_sq(st, qpn);
+    st.run_kicked();
+}
+
+/// Runs QP `qpn`'s send queue: executes WQEs in order while the QP is in
+/// RTS, flushes them in the error state, leaves them waiting otherwise.
+pub(crate) fn process_sq(st: &mut State, qpn: u32) {
+    // Scratch space kept in the device state: neither allocated nor
+    // initialized per WQE or per doorbell.
+    let mut scratch = st.scratch.take().unwrap_or_default();
+    run_sq(st, qpn, &mut scratch);
+    st.scratch = Some(scratch);
+}
+
+/// Reusable buffers for the requester.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    wqe: SendWqe,
+    local: Sgl,
+}
+
+fn run_sq(st: &mut State, qpn: u32, scratch: &mut Scratch) {
+    let Scratch { wqe: w, local } = scratch;
+    loop {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return;
+        };
+        match qp.state {
+            _ if qp.sq_busy => return,
+            QpState::Rts if qp.rnr_stalled_on.is_none() => {}
+            QpState::Err => return qp::flush_sq(st, qpn),
+            _ => return,
+        }
+        let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_SQ) else {
+            log::warn!("QP {qpn}: doorbell record unmapped");
+            return qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::DmaFault)));
+        };
+        let pending = ring_pending(pi, qp.sq_ci, WQ_INDEX_BITS);
+        if pending == 0 {
+            return;
+        }
+        let max_bbs = st.cfg.max_wqe_bbs;
+        match wqe::fetch(w, qp, &st.iommu, pending, max_bbs) {
+            Ok(()) => {
+                if !execute(st, qpn, w, local) {
+                    return;
+                }
+            }
+            Err(e) => fail(st, qpn, e),
+        }
+    }
+}
+
+/// The requester's view of one WQE's outcome.
+enum Outcome {
+    /// Completed successfully, with this byte count.
+    Done(u32),
+    /// Failed with this status.
+    Failed(WcStatus, Syndrome),
+    /// Stalled on receiver-not-ready at this QP: retry later.
+    Stalled(u32),
+}
+
+/// Executes one fetched WQE, using `local` as scratch for its local
+/// scatter/gather list; returns false if the send queue stalled.
+fn execute(st: &mut State, qpn: u32, w: &SendWqe, local: &mut Sgl) -> bool {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return false;
+    };
+    let (pdn, dest, rnr_retry) = (qp.pdn, qp.attrs.dest_qp_num.to_ne(), qp.attrs.rnr_retry);
+    let signaled = w.ctrl.word.signaled() || qp.sq_sig_all;
+    let outcome = match w.decode(qp.max_inline, st.cfg.max_sge) {
+        Err((status, syndrome)) => Outcome::Failed(status, syndrome),
+        Ok(d) => {
+            qp.sq_busy = true;
+            let o = transfer(st, qpn, pdn, dest, w, d, local);
+            if let Some(qp) = st.objs.qps.get_mut(qpn) {
+                qp.sq_busy = false;
+            }
+            o
+        }
+    };
+    let opcode = wqe::wc_opcode(w.ctrl.word.opcode());
+    let wr_id = w.ctrl.wr_id.to_ne();
+    let outcome = match outcome {
+        // RNR retry count 0: the first RNR NAK is final.
+        Outcome::Stalled(_) if rnr_retry == 0 => {
+            Outcome::Failed(WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded)
+        }
+        o => o,
+    };
+    match outcome {
+        Outcome::Stalled(responder) => {
+            if let Some(qp) = st.objs.qps.get_mut(qpn) {
+                qp.rnr_stalled_on = Some(responder);
+            }
+            if let Some(r) = st.objs.qps.get_mut(responder) {
+                if !r.rnr_waiters.contains(&qpn) {
+                    r.rnr_waiters.push(qpn);
+                }
+            }
+            log::trace!("QP {qpn}: RNR at QP {responder}; send queue stalled");
+            false
+        }
+        Outcome::Done(byte_len) => {
+            let Some(qp) = st.objs.qps.get_mut(qpn) else {
+                return false;
+            };
+            qp.sq_ci = qp.sq_ci.wrapping_add(w.bbs);
+            if signaled {
+                let mut cqe = cq::cqe(wr_id, qpn, qp.sq_ci, opcode, WcStatus::Success, 0);
+                cqe.byte_len = rnic_hw_regs::le32::from_ne(byte_len);
+                cqe.flags = CqeFlags::new().with_is_send(true);
+                let cqn = qp.send_cqn;
+                if cq::write(st, cqn, &cqe).is_err() {
+                    qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::CqError)));
+                }
+            }
+            true
+        }
+        Outcome::Failed(status, syndrome) => {
+            let e = WqeError {
+                wr_id,
+                bbs: w.bbs,
+                opcode,
+                status,
+                syndrome,
+            };
+            fail(st, qpn, e);
+            true
+        }
+    }
+}
+
+/// Completes a failed WQE with an error CQE, moves the QP to the error
+/// state (flushing the rest) and reports `QpFatal`.
+fn fail(st: &mut State, qpn: u32, e: WqeError) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    log::debug!(
+        "QP {qpn}: WQE {:#x} failed: {:?} ({:?})",
+        e.wr_id,
+        e.status,
+        e.syndrome
+    );
+    qp.sq_ci = qp.sq_ci.wrapping_add(e.bbs);
+    let mut cqe = cq::cqe(
+        e.wr_id,
+        qpn,
+        qp.sq_ci,
+        e.opcode,
+        e.status,
+        e.syndrome as u32,
+    );
+    cqe.flags = CqeFlags::new().with_is_send(true);
+    let cqn = qp.send_cqn;
+    // The QP goes to the error state either way.
+    let _ = cq::write(st, cqn, &cqe);
+    qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome)));
+}
+
+/// Checks the local side of a decoded WQE, sends the request and applies
+/// the response. `local` is scratch for the local scatter/gather list.
+fn transfer(
+    st: &mut State,
+    qpn: u32,
+    pdn: u32,
+    dest: u32,
+    w: &SendWqe,
+    d: wqe::Decoded<'_>,
+    local: &mut Sgl,
+) -> Outcome {
+    local.clear();
+    let len = match d.data {
+        Data::Inline(bytes) => {
+            local.push(Seg {
+                // The responder only reads a payload.
+                ptr: crate::iommu::HostPtr(bytes.as_ptr().cast_mut()),
+                len: bytes.len(),
+            });
+            bytes.len() as u64
+        }
+        Data::Sges(_) => {
+            let len: u64 = d.data.sges().map(|s| wqe::sge_len(&s)).sum();
+            if len > st.cfg.max_msg() {
+                return Outcome::Failed(WcStatus::LocLenErr, Syndrome::TooLong);
+            }
+            // READ responses and atomic results are written locally.
+            let need = if d.op == ReqOp::Read || d.op.is_atomic() {
+                access::LOCAL_WRITE
+            } else {
+                0
+            };
+            for s in d.data.sges() {
+                let r = sgl::resolve(
+                    &mut st.objs.mrs,
+                    &st.iommu,
+                    pdn,
+                    s.lkey.to_ne(),
+                    s.addr.to_ne(),
+                    wqe::sge_len(&s),
+                    need,
+                );
+                match r {
+                    Ok(seg) => local.push(seg),
+                    Err(syndrome) => return Outcome::Failed(WcStatus::LocProtErr, syndrome),
+                }
+            }
+            len
+        }
+    };
+    let req = Request {
+        op: d.op,
+        src_qpn: qpn,
+        dest_qpn: dest,
+        // READ and atomic requests carry no payload; `local` is where
+        // their response lands.
+        payload: if d.op.has_payload() {
+            local.segs()
+        } else {
+            &[]
+        },
+        len,
+        raddr: d.raddr.raddr.to_ne(),
+        rkey: d.raddr.rkey.to_ne(),
+        imm: w.ctrl.imm,
+        solicited: w.ctrl.word.solicited(),
+        swap_add: d.atomic.swap_add.to_ne(),
+        compare: d.atomic.compare.to_ne(),
+    };
+    match port::deliver(st, &req) {
+        Response::Ack => Outcome::Done(0),
+        Response::Read(remote) => {
+            sgl::copy(&[remote], local.segs(), remote.len);
+            Outcome::Done(remote.len as u32)
+        }
+        Response::Atomic(orig) => {
+            let bytes = orig.to_le_bytes();
+            let src = Seg {
+                ptr: crate::iommu::HostPtr(bytes.as_ptr().cast_mut()),
+                len: 8,
+            };
+            sgl::copy(&[src], local.segs(), 8);
+            Outcome::Done(8)
+        }
+        Response::Nak(Nak::Rnr, _) => Outcome::Stalled(dest),
+        Response::Nak(Nak::InvalidRequest, s) => Outcome::Failed(WcStatus::RemInvReqErr, s),
+        Response::Nak(Nak::RemoteAccess, s) => Outcome::Failed(WcStatus::RemAccessErr, s),
+        Response::Nak(Nak::RemoteOp, s) => Outcome::Failed(WcStatus::RemOpErr, s),
+        Response::Timeout => Outcome::Failed(WcStatus::RetryExcErr, Syndrome::BadDestQp),
+    }
+}

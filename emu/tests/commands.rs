@@ -1,0 +1,701 @@
+//! Device-level tests of bring-up, registers and commands, driven through
+//! `EmuHal` like a driver, in both execution modes.
+
+mod common;
+
+use common::*;
+use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_hw_regs::bar0::{
+    self, CmdqCtrl, Ctrl, DevCaps, EqCtrl, FatalSyndrome, QueueCaps, Version,
+};
+use rnic_hw_regs::cmd::*;
+use rnic_hw_regs::verbs::{access, qp_attr, GidType, LinkLayer, PortState, QpState};
+use rnic_hw_regs::{le32, le64};
+use rnic_queues::Hal;
+
+use std::mem::offset_of;
+
+both_modes!(
+    registers_and_handshake,
+    fatal_on_unmapped_cmdq,
+    fatal_on_bad_config,
+    query_commands,
+    pd_and_mr_commands,
+    cq_commands,
+    qp_create_rejections,
+    qp_modify_rules,
+    unimplemented_opcodes,
+);
+
+fn registers_and_handshake(mode: ExecMode) {
+    let dev = EmuDevice::new(EmuConfig::default(), mode);
+    let hal = dev.hal();
+    assert_eq!(hal.mmio_read32(0, bar0::ID), bar0::MAGIC);
+    let v = Version::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::VERSION)));
+    assert_eq!(v.major(), bar0::VERSION_MAJOR);
+    let caps = DevCaps::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::CAP_DEV)));
+    assert_eq!(
+        (caps.num_ports(), caps.log_max_msg(), caps.atomics()),
+        (1, 31, true)
+    );
+    assert!(!caps.srq() && !caps.ud() && !caps.uc());
+    let q = QueueCaps::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::CAP_QUEUE)));
+    assert_eq!((q.log_max_wq(), q.log_max_cqe(), q.max_sge()), (15, 16, 16));
+    assert_eq!((q.max_inline_16(), q.max_wqe_bbs()), (16, 8));
+    assert_eq!(hal.mmio_read32(0, bar0::CAP_MAX_QP), 1024);
+    assert_eq!(hal.mmio_read32(0, bar0::CAP_MAX_MR), 4096);
+    // Undefined offsets read 0; writes to them and to RO registers are ignored.
+    assert_eq!(hal.mmio_read32(0, 0x1000), 0);
+    hal.mmio_write32(0, 0x1000, 5);
+    hal.mmio_write32(0, bar0::ID, 5);
+    assert_eq!(hal.mmio_read32(0, bar0::ID), bar0::MAGIC);
+
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    assert!(status(&hal).ready() && status(&hal).enabled() && !status(&hal).fatal());
+    // Queue configuration is frozen while enabled.
+    hal.mmio_write32(0, bar0::CMDQ_CTRL, 9);
+    assert_eq!(hal.mmio_read32(0, bar0::CMDQ_CTRL), CMDQ_LOG);
+    t.sync();
+    // Disable, then reset clears everything.
+    hal.mmio_write32(0, bar0::CTRL, 0);
+    wait_until(&hal, "disable", || !status(&hal).enabled());
+    reset(&hal);
+    assert_eq!(hal.mmio_read32(0, bar0::CMDQ_CTRL), 0);
+    assert_eq!(hal.mmio_read32(0, bar0::CMDQ_BASE_HI), 0);
+    // The IOVA latches on the HI write: LO alone leaves the base at 0, which
+    // is not mapped.
+    hal.mmio_write32(0, bar0::CMDQ_BASE_LO, 0x1000);
+    enable(&hal);
+    wait_until(&hal, "fatal", || status(&hal).fatal());
+    assert_eq!(
+        hal.mmio_read32(0, bar0::FATAL_SYNDROME),
+        FatalSyndrome::CmdqDma as u32
+    );
+}
+
+fn enable(hal: &impl Hal) {
+    hal.mmio_write32(
+        0,
+        bar0::CTRL,
+        Ctrl::new().with_enable(true).into_bits().to_ne(),
+    );
+}
+
+fn fatal_on_unmapped_cmdq(mode: ExecMode) {
+    let dev = EmuDevice::new(EmuConfig::default(), mode);
+    let hal = dev.hal();
+    reset(&hal);
+    let r = hal.dma_alloc(4096).unwrap();
+    write64(&hal, bar0::CMDQ_BASE_LO, r.iova());
+    // 2 entries of 512 bytes fit; then free the memory before enabling.
+    hal.mmio_write32(0, bar0::CMDQ_CTRL, 1);
+    // SAFETY: the device has not been told about the region yet.
+    unsafe { hal.dma_free(r) };
+    enable(&hal);
+    wait_until(&hal, "fatal", || status(&hal).fatal());
+    assert!(!status(&hal).enabled());
+    assert_eq!(
+        hal.mmio_read32(0, bar0::FATAL_SYNDROME),
+        FatalSyndrome::CmdqDma as u32
+    );
+    let cause = hal.mmio_read32(0, bar0::INTR_CAUSE);
+    assert_ne!(cause & 4, 0, "fatal interrupt cause");
+    hal.mmio_write32(0, bar0::INTR_CAUSE, 4);
+    assert_eq!(hal.mmio_read32(0, bar0::INTR_CAUSE) & 4, 0, "RW1C");
+    // Enable is ignored in the fatal state; only reset leaves it.
+    enable(&hal);
+    reset(&hal);
+    assert!(!status(&hal).fatal());
+    assert_eq!(hal.mmio_read32(0, bar0::FATAL_SYNDROME), 0);
+}
+
+fn fatal_on_bad_config(mode: ExecMode) {
+    let dev = EmuDevice::new(EmuConfig::default(), mode);
+    let hal = dev.hal();
+    let cmdq = hal.dma_alloc(1 << 20).unwrap();
+    // Command queue larger than CAP_DEV.log_max_cmdq.
+    reset(&hal);
+    write64(&hal, bar0::CMDQ_BASE_LO, cmdq.iova());
+    let log = CmdqCtrl::new().with_log_size(13);
+    hal.mmio_write32(0, bar0::CMDQ_CTRL, log.into_bits().to_ne());
+    enable(&hal);
+    wait_until(&hal, "fatal", || status(&hal).fatal());
+    assert_eq!(
+        hal.mmio_read32(0, bar0::FATAL_SYNDROME),
+        FatalSyndrome::BadConfig as u32
+    );
+    // Unaligned command queue.
+    reset(&hal);
+    write64(&hal, bar0::CMDQ_BASE_LO, cmdq.iova() + 512);
+    enable(&hal);
+    wait_until(&hal, "fatal", || status(&hal).fatal());
+    assert_eq!(
+        hal.mmio_read32(0, bar0::FATAL_SYNDROME),
+        FatalSyndrome::BadConfig as u32
+    );
+    // Unmapped EQ.
+    reset(&hal);
+    write64(&hal, bar0::CMDQ_BASE_LO, cmdq.iova());
+    write64(&hal, bar0::EQ_BASE_LO, 0x10_0000_0000);
+    let eq = EqCtrl::new().with_log_size(4).with_enable(true);
+    hal.mmio_write32(0, bar0::EQ_CTRL, eq.into_bits().to_ne());
+    enable(&hal);
+    wait_until(&hal, "fatal", || status(&hal).fatal());
+    assert_eq!(
+        hal.mmio_read32(0, bar0::FATAL_SYNDROME),
+        FatalSyndrome::EqDma as u32
+    );
+}
+
+fn query_commands(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let cfg = t.dev.config().clone();
+    let d: QueryDeviceOut = t.cmd(CmdOpcode::QueryDevice, &0u32).ok();
+    assert_eq!(d.node_guid, cfg.node_guid());
+    assert_eq!(d.vendor_id.to_ne(), rnic_hw_regs::pci::VENDOR_ID as u32);
+    assert_eq!(d.max_qp.to_ne(), 1024);
+    assert_eq!(d.max_msg_sz.to_ne(), 1 << 31);
+    assert_eq!(d.atomic_cap.to_ne(), 1);
+    assert_eq!(d.phys_port_cnt.to_ne(), 1);
+
+    let p: QueryPortOut = t
+        .cmd(
+            CmdOpcode::QueryPort,
+            &QueryPortIn {
+                port: le32::from_ne(1),
+            },
+        )
+        .ok();
+    assert_eq!(p.state, PortState::Active.raw());
+    assert_eq!(p.link_layer, LinkLayer::Ethernet.raw());
+    assert_eq!(p.mac, cfg.mac);
+    assert_eq!(p.gid_tbl_len.to_ne(), cfg.gid_table_len);
+    t.cmd(
+        CmdOpcode::QueryPort,
+        &QueryPortIn {
+            port: le32::from_ne(2),
+        },
+    )
+    .fails(CmdStatus::BadParam, offset_of!(QueryPortIn, port));
+
+    let gid = |t: &mut Tdev, port: u32, index: u32| {
+        t.cmd(
+            CmdOpcode::QueryGid,
+            &QueryGidIn {
+                port: le32::from_ne(port),
+                index: le32::from_ne(index),
+            },
+        )
+    };
+    let g: QueryGidOut = gid(&mut t, 1, 0).ok();
+    assert_eq!(g.gid, cfg.ipv4_gid());
+    assert_eq!((g.valid, g.gid_type), (1, GidType::RoceV2.raw()));
+    let g: QueryGidOut = gid(&mut t, 1, 1).ok();
+    assert_eq!(g.gid, cfg.link_local_gid());
+    let g: QueryGidOut = gid(&mut t, 1, 2).ok();
+    assert_eq!(g.valid, 0);
+    gid(&mut t, 1, 16).fails(CmdStatus::BadParam, offset_of!(QueryGidIn, index));
+    gid(&mut t, 0, 0).fails(CmdStatus::BadParam, offset_of!(QueryGidIn, port));
+
+    let mut set = SetGidIn {
+        port: le32::from_ne(1),
+        index: le32::from_ne(2),
+        gid: [0xab; 16],
+        gid_type: GidType::RoceV2.raw(),
+        reserved: [0; 3],
+    };
+    t.cmd(CmdOpcode::SetGid, &set).ok::<u32>();
+    let g: QueryGidOut = gid(&mut t, 1, 2).ok();
+    assert_eq!((g.gid, g.valid), ([0xab; 16], 1));
+    set.gid_type = GidType::Ib.raw();
+    t.cmd(CmdOpcode::SetGid, &set)
+        .fails(CmdStatus::BadParam, offset_of!(SetGidIn, gid_type));
+    set.gid_type = GidType::RoceV2.raw();
+    set.reserved = [1, 0, 0];
+    t.cmd(CmdOpcode::SetGid, &set)
+        .fails(CmdStatus::BadParam, offset_of!(SetGidIn, reserved));
+    // An all-zero GID clears the entry.
+    set.reserved = [0; 3];
+    set.gid = [0; 16];
+    t.cmd(CmdOpcode::SetGid, &set).ok::<u32>();
+    assert_eq!(gid(&mut t, 1, 2).ok::<QueryGidOut>().valid, 0);
+}
+
+fn pd_and_mr_commands(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    assert_eq!(t.create_pd(), 1);
+    assert_eq!(t.create_pd(), 2);
+    t.obj(CmdOpcode::DestroyPd, 7)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
+    let mr = t.reg_mr(1, 4096, access::LOCAL_WRITE | access::REMOTE_WRITE);
+    assert_eq!(mr.key >> 8, 1, "MR index from 1");
+    t.obj(CmdOpcode::DestroyPd, 1)
+        .fails(CmdStatus::Busy, offset_of!(ObjIn, id));
+
+    let region = t.hal.dma_alloc(8192).unwrap();
+    let good = t.reg_mr_in(2, &region, access::LOCAL_WRITE);
+    let bad = RegMrIn {
+        pdn: le32::from_ne(9),
+        ..good
+    };
+    t.cmd(CmdOpcode::RegMr, &bad)
+        .fails(CmdStatus::BadResource, offset_of!(RegMrIn, pdn));
+    // Remote write needs local write.
+    let bad = RegMrIn {
+        access: le32::from_ne(access::REMOTE_WRITE),
+        ..good
+    };
+    t.cmd(CmdOpcode::RegMr, &bad)
+        .fails(CmdStatus::BadParam, offset_of!(RegMrIn, access));
+    let bad = RegMrIn {
+        access: le32::from_ne(access::MW_BIND),
+        ..good
+    };
+    t.cmd(CmdOpcode::RegMr, &bad)
+        .fails(CmdStatus::BadParam, offset_of!(RegMrIn, access));
+    // One byte past the mapping.
+    let bad = RegMrIn {
+        length: le64::from_ne(8193),
+        ..good
+    };
+    t.cmd(CmdOpcode::RegMr, &bad)
+        .fails(CmdStatus::BadDma, offset_of!(RegMrIn, iova));
+    let bad = RegMrIn {
+        iova: le64::from_ne(0x1234),
+        ..good
+    };
+    t.cmd(CmdOpcode::RegMr, &bad)
+        .fails(CmdStatus::BadDma, offset_of!(RegMrIn, iova));
+
+    // A reused index gets a new tag: the old key misses.
+    let o: RegMrOut = t.cmd(CmdOpcode::RegMr, &good).ok();
+    let k1 = o.lkey.to_ne();
+    t.obj(CmdOpcode::DeregMr, k1).ok::<u32>();
+    let k2 = t.cmd(CmdOpcode::RegMr, &good).ok::<RegMrOut>().lkey.to_ne();
+    assert_eq!(k1 >> 8, k2 >> 8);
+    assert_ne!(k1, k2);
+    t.obj(CmdOpcode::DeregMr, k1)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DeregMr, k2).ok::<u32>();
+
+    t.obj(CmdOpcode::DeregMr, mr.key).ok::<u32>();
+    t.obj(CmdOpcode::DestroyPd, 1).ok::<u32>();
+    t.obj(CmdOpcode::DestroyPd, 1)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
+    // PD numbers are reused lowest first.
+    assert_eq!(t.create_pd(), 1);
+}
+
+fn cq_commands(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let buf = t.hal.dma_alloc(64 << 4).unwrap();
+    let dbrec = t.hal.dma_alloc(8).unwrap();
+    let good = CreateCqIn {
+        log_size: le32::from_ne(4),
+        uar_page: le32::from_ne(0),
+        eqn: le32::from_ne(0),
+        reserved: le32::from_ne(0),
+        buf_iova: le64::from_ne(buf.iova()),
+        dbrec_iova: le64::from_ne(dbrec.iova()),
+    };
+    let cases = [
+        (
+            CreateCqIn {
+                log_size: le32::from_ne(17),
+                ..good
+            },
+            CmdStatus::BadParam,
+            offset_of!(CreateCqIn, log_size),
+        ),
+        (
+            CreateCqIn {
+                uar_page: le32::from_ne(64),
+                ..good
+            },
+            CmdStatus::BadParam,
+            offset_of!(CreateCqIn, uar_page),
+        ),
+        (
+            CreateCqIn {
+                eqn: le32::from_ne(3),
+                ..good
+            },
+            CmdStatus::BadResource,
+            offset_of!(CreateCqIn, eqn),
+        ),
+        (
+            CreateCqIn {
+                reserved: le32::from_ne(1),
+                ..good
+            },
+            CmdStatus::BadParam,
+            offset_of!(CreateCqIn, reserved),
+        ),
+        (
+            CreateCqIn {
+                buf_iova: le64::from_ne(buf.iova() + 64),
+                ..good
+            },
+            CmdStatus::BadParam,
+            offset_of!(CreateCqIn, buf_iova),
+        ),
+        // 32 CQEs do not fit the 1 KiB... page it was given: the page is
+        // mapped, so use a size past the page.
+        (
+            CreateCqIn {
+                log_size: le32::from_ne(7),
+                ..good
+            },
+            CmdStatus::BadDma,
+            offset_of!(CreateCqIn, buf_iova),
+        ),
+        (
+            CreateCqIn {
+                dbrec_iova: le64::from_ne(dbrec.iova() + 4),
+                ..good
+            },
+            CmdStatus::BadParam,
+            offset_of!(CreateCqIn, dbrec_iova),
+        ),
+        (
+            CreateCqIn {
+                dbrec_iova: le64::from_ne(0x2000),
+                ..good
+            },
+            CmdStatus::BadDma,
+            offset_of!(CreateCqIn, dbrec_iova),
+        ),
+    ];
+    for (i, status, off) in cases {
+        t.cmd(CmdOpcode::CreateCq, &i).fails(status, off);
+    }
+    let cqn = t
+        .cmd(CmdOpcode::CreateCq, &good)
+        .ok::<CreateCqOut>()
+        .cqn
+        .to_ne();
+    assert_eq!(cqn, 1, "CQN from 1");
+    // Busy while a QP uses it.
+    let pdn = t.create_pd();
+    let cq = TCq {
+        cqn,
+        log: 4,
+        buf,
+        dbrec,
+        ci: 0,
+    };
+    let qp = t.create_qp(pdn, &cq, &cq);
+    t.obj(CmdOpcode::DestroyCq, cqn)
+        .fails(CmdStatus::Busy, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DestroyPd, pdn)
+        .fails(CmdStatus::Busy, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DestroyQp, qp.qpn).ok::<u32>();
+    t.obj(CmdOpcode::DestroyCq, cqn).ok::<u32>();
+    t.obj(CmdOpcode::DestroyCq, cqn)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DestroyPd, pdn).ok::<u32>();
+}
+
+fn qp_create_rejections(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let pdn = t.create_pd();
+    let cq = t.create_cq(6);
+    let mem = t.qp_mem(6, 6, 6);
+    let good = Tdev::create_qp_in(pdn, cq.cqn, cq.cqn, &mem);
+    use CmdStatus::*;
+    let cases = [
+        (
+            CreateQpIn { qp_type: 4, ..good },
+            BadParam,
+            offset_of!(CreateQpIn, qp_type),
+        ),
+        (
+            CreateQpIn {
+                sq_sig_all: 2,
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, sq_sig_all),
+        ),
+        (
+            CreateQpIn {
+                log_rq_stride: 4,
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, log_rq_stride),
+        ),
+        (
+            CreateQpIn {
+                log_rq_stride: 10,
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, log_rq_stride),
+        ),
+        (
+            CreateQpIn {
+                pdn: le32::from_ne(5),
+                ..good
+            },
+            BadResource,
+            offset_of!(CreateQpIn, pdn),
+        ),
+        (
+            CreateQpIn {
+                send_cqn: le32::from_ne(5),
+                ..good
+            },
+            BadResource,
+            offset_of!(CreateQpIn, send_cqn),
+        ),
+        (
+            CreateQpIn {
+                recv_cqn: le32::from_ne(0),
+                ..good
+            },
+            BadResource,
+            offset_of!(CreateQpIn, recv_cqn),
+        ),
+        (
+            CreateQpIn {
+                srqn: le32::from_ne(1),
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, srqn),
+        ),
+        (
+            CreateQpIn {
+                log_sq_bbs: le32::from_ne(16),
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, log_sq_bbs),
+        ),
+        (
+            CreateQpIn {
+                max_inline: le32::from_ne(257),
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, max_inline),
+        ),
+        (
+            CreateQpIn {
+                uar_page: le32::from_ne(64),
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, uar_page),
+        ),
+        (
+            CreateQpIn {
+                log_sq_bbs: le32::from_ne(7),
+                ..good
+            },
+            BadDma,
+            offset_of!(CreateQpIn, sq_iova),
+        ),
+        (
+            CreateQpIn {
+                rq_iova: le64::from_ne(mem.rq.iova() + 8),
+                ..good
+            },
+            BadParam,
+            offset_of!(CreateQpIn, rq_iova),
+        ),
+        (
+            CreateQpIn {
+                log_rq_wqes: le32::from_ne(7),
+                ..good
+            },
+            BadDma,
+            offset_of!(CreateQpIn, rq_iova),
+        ),
+        (
+            CreateQpIn {
+                dbrec_iova: le64::from_ne(1 << 40),
+                ..good
+            },
+            BadDma,
+            offset_of!(CreateQpIn, dbrec_iova),
+        ),
+    ];
+    for (i, status, off) in cases {
+        t.cmd(CmdOpcode::CreateQp, &i).fails(status, off);
+    }
+    let qpn = t
+        .cmd(CmdOpcode::CreateQp, &good)
+        .ok::<CreateQpOut>()
+        .qpn
+        .to_ne();
+    assert_eq!(qpn, 2, "QPN from 2");
+    let a = t.query_qp(qpn);
+    assert_eq!(a.qp_state, QpState::Reset.raw());
+    t.obj(CmdOpcode::QueryQp, 99)
+        .fails(BadResource, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DestroyQp, 99)
+        .fails(BadResource, offset_of!(ObjIn, id));
+}
+
+/// Offset of a QpAttrs field in the MODIFY_QP input.
+fn attr(off: usize) -> usize {
+    offset_of!(ModifyQpIn, attrs) + off
+}
+
+fn qp_modify_rules(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let pdn = t.create_pd();
+    let cq = t.create_cq(6);
+    let qp = t.create_qp(pdn, &cq, &cq);
+    let n = qp.qpn;
+    let mask_off = offset_of!(ModifyQpIn, attr_mask);
+    // Illegal transition.
+    t.modify_rts(n, 0)
+        .fails(CmdStatus::BadState, attr(offset_of!(QpAttrs, qp_state)));
+    // Missing required attribute.
+    let init = QpAttrs {
+        qp_state: QpState::Init.raw(),
+        port_num: 1,
+        ..QpAttrs::default()
+    };
+    t.modify(
+        n,
+        qp_attr::STATE | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
+        init,
+    )
+    .fails(CmdStatus::BadParam, mask_off);
+    // Attribute not allowed in this transition.
+    let all = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+    t.modify(n, all | qp_attr::SQ_PSN, init)
+        .fails(CmdStatus::BadParam, mask_off);
+    // Bad values.
+    let bad_port = QpAttrs {
+        port_num: 2,
+        ..init
+    };
+    t.modify(n, all, bad_port)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, port_num)));
+    let bad_access = QpAttrs {
+        qp_access_flags: le32::from_ne(access::LOCAL_WRITE),
+        ..init
+    };
+    t.modify(n, all, bad_access).fails(
+        CmdStatus::BadParam,
+        attr(offset_of!(QpAttrs, qp_access_flags)),
+    );
+    let bad_state = QpAttrs {
+        qp_state: 9,
+        ..init
+    };
+    t.modify(n, all, bad_state)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, qp_state)));
+    // CUR_STATE must match (and is only allowed where the table allows it).
+    t.modify_init(n, access::REMOTE_WRITE).ok::<u32>();
+    t.modify_rtr(n, 3).ok::<u32>();
+    let rts = QpAttrs {
+        qp_state: QpState::Rts.raw(),
+        cur_qp_state: QpState::Init.raw(),
+        ..QpAttrs::default()
+    };
+    use qp_attr::*;
+    let rts_mask = STATE | SQ_PSN | TIMEOUT | RETRY_CNT | RNR_RETRY | MAX_QP_RD_ATOMIC;
+    t.modify(n, rts_mask | CUR_STATE, rts)
+        .fails(CmdStatus::BadState, attr(offset_of!(QpAttrs, cur_qp_state)));
+    let bad_psn = QpAttrs {
+        cur_qp_state: QpState::Rtr.raw(),
+        sq_psn: le32::from_ne(1 << 24),
+        ..rts
+    };
+    t.modify(n, rts_mask | CUR_STATE, bad_psn)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, sq_psn)));
+    let ok = QpAttrs {
+        cur_qp_state: QpState::Rtr.raw(),
+        sq_psn: le32::from_ne(77),
+        rnr_retry: 3,
+        ..rts
+    };
+    t.modify(n, rts_mask | CUR_STATE, ok).ok::<u32>();
+    // Query returns the state and every attribute, old and new.
+    let a = t.query_qp(n);
+    assert_eq!(a.qp_state, QpState::Rts.raw());
+    assert_eq!(a.sq_psn.to_ne(), 77);
+    assert_eq!(a.rnr_retry, 3);
+    assert_eq!(a.dest_qp_num.to_ne(), 3);
+    assert_eq!(a.port_num, 1);
+    assert_eq!(a.qp_access_flags.to_ne(), access::REMOTE_WRITE);
+    assert_eq!(a.path_mtu, rnic_hw_regs::verbs::Mtu::Mtu1024.raw());
+    // Alternate paths are not implemented.
+    t.modify(
+        n,
+        STATE | ALT_PATH,
+        QpAttrs {
+            qp_state: QpState::Rts.raw(),
+            ..a
+        },
+    )
+    .fails(CmdStatus::BadParam, mask_off);
+    // Bad address vector.
+    t.modify_state(n, QpState::Reset).ok::<u32>();
+    t.modify_init(n, 0).ok::<u32>();
+    let rtr = |sgid: u8, global: u8| QpAttrs {
+        qp_state: QpState::Rtr.raw(),
+        path_mtu: 3,
+        ah: AddressVector {
+            sgid_index: sgid,
+            is_global: global,
+            port_num: 1,
+            ..AddressVector::default()
+        },
+        ..QpAttrs::default()
+    };
+    let rtr_mask = STATE | AV | PATH_MTU | DEST_QPN | RQ_PSN | MAX_DEST_RD_ATOMIC | MIN_RNR_TIMER;
+    let av = |f: usize| attr(offset_of!(QpAttrs, ah) + f);
+    t.modify(n, rtr_mask, rtr(5, 1)).fails(
+        CmdStatus::BadParam,
+        av(offset_of!(AddressVector, sgid_index)),
+    );
+    t.modify(n, rtr_mask, rtr(0, 0)).fails(
+        CmdStatus::BadParam,
+        av(offset_of!(AddressVector, is_global)),
+    );
+    let bad_mtu = QpAttrs {
+        path_mtu: 6,
+        ..rtr(1, 1)
+    };
+    t.modify(n, rtr_mask, bad_mtu)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, path_mtu)));
+    let bad_dest = QpAttrs {
+        dest_qp_num: le32::from_ne(1 << 24),
+        ..rtr(1, 1)
+    };
+    t.modify(n, rtr_mask, bad_dest)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, dest_qp_num)));
+    t.modify(n, rtr_mask, rtr(1, 1)).ok::<u32>();
+    // Any state may go to ERR, and ERR only to RESET.
+    t.modify_state(n, QpState::Err).ok::<u32>();
+    t.modify_state(n, QpState::Init)
+        .fails(CmdStatus::BadState, attr(offset_of!(QpAttrs, qp_state)));
+    t.modify_state(n, QpState::Reset).ok::<u32>();
+    t.modify(99, STATE, QpAttrs::default())
+        .fails(CmdStatus::BadResource, offset_of!(ModifyQpIn, qpn));
+}
+
+fn unimplemented_opcodes(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    for op in [
+        CmdOpcode::CreateSrq,
+        CmdOpcode::DestroySrq,
+        CmdOpcode::CreateEq,
+        CmdOpcode::DestroyEq,
+    ] {
+        assert_eq!(t.cmd(op, &0u32).status(), CmdStatus::BadOpcode);
+    }
+    assert_eq!(t.raw_cmd(0x7777, &[]).status(), CmdStatus::BadOpcode);
+    // The queue keeps working after many commands (ring wrap-around).
+    for _ in 0..40 {
+        t.sync();
+    }
+}

@@ -1,0 +1,717 @@
+//! Device-level tests of the data path: SEND, WRITE, READ, atomics, error
+//! completions, flushes, RNR, events and DMA refusal, in both execution
+//! modes.
+
+mod common;
+
+use common::*;
+use rnic_emu::ExecMode;
+use rnic_hw_regs::cqe::{Cqe, Syndrome};
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::uar::CqArmCmd;
+use rnic_hw_regs::verbs::{access, QpState, WcOpcode, WcStatus, WrOpcode};
+use rnic_queues::Hal;
+
+both_modes!(
+    send_recv_sgl,
+    send_imm_and_inline,
+    write_and_write_imm,
+    read_and_atomics,
+    unsignaled_and_wqe_wrap,
+    unmapped_iova_refused,
+    local_errors,
+    remote_access_error,
+    rnr_stall_and_resume,
+    rnr_retry_zero,
+    recv_too_small,
+    dest_not_ready,
+    flush_on_err_and_reset,
+    cq_overrun,
+    cq_arm_events,
+);
+
+const ALL: u32 =
+    access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+
+/// Two connected QPs (a → b, b → a) with their own CQs and a shared MR pool.
+struct Pair {
+    t: Tdev,
+    pdn: u32,
+    a: TQp,
+    b: TQp,
+    acq: TCq,
+    bcq: TCq,
+}
+
+fn pair(mode: ExecMode, rnr_retry: u8) -> Pair {
+    let mut t = bring_up(mode);
+    let pdn = t.create_pd();
+    let acq = t.create_cq(6);
+    let bcq = t.create_cq(6);
+    let a = t.create_qp(pdn, &acq, &acq);
+    let b = t.create_qp(pdn, &bcq, &bcq);
+    t.connect(a.qpn, b.qpn, rnr_retry);
+    t.connect(b.qpn, a.qpn, rnr_retry);
+    Pair {
+        t,
+        pdn,
+        a,
+        b,
+        acq,
+        bcq,
+    }
+}
+
+fn assert_cqe(c: &Cqe, wr_id: u64, status: WcStatus, opcode: WcOpcode) {
+    assert_eq!(
+        (c.wr_id.to_ne(), WcStatus::from_raw(c.status), c.opcode),
+        (wr_id, Some(status), opcode.raw()),
+        "vendor_err {:?}",
+        Syndrome::from_u32(c.vendor_err.to_ne())
+    );
+}
+
+fn syndrome(c: &Cqe) -> Option<Syndrome> {
+    Syndrome::from_u32(c.vendor_err.to_ne())
+}
+
+fn state(t: &mut Tdev, qpn: u32) -> QpState {
+    QpState::from_raw(t.query_qp(qpn).qp_state).unwrap()
+}
+
+fn send_recv_sgl(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let src = p.t.reg_mr(p.pdn, 4096, 0);
+    let dst = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    let msg: Vec<u8> = (0..100u8).collect();
+    src.region.write_bytes(0, &msg[..30]);
+    src.region.write_bytes(1000, &msg[30..]);
+    // Three receive SGEs of 10, 50 and 100 bytes.
+    let sges = [
+        dseg(dst.key, dst.addr(0), 10),
+        dseg(dst.key, dst.addr(100), 50),
+        dseg(dst.key, dst.addr(200), 100),
+    ];
+    p.b.post_recv(&hal, 0xb1, &sges);
+    let w = Wqe::new(WrOpcode::Send, 0xa1)
+        .sge(src.key, src.addr(0), 30)
+        .sge(src.key, src.addr(1000), 70);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 0xa1, WcStatus::Success, WcOpcode::Send);
+    assert!(c.flags.is_send());
+    assert_eq!(c.wqe_counter.to_ne(), 1);
+    assert_eq!(c.qpn.to_ne(), p.a.qpn);
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 0xb1, WcStatus::Success, WcOpcode::Recv);
+    assert_eq!(c.byte_len.to_ne(), 100);
+    assert!(!c.flags.is_send() && !c.flags.with_imm());
+    assert_eq!(c.wqe_counter.to_ne(), 1);
+    assert_eq!(c.src_qp.to_ne(), p.a.qpn);
+    let mut got = vec![0u8; 100];
+    dst.region.read_bytes(0, &mut got[..10]);
+    dst.region.read_bytes(100, &mut got[10..60]);
+    dst.region.read_bytes(200, &mut got[60..]);
+    assert_eq!(got, msg);
+}
+
+fn send_imm_and_inline(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let dst = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    p.b.post_recv(&hal, 1, &[dseg(dst.key, dst.addr(0), 64)]);
+    p.b.post_recv(&hal, 2, &[dseg(dst.key, dst.addr(64), 64)]);
+    let w = Wqe::new(WrOpcode::SendWithImm, 10)
+        .imm([1, 2, 3, 4])
+        .inline(b"hello");
+    p.a.post_send(&hal, &w);
+    // Inline payload of 60 bytes spans two BBs.
+    let long = [0x5a; 60];
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 11).inline(&long));
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::Success, WcOpcode::Recv);
+    assert!(c.flags.with_imm());
+    assert_eq!(c.imm, [1, 2, 3, 4]);
+    assert_eq!(c.byte_len.to_ne(), 5);
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 2, WcStatus::Success, WcOpcode::Recv);
+    assert_eq!(c.byte_len.to_ne(), 60);
+    let mut got = [0u8; 5];
+    dst.region.read_bytes(0, &mut got);
+    assert_eq!(&got, b"hello");
+    let mut got = [0u8; 60];
+    dst.region.read_bytes(64, &mut got);
+    assert_eq!(got, long);
+    assert_eq!(p.acq.wait(&hal).wqe_counter.to_ne(), 1);
+    assert_eq!(p.acq.wait(&hal).wqe_counter.to_ne(), 3);
+}
+
+fn write_and_write_imm(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let src = p.t.reg_mr(p.pdn, 4096, 0);
+    let dst = p.t.reg_mr(p.pdn, 8192, ALL);
+    src.region.write_bytes(0, &[7u8; 3000]);
+    let w = Wqe::new(WrOpcode::RdmaWrite, 1)
+        .raddr(dst.addr(5000), dst.key)
+        .sge(src.key, src.addr(0), 3000);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::Success, WcOpcode::RdmaWrite);
+    let mut got = vec![0u8; 3002];
+    dst.region.read_bytes(4999, &mut got);
+    assert_eq!((got[0], got[1], got[3000], got[3001]), (0, 7, 7, 0));
+    // WRITE with immediate consumes a receive WQE and reports the length.
+    p.b.post_recv(&hal, 9, &[]);
+    let w = Wqe::new(WrOpcode::RdmaWriteWithImm, 2)
+        .imm([0xde, 0xad, 0xbe, 0xef])
+        .raddr(dst.addr(0), dst.key)
+        .inline(&[1, 2, 3]);
+    p.a.post_send(&hal, &w);
+    assert_cqe(&p.acq.wait(&hal), 2, WcStatus::Success, WcOpcode::RdmaWrite);
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 9, WcStatus::Success, WcOpcode::RecvRdmaWithImm);
+    assert_eq!(c.byte_len.to_ne(), 3);
+    assert!(c.flags.with_imm());
+    assert_eq!(c.imm, [0xde, 0xad, 0xbe, 0xef]);
+    let mut got = [0u8; 3];
+    dst.region.read_bytes(0, &mut got);
+    assert_eq!(got, [1, 2, 3]);
+    // A zero-length WRITE checks no rkey (InfiniBand rule).
+    let w = Wqe::new(WrOpcode::RdmaWrite, 3).raddr(0, 0xdead);
+    p.a.post_send(&hal, &w);
+    assert_cqe(&p.acq.wait(&hal), 3, WcStatus::Success, WcOpcode::RdmaWrite);
+}
+
+fn read_and_atomics(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let local = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    let remote = p.t.reg_mr(p.pdn, 4096, ALL);
+    let data: Vec<u8> = (0..200).map(|i| i as u8).collect();
+    remote.region.write_bytes(100, &data);
+    let w = Wqe::new(WrOpcode::RdmaRead, 1)
+        .raddr(remote.addr(100), remote.key)
+        .sge(local.key, local.addr(0), 50)
+        .sge(local.key, local.addr(1000), 150);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::Success, WcOpcode::RdmaRead);
+    assert_eq!(c.byte_len.to_ne(), 200);
+    let mut got = vec![0u8; 200];
+    local.region.read_bytes(0, &mut got[..50]);
+    local.region.read_bytes(1000, &mut got[50..]);
+    assert_eq!(got, data);
+
+    remote.region.write(0, 40u64.to_le());
+    let faa = Wqe::new(WrOpcode::AtomicFetchAndAdd, 2)
+        .raddr(remote.addr(0), remote.key)
+        .atomic(2, 0)
+        .sge(local.key, local.addr(8), 8);
+    p.a.post_send(&hal, &faa);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 2, WcStatus::Success, WcOpcode::FetchAdd);
+    assert_eq!(c.byte_len.to_ne(), 8);
+    assert_eq!(u64::from_le(local.region.read(8)), 40);
+    assert_eq!(u64::from_le(remote.region.read(0)), 42);
+    // Compare and swap: a miss leaves memory alone, a hit swaps.
+    for (i, (cmp, expect)) in [(1u64, 42u64), (42, 1000)].into_iter().enumerate() {
+        let cas = Wqe::new(WrOpcode::AtomicCmpAndSwp, 3 + i as u64)
+            .raddr(remote.addr(0), remote.key)
+            .atomic(1000, cmp)
+            .sge(local.key, local.addr(16), 8);
+        p.a.post_send(&hal, &cas);
+        assert_cqe(
+            &p.acq.wait(&hal),
+            3 + i as u64,
+            WcStatus::Success,
+            WcOpcode::CompSwap,
+        );
+        assert_eq!(u64::from_le(local.region.read(16)), 42);
+        assert_eq!(u64::from_le(remote.region.read(0)), expect);
+    }
+}
+
+fn unsignaled_and_wqe_wrap(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let src = p.t.reg_mr(p.pdn, 4096, 0);
+    let dst = p.t.reg_mr(p.pdn, 4096, ALL);
+    // 64 BBs in the SQ: 200 WRITEs of 1-3 BBs wrap it several times; only
+    // every 4th is signaled, and its counter covers the others.
+    let mut expect_counter = 0u32;
+    for i in 0..200u64 {
+        let mut w = Wqe::new(WrOpcode::RdmaWrite, i).raddr(dst.addr(i as usize), dst.key);
+        let n = 1 + (i % 5) as u32;
+        for _ in 0..n {
+            w = w.sge(src.key, src.addr(0), 1);
+        }
+        if i % 4 != 3 {
+            w = w.unsignaled();
+        }
+        p.a.post_send(&hal, &w);
+        expect_counter += rnic_hw_regs::wqe::wqe_bbs(2 + n as usize) as u32;
+        if i % 4 == 3 {
+            let c = p.acq.wait(&hal);
+            assert_cqe(&c, i, WcStatus::Success, WcOpcode::RdmaWrite);
+            assert_eq!(c.wqe_counter.to_ne(), expect_counter as u16);
+        }
+    }
+    p.t.sync();
+    assert!(p.acq.poll().is_none());
+}
+
+fn unmapped_iova_refused(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let dst = p.t.reg_mr(p.pdn, 4096, ALL);
+    // An MR whose memory the driver freed behind the device's back.
+    let gone = p.t.reg_mr(p.pdn, 4096, 0);
+    let (key, addr) = (gone.key, gone.addr(0));
+    // SAFETY: the test only checks that the device refuses the access.
+    unsafe { hal.dma_free(gone.region) };
+    let w = Wqe::new(WrOpcode::RdmaWrite, 5)
+        .raddr(dst.addr(0), dst.key)
+        .sge(key, addr, 16);
+    p.a.post_send(&hal, &w);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 6).unsignaled());
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 5, WcStatus::LocProtErr, WcOpcode::RdmaWrite);
+    assert_eq!(syndrome(&c), Some(Syndrome::DmaFault));
+    // The next WQE is flushed even though it was unsignaled.
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 6, WcStatus::WrFlushErr, WcOpcode::Send);
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
+    let ev = p.t.events();
+    assert_eq!(
+        ev,
+        vec![(EventType::QpFatal.raw(), p.a.qpn, Syndrome::DmaFault as u32)]
+    );
+
+    // A raw IOVA that was never mapped, as an rkey target: the MR cannot
+    // even be registered, and the device keeps running.
+    let mut q = pair(mode, 7);
+    let bogus = q.t.hal.dma_alloc(4096).unwrap();
+    let mut i = q.t.reg_mr_in(q.pdn, &bogus, ALL);
+    i.iova = rnic_hw_regs::le64::from_ne(0x7_0000_0000);
+    q.t.cmd(rnic_hw_regs::cmd::CmdOpcode::RegMr, &i).fails(
+        rnic_hw_regs::cmd::CmdStatus::BadDma,
+        std::mem::offset_of!(rnic_hw_regs::cmd::RegMrIn, iova),
+    );
+    // Freeing the responder's MR memory: the responder faults, the
+    // requester sees a remote operational error.
+    let src = q.t.reg_mr(q.pdn, 4096, 0);
+    let rdst = q.t.reg_mr(q.pdn, 4096, ALL);
+    let (rkey, raddr) = (rdst.key, rdst.addr(0));
+    // SAFETY: as above.
+    unsafe { q.t.hal.dma_free(rdst.region) };
+    let w = Wqe::new(WrOpcode::RdmaWrite, 7)
+        .raddr(raddr, rkey)
+        .sge(src.key, src.addr(0), 16);
+    q.a.post_send(&q.t.hal.clone(), &w);
+    let c = q.acq.wait(&q.t.hal.clone());
+    assert_cqe(&c, 7, WcStatus::RemOpErr, WcOpcode::RdmaWrite);
+    assert_eq!(state(&mut q.t, q.b.qpn), QpState::Err);
+    assert!(status(&q.t.hal).enabled());
+}
+
+fn local_errors(mode: ExecMode) {
+    // Each case on a fresh pair: (WQE, expected status, syndrome).
+    type MakeWqe = Box<dyn Fn(&TMr, &TMr) -> Wqe>;
+    let cases: Vec<(MakeWqe, WcStatus, Syndrome)> = vec![
+        (
+            Box::new(|s, d| {
+                Wqe::new(WrOpcode::RdmaWrite, 1)
+                    .raddr(d.addr(0), d.key)
+                    .sge(s.key + 1, s.addr(0), 8)
+            }),
+            WcStatus::LocProtErr,
+            Syndrome::BadLkey,
+        ),
+        (
+            Box::new(|s, d| {
+                Wqe::new(WrOpcode::RdmaWrite, 1)
+                    .raddr(d.addr(0), d.key)
+                    .sge(s.key, s.addr(4090), 8)
+            }),
+            WcStatus::LocProtErr,
+            Syndrome::OutOfBounds,
+        ),
+        (
+            // READ into an MR without LOCAL_WRITE.
+            Box::new(|s, d| {
+                Wqe::new(WrOpcode::RdmaRead, 1)
+                    .raddr(d.addr(0), d.key)
+                    .sge(s.key, s.addr(0), 8)
+            }),
+            WcStatus::LocProtErr,
+            Syndrome::AccessDenied,
+        ),
+        (
+            Box::new(|_, _| Wqe::new(WrOpcode::LocalInv, 1)),
+            WcStatus::LocQpOpErr,
+            Syndrome::BadOpcode,
+        ),
+        (
+            // Inline on a READ.
+            Box::new(|_, d| {
+                Wqe::new(WrOpcode::RdmaRead, 1)
+                    .raddr(d.addr(0), d.key)
+                    .inline(&[1; 8])
+            }),
+            WcStatus::LocQpOpErr,
+            Syndrome::BadWqe,
+        ),
+        (
+            // Inline payload above the QP's max_inline (64).
+            Box::new(|_, _| Wqe::new(WrOpcode::Send, 1).inline(&[1; 65])),
+            WcStatus::LocQpOpErr,
+            Syndrome::BadWqe,
+        ),
+        (
+            // Atomic with a 4-byte result SGE.
+            Box::new(|s, d| {
+                Wqe::new(WrOpcode::AtomicFetchAndAdd, 1)
+                    .raddr(d.addr(0), d.key)
+                    .atomic(1, 0)
+                    .sge(s.key, s.addr(0), 4)
+            }),
+            WcStatus::LocQpOpErr,
+            Syndrome::BadWqe,
+        ),
+        (
+            // Two 2^31-byte SGEs (byte_count 0) exceed the 2^31 message limit.
+            Box::new(|s, d| {
+                Wqe::new(WrOpcode::RdmaWrite, 1)
+                    .raddr(d.addr(0), d.key)
+                    .sge(s.key, s.addr(0), 0)
+                    .sge(s.key, s.addr(0), 0)
+            }),
+            WcStatus::LocLenErr,
+            Syndrome::TooLong,
+        ),
+    ];
+    for (make, status, syn) in cases {
+        let mut p = pair(mode, 7);
+        let hal = p.t.hal.clone();
+        let s = p.t.reg_mr(p.pdn, 4096, 0);
+        let d = p.t.reg_mr(p.pdn, 4096, ALL);
+        p.a.post_send(&hal, &make(&s, &d));
+        let c = p.acq.wait(&hal);
+        assert_eq!(WcStatus::from_raw(c.status), Some(status), "{syn:?}");
+        assert_eq!(syndrome(&c), Some(syn));
+        assert!(c.flags.is_send());
+        assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
+        assert_eq!(
+            state(&mut p.t, p.b.qpn),
+            QpState::Rts,
+            "responder untouched"
+        );
+    }
+
+    // A PD mismatch, and a WQE with a stale wqe_index.
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let other_pd = p.t.create_pd();
+    let s = p.t.reg_mr(other_pd, 4096, 0);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).sge(s.key, s.addr(0), 8));
+    assert_eq!(syndrome(&p.acq.wait(&hal)), Some(Syndrome::PdMismatch));
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let mut raw = [0u8; 64];
+    let ctrl = rnic_hw_regs::wqe::CtrlWord::new()
+        .with_opcode(WrOpcode::Send.raw())
+        .with_ds(1)
+        .with_wqe_index(5);
+    raw[..4].copy_from_slice(&ctrl.into_bits().to_ne().to_le_bytes());
+    raw[8] = 0x42;
+    p.a.write_raw(&raw, 1);
+    // ds = 0.
+    p.a.write_raw(&[0u8; 64], 1);
+    p.a.ring_sq(&hal);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 0x42, WcStatus::LocQpOpErr, WcOpcode::Send);
+    assert_eq!(syndrome(&c), Some(Syndrome::BadWqe));
+    let c = p.acq.wait(&hal);
+    assert_eq!(WcStatus::from_raw(c.status), Some(WcStatus::WrFlushErr));
+    assert_eq!(c.wqe_counter.to_ne(), 2);
+}
+
+fn remote_access_error(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let s = p.t.reg_mr(p.pdn, 4096, 0);
+    let d =
+        p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE | access::REMOTE_READ);
+    p.b.post_recv(&hal, 77, &[]);
+    let w = Wqe::new(WrOpcode::RdmaWrite, 1)
+        .raddr(d.addr(0), d.key)
+        .sge(s.key, s.addr(0), 8);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RemAccessErr, WcOpcode::RdmaWrite);
+    assert_eq!(syndrome(&c), Some(Syndrome::AccessDenied));
+    // Both sides are in ERR; the responder's posted receive is flushed.
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Err);
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 77, WcStatus::WrFlushErr, WcOpcode::Recv);
+    let ev = p.t.events();
+    assert!(ev.contains(&(
+        EventType::QpAccessErr.raw(),
+        p.b.qpn,
+        Syndrome::AccessDenied as u32
+    )));
+    assert!(ev.contains(&(
+        EventType::QpFatal.raw(),
+        p.a.qpn,
+        Syndrome::AccessDenied as u32
+    )));
+
+    // Misaligned atomic: REM_INV_REQ_ERR.
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let l = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    let r = p.t.reg_mr(p.pdn, 4096, ALL);
+    let w = Wqe::new(WrOpcode::AtomicCmpAndSwp, 2)
+        .raddr(r.addr(4), r.key)
+        .atomic(1, 0)
+        .sge(l.key, l.addr(0), 8);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 2, WcStatus::RemInvReqErr, WcOpcode::CompSwap);
+    assert_eq!(syndrome(&c), Some(Syndrome::Misaligned));
+    let ev = p.t.events();
+    assert!(ev.contains(&(
+        EventType::QpReqErr.raw(),
+        p.b.qpn,
+        Syndrome::Misaligned as u32
+    )));
+
+    // The responder QP's own access flags matter too.
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    let pdn = t.create_pd();
+    let cq = t.create_cq(6);
+    let mut a = t.create_qp(pdn, &cq, &cq);
+    let b = t.create_qp(pdn, &cq, &cq);
+    t.connect(a.qpn, b.qpn, 7);
+    t.modify_init(b.qpn, access::REMOTE_WRITE).ok::<u32>();
+    t.modify_rtr(b.qpn, a.qpn).ok::<u32>();
+    let l = t.reg_mr(pdn, 4096, access::LOCAL_WRITE);
+    let r = t.reg_mr(pdn, 4096, ALL);
+    let w = Wqe::new(WrOpcode::RdmaRead, 3)
+        .raddr(r.addr(0), r.key)
+        .sge(l.key, l.addr(0), 8);
+    a.post_send(&hal, &w);
+    let mut cq = cq;
+    let c = cq.wait(&hal);
+    assert_cqe(&c, 3, WcStatus::RemAccessErr, WcOpcode::RdmaRead);
+    assert_eq!(syndrome(&c), Some(Syndrome::QpAccessDenied));
+    assert_eq!(state(&mut t, b.qpn), QpState::Err);
+}
+
+fn rnr_stall_and_resume(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let s = p.t.reg_mr(p.pdn, 4096, 0);
+    let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    s.region.write_bytes(0, b"abcd");
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).sge(s.key, s.addr(0), 4));
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 2).sge(s.key, s.addr(0), 4));
+    p.t.sync();
+    assert!(p.acq.poll().is_none(), "stalled on RNR");
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+    p.b.post_recv(&hal, 10, &[dseg(d.key, d.addr(0), 4)]);
+    assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
+    assert_cqe(&p.bcq.wait(&hal), 10, WcStatus::Success, WcOpcode::Recv);
+    p.t.sync();
+    assert!(
+        p.acq.poll().is_none(),
+        "second SEND waits for a second receive"
+    );
+    p.b.post_recv(&hal, 11, &[dseg(d.key, d.addr(4), 4)]);
+    assert_cqe(&p.acq.wait(&hal), 2, WcStatus::Success, WcOpcode::Send);
+    assert_cqe(&p.bcq.wait(&hal), 11, WcStatus::Success, WcOpcode::Recv);
+    let mut got = [0u8; 8];
+    d.region.read_bytes(0, &mut got);
+    assert_eq!(&got, b"abcdabcd");
+}
+
+fn rnr_retry_zero(mode: ExecMode) {
+    let mut p = pair(mode, 0);
+    let hal = p.t.hal.clone();
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).inline(b"x"));
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RnrRetryExcErr, WcOpcode::Send);
+    assert_eq!(syndrome(&c), Some(Syndrome::RnrExceeded));
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
+}
+
+fn recv_too_small(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    p.b.post_recv(&hal, 5, &[dseg(d.key, d.addr(0), 4)]);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).inline(b"too long"));
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 5, WcStatus::LocLenErr, WcOpcode::Recv);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RemInvReqErr, WcOpcode::Send);
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Err);
+
+    // A receive SGE without LOCAL_WRITE: LOC_PROT_ERR / REM_OP_ERR.
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let d = p.t.reg_mr(p.pdn, 4096, 0);
+    p.b.post_recv(&hal, 6, &[dseg(d.key, d.addr(0), 64)]);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 2).inline(b"hi"));
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 6, WcStatus::LocProtErr, WcOpcode::Recv);
+    assert_eq!(syndrome(&c), Some(Syndrome::AccessDenied));
+    assert_cqe(&p.acq.wait(&hal), 2, WcStatus::RemOpErr, WcOpcode::Send);
+}
+
+fn dest_not_ready(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    let pdn = t.create_pd();
+    let mut cq = t.create_cq(6);
+    let mut a = t.create_qp(pdn, &cq, &cq);
+    let b = t.create_qp(pdn, &cq, &cq);
+    t.connect(a.qpn, b.qpn, 7);
+    t.modify_init(b.qpn, 0).ok::<u32>();
+    a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).inline(b"x"));
+    let c = cq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RetryExcErr, WcOpcode::Send);
+    assert_eq!(syndrome(&c), Some(Syndrome::BadDestQp));
+    // WQEs wait while the QP is not in RTS.
+    let mut c2 = t.create_qp(pdn, &cq, &cq);
+    t.modify_init(c2.qpn, access::REMOTE_WRITE).ok::<u32>();
+    t.modify_rtr(c2.qpn, c2.qpn).ok::<u32>();
+    let m = t.reg_mr(pdn, 4096, ALL);
+    c2.post_send(
+        &hal,
+        &Wqe::new(WrOpcode::RdmaWrite, 2)
+            .raddr(m.addr(0), m.key)
+            .inline(b"q"),
+    );
+    t.sync();
+    assert!(cq.poll().is_none());
+    t.modify_rts(c2.qpn, 7).ok::<u32>();
+    // Loopback to itself once in RTS.
+    assert_cqe(&cq.wait(&hal), 2, WcStatus::Success, WcOpcode::RdmaWrite);
+    assert_eq!(m.region.read::<u8>(0), b'q');
+}
+
+fn flush_on_err_and_reset(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    for i in 0..3 {
+        p.b.post_recv(&hal, 100 + i, &[dseg(d.key, d.addr(0), 8)]);
+    }
+    p.t.modify_state(p.b.qpn, QpState::Err).ok::<u32>();
+    for i in 0..3 {
+        let c = p.bcq.wait(&hal);
+        assert_cqe(&c, 100 + i, WcStatus::WrFlushErr, WcOpcode::Recv);
+        assert_eq!(c.wqe_counter.to_ne() as u64, i + 1);
+    }
+    // Receives posted in ERR are flushed when the RQ doorbell rings; sends
+    // when the SQ doorbell rings.
+    p.b.post_recv(&hal, 200, &[]);
+    assert_cqe(&p.bcq.wait(&hal), 200, WcStatus::WrFlushErr, WcOpcode::Recv);
+    p.b.post_send(&hal, &Wqe::new(WrOpcode::RdmaRead, 201).unsignaled());
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 201, WcStatus::WrFlushErr, WcOpcode::RdmaRead);
+    assert!(c.flags.is_send());
+    assert!(p.t.events().is_empty(), "a requested ERR raises no event");
+
+    // RESET discards without completions and restarts the indices.
+    p.t.modify_state(p.b.qpn, QpState::Reset).ok::<u32>();
+    p.b.dbrec.write(0, 0u64);
+    p.b.sq_pi = 0;
+    p.b.rq_pi = 0;
+    p.t.connect(p.b.qpn, p.a.qpn, 7);
+    p.b.post_recv(&hal, 300, &[dseg(d.key, d.addr(0), 8)]);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 301).inline(b"again"));
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 300, WcStatus::Success, WcOpcode::Recv);
+    assert_eq!(c.wqe_counter.to_ne(), 1);
+    assert!(p.bcq.poll().is_none());
+}
+
+fn cq_overrun(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    let pdn = t.create_pd();
+    let mut cq = t.create_cq(1);
+    let mut a = t.create_qp(pdn, &cq, &cq);
+    t.connect(a.qpn, a.qpn, 7);
+    let m = t.reg_mr(pdn, 4096, ALL);
+    for i in 0..3 {
+        a.post_send(
+            &hal,
+            &Wqe::new(WrOpcode::RdmaWrite, i)
+                .raddr(m.addr(0), m.key)
+                .inline(b"z"),
+        );
+    }
+    t.sync();
+    // Two CQEs fit; the third overruns: CQ error, QP error.
+    assert_eq!(cq.poll().unwrap().wr_id.to_ne(), 0);
+    assert_eq!(cq.poll().unwrap().wr_id.to_ne(), 1);
+    assert!(cq.poll().is_none());
+    let ev = t.events();
+    assert!(
+        ev.contains(&(EventType::CqError.raw(), cq.cqn, Syndrome::CqError as u32)),
+        "{ev:?}"
+    );
+    assert!(
+        ev.contains(&(EventType::QpFatal.raw(), a.qpn, Syndrome::CqError as u32)),
+        "{ev:?}"
+    );
+    assert_eq!(state(&mut t, a.qpn), QpState::Err);
+}
+
+fn cq_arm_events(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    p.bcq.arm(&hal, CqArmCmd::Solicited);
+    p.b.post_recv(&hal, 1, &[dseg(d.key, d.addr(0), 8)]);
+    p.b.post_recv(&hal, 2, &[dseg(d.key, d.addr(0), 8)]);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).inline(b"a"));
+    assert!(p.t.events().is_empty(), "not solicited");
+    let mut w = Wqe::new(WrOpcode::Send, 2).inline(b"b");
+    w.ctrl.word.set_solicited(true);
+    p.a.post_send(&hal, &w);
+    let ev = p.t.events();
+    assert_eq!(ev, vec![(EventType::Completion.raw(), p.bcq.cqn, 0)]);
+    // One event per arm.
+    p.b.post_recv(&hal, 3, &[dseg(d.key, d.addr(0), 8)]);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 3).inline(b"c"));
+    assert!(p.t.events().is_empty());
+    // Arming with unpolled CQEs fires at once.
+    p.bcq.arm(&hal, CqArmCmd::Next);
+    assert_eq!(
+        p.t.events(),
+        vec![(EventType::Completion.raw(), p.bcq.cqn, 0)]
+    );
+    // The EQ interrupt fires for an armed EQ (drop interrupts latched so far).
+    while hal.wait_irq(0, 0) == Ok(true) {}
+    hal.mmio_write32(0, rnic_hw_regs::bar0::EQ_DB, 0x8000_0000 | 2);
+    for _ in 0..3 {
+        p.bcq.poll().unwrap();
+    }
+    p.bcq.arm(&hal, CqArmCmd::Next);
+    p.b.post_recv(&hal, 4, &[dseg(d.key, d.addr(0), 8)]);
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 4).inline(b"d"));
+    assert_eq!(hal.wait_irq(0, 5_000_000_000), Ok(true));
+    assert_eq!(
+        p.t.events(),
+        vec![(EventType::Completion.raw(), p.bcq.cqn, 0)]
+    );
+}
