@@ -33,10 +33,12 @@
 //!   WQE until the responder's RQ doorbell rings (or the requester's SQ
 //!   doorbell rings again, standing in for the RNR timer); timed RNR retry
 //!   exhaustion belongs to the RC wire transport.
-//! - A QP moved to the error state by an error gets exactly one async event:
-//!   `QpFatal` on the requester (any error completion, local or remote) and
-//!   for responder-local failures, `QpAccessErr` for rkey errors, `QpReqErr`
-//!   for misaligned atomics. A MODIFY_QP to ERR raises none.
+//! - An error reported by an error CQE raises no async event (as on rxe and
+//!   mlx5). Errors no CQE can report do: `QpFatal` when a WQE cannot be
+//!   fetched, a CQE cannot be written, or the responder's memory faults
+//!   during an RDMA operation; `QpAccessErr` for responder rkey errors and
+//!   `QpReqErr` for misaligned atomics (IB responder class C errors). A
+//!   MODIFY_QP to ERR raises none.
 //! - The requester's CQE `vendor_err` carries the responder's syndrome for
 //!   access and invalid-request NAKs, and `RemoteError` (or `DmaFault`) for
 //!   remote operational errors.

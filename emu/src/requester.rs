@@ -165,8 +165,9 @@ fn execute(st: &mut State, qpn: u32, w: &SendWqe, local: &mut Sgl) -> bool {
     }
 }
 
-/// Completes a failed WQE with an error CQE, moves the QP to the error
-/// state (flushing the rest) and reports `QpFatal`.
+/// Completes a failed WQE with an error CQE and moves the QP to the error
+/// state (flushing the rest). The CQE reports the error; only if it cannot be
+/// written does the QP get a `QpFatal` event.
 fn fail(st: &mut State, qpn: u32, e: WqeError) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
@@ -188,9 +189,10 @@ fn fail(st: &mut State, qpn: u32, e: WqeError) {
     );
     cqe.flags = CqeFlags::new().with_is_send(true);
     let cqn = qp.send_cqn;
-    // The QP goes to the error state either way.
-    let _ = cq::write(st, cqn, &cqe);
-    qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome)));
+    let event = cq::write(st, cqn, &cqe)
+        .is_err()
+        .then_some((EventType::QpFatal, Syndrome::CqError));
+    qp::to_err(st, qpn, event);
 }
 
 /// Checks the local side of a decoded WQE, sends the request and applies

@@ -122,6 +122,8 @@ fn recv_error(
     (nak, nak_syndrome): (Nak, Syndrome),
 ) -> Response {
     log::debug!("QP {qpn}: receive WQE {wr_id:#x} failed: {status:?} ({syndrome:?})");
+    // The receive CQE reports the error; an event only if it cannot.
+    let mut event = None;
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         qp.rq_ci = qp.rq_ci.wrapping_add(1);
         let cqe = cq::cqe(
@@ -133,10 +135,11 @@ fn recv_error(
             syndrome as u32,
         );
         let cqn = qp.recv_cqn;
-        // The QP goes to the error state either way.
-        let _ = cq::write(st, cqn, &cqe);
+        if cq::write(st, cqn, &cqe).is_err() {
+            event = Some((EventType::QpFatal, Syndrome::CqError));
+        }
     }
-    qp::to_err(st, qpn, Some((EventType::QpFatal, syndrome)));
+    qp::to_err(st, qpn, event);
     Response::Nak(nak, nak_syndrome)
 }
 
