@@ -133,7 +133,7 @@ impl CmdQueue {
 
 /// A readable description of a `FATAL_SYNDROME` value.
 pub(crate) fn describe_fatal(raw: u32) -> alloc::string::String {
-    let what = match FatalSyndrome::from_u32(raw) {
+    let what = match FatalSyndrome::from_raw(raw) {
         Some(FatalSyndrome::None) => "no syndrome",
         Some(FatalSyndrome::CmdqDma) => "the command queue IOVA is not mapped",
         Some(FatalSyndrome::EqDma) => "the event queue IOVA is not mapped",
@@ -143,7 +143,7 @@ pub(crate) fn describe_fatal(raw: u32) -> alloc::string::String {
         Some(FatalSyndrome::Internal) => "internal device error",
         None => "unknown syndrome",
     };
-    match FatalSyndrome::from_u32(raw) {
+    match FatalSyndrome::from_raw(raw) {
         Some(s) => format!("{s:?} ({what})"),
         None => format!("{raw:#x} ({what})"),
     }

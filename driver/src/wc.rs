@@ -66,7 +66,7 @@ impl Default for WorkCompletion {
 impl WorkCompletion {
     /// The decoded vendor error.
     pub fn syndrome(&self) -> Option<Syndrome> {
-        Syndrome::from_u32(self.vendor_err)
+        Syndrome::from_raw(self.vendor_err)
     }
 
     /// Decodes a CQE. A status or (successful) opcode value the driver does

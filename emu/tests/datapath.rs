@@ -67,12 +67,12 @@ fn assert_cqe(c: &Cqe, wr_id: u64, status: WcStatus, opcode: WcOpcode) {
         (c.wr_id.to_ne(), WcStatus::from_raw(c.status), c.opcode),
         (wr_id, Some(status), opcode.raw()),
         "vendor_err {:?}",
-        Syndrome::from_u32(c.vendor_err.to_ne())
+        Syndrome::from_raw(c.vendor_err.to_ne())
     );
 }
 
 fn syndrome(c: &Cqe) -> Option<Syndrome> {
-    Syndrome::from_u32(c.vendor_err.to_ne())
+    Syndrome::from_raw(c.vendor_err.to_ne())
 }
 
 fn state(t: &mut Tdev, qpn: u32) -> QpState {

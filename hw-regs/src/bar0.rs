@@ -10,6 +10,8 @@ use bitfield_struct::bitfield;
 use endian_num::le32;
 use static_assertions::{assert_eq_size, const_assert_eq};
 
+use crate::verbs::wire_enum;
+
 /// `ID` (RO): reads [`MAGIC`].
 pub const ID: usize = 0x000;
 /// `VERSION` (RO): a [`Version`] word.
@@ -262,10 +264,9 @@ pub struct IntrCause {
     __: u32,
 }
 
-/// Codes in `FATAL_SYNDROME`.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FatalSyndrome {
+wire_enum! {
+    /// Codes in `FATAL_SYNDROME`.
+    FatalSyndrome: u32 {
     /// No fatal error.
     None = 0,
     /// The command queue was enabled with an IOVA the IOMMU does not map.
@@ -276,19 +277,6 @@ pub enum FatalSyndrome {
     BadConfig = 3,
     /// Internal error in the device.
     Internal = 4,
-}
-
-impl FatalSyndrome {
-    /// Decodes a `FATAL_SYNDROME` value.
-    pub const fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            0 => Self::None,
-            1 => Self::CmdqDma,
-            2 => Self::EqDma,
-            3 => Self::BadConfig,
-            4 => Self::Internal,
-            _ => return None,
-        })
     }
 }
 

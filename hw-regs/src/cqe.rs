@@ -17,6 +17,8 @@ use bitfield_struct::bitfield;
 use endian_num::{le16, le32, le64};
 use static_assertions::{assert_eq_size, const_assert_eq};
 
+use crate::verbs::wire_enum;
+
 /// Size of a CQE.
 pub const CQE_SIZE: usize = 64;
 
@@ -85,10 +87,9 @@ pub struct Cqe {
     pub owner: CqeOwner,
 }
 
-/// Values of [`Cqe::vendor_err`]: which check produced an error status.
-#[repr(u32)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Syndrome {
+wire_enum! {
+    /// Values of [`Cqe::vendor_err`]: which check produced an error status.
+    Syndrome: u32 {
     /// No error.
     None = 0,
     /// The WQE's opcode is unknown or not valid for the QP type.
@@ -125,32 +126,6 @@ pub enum Syndrome {
     RemoteError = 16,
     /// The CQ overran or its buffer could not be written.
     CqError = 17,
-}
-
-impl Syndrome {
-    /// Decodes a [`Cqe::vendor_err`] value.
-    pub const fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            0 => Self::None,
-            1 => Self::BadOpcode,
-            2 => Self::BadWqe,
-            3 => Self::BadLkey,
-            4 => Self::PdMismatch,
-            5 => Self::OutOfBounds,
-            6 => Self::AccessDenied,
-            7 => Self::BadRkey,
-            8 => Self::RecvTooSmall,
-            9 => Self::BadDestQp,
-            10 => Self::QpAccessDenied,
-            11 => Self::Misaligned,
-            12 => Self::DmaFault,
-            13 => Self::TooLong,
-            14 => Self::Flushed,
-            15 => Self::RnrExceeded,
-            16 => Self::RemoteError,
-            17 => Self::CqError,
-            _ => return None,
-        })
     }
 }
 

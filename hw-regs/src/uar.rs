@@ -27,10 +27,10 @@ pub const RQ_DB: usize = 0x008;
 /// Offset of [`CqDoorbell`] within a doorbell page.
 pub const CQ_DB: usize = 0x010;
 
-/// Send queue doorbell: the QP's send queue has new WQEs up to the producer
-/// index in its doorbell record.
+/// Work queue doorbell, the layout of both [`SQ_DB`] and [`RQ_DB`]: the
+/// QP's queue has new WQEs up to the producer index in its doorbell record.
 #[bitfield(u64)]
-pub struct SqDoorbell {
+pub struct WqDoorbell {
     /// QP number.
     #[bits(24)]
     pub qpn: u32,
@@ -44,22 +44,14 @@ pub struct SqDoorbell {
     __: u16,
 }
 
-/// Receive queue doorbell: the QP's receive queue has new WQEs. The device
-/// reads receive producer indices from the doorbell record whenever it needs a
-/// receive WQE; this write only wakes senders stalled on receiver-not-ready.
-#[bitfield(u64)]
-pub struct RqDoorbell {
-    /// QP number.
-    #[bits(24)]
-    pub qpn: u32,
-    #[bits(8)]
-    __: u8,
-    /// Producer index the driver just published (low 16 bits).
-    #[bits(16)]
-    pub pi: u16,
-    #[bits(16)]
-    __: u16,
-}
+/// Send queue doorbell ([`SQ_DB`]): the device runs the send queue.
+pub type SqDoorbell = WqDoorbell;
+
+/// Receive queue doorbell ([`RQ_DB`]). The device reads receive producer
+/// indices from the doorbell record whenever it needs a receive WQE; this
+/// write wakes senders stalled on receiver-not-ready (and flushes a QP in
+/// the error state).
+pub type RqDoorbell = WqDoorbell;
 
 /// Completion queue doorbell: request a completion event.
 #[bitfield(u64)]
@@ -126,8 +118,7 @@ const_assert_eq!(core::mem::offset_of!(QpDbRec, sq_pi), QP_DBREC_SQ);
 const_assert_eq!(core::mem::offset_of!(CqDbRec, ci), 0);
 assert_eq_size!(QpDbRec, u64);
 assert_eq_size!(CqDbRec, u64);
-assert_eq_size!(SqDoorbell, u64);
-assert_eq_size!(RqDoorbell, u64);
+assert_eq_size!(WqDoorbell, u64);
 assert_eq_size!(CqDoorbell, u64);
 static_assertions::const_assert!(CQ_DB + 8 <= UAR_PAGE_SIZE);
 
