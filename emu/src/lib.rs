@@ -34,11 +34,13 @@
 //!   doorbell rings again, standing in for the RNR timer); timed RNR retry
 //!   exhaustion belongs to the RC wire transport.
 //! - An error reported by an error CQE raises no async event (as on rxe and
-//!   mlx5). Errors no CQE can report do: `QpFatal` when a WQE cannot be
-//!   fetched, a CQE cannot be written, or the responder's memory faults
-//!   during an RDMA operation; `QpAccessErr` for responder rkey errors and
-//!   `QpReqErr` for misaligned atomics (IB responder class C errors). A
-//!   MODIFY_QP to ERR raises none.
+//!   mlx5). Errors no CQE can report do: `QpFatal` when a doorbell record or
+//!   the receive queue cannot be read, a CQE cannot be written, or the
+//!   responder's memory faults during an RDMA operation that consumes no
+//!   receive WQE; `QpAccessErr` for responder rkey errors and `QpReqErr` for
+//!   misaligned atomics and READs/atomics to a responder without
+//!   `max_dest_rd_atomic` (IB responder class C errors). A MODIFY_QP to ERR
+//!   raises none.
 //! - The requester's CQE `vendor_err` carries the responder's syndrome for
 //!   access and invalid-request NAKs, and `RemoteError` (or `DmaFault`) for
 //!   remote operational errors.

@@ -1,10 +1,11 @@
 //! The responder: executes an incoming request against the destination QP
 //! and answers with an ACK, READ data, an atomic result or a NAK.
 //!
-//! Errors follow InfiniBand RC semantics (as rxe implements them): a
-//! responder-side error moves the responder QP to the error state with one
-//! async event (`QpAccessErr` for rkey errors, `QpReqErr` for invalid
-//! requests, `QpFatal` for local failures) and NAKs the requester.
+//! Errors follow InfiniBand RC semantics: a responder-side error moves the
+//! responder QP to the error state and NAKs the requester. An error that a
+//! receive WQE's completion can report needs nothing more; otherwise the
+//! responder gets one async event (`QpAccessErr` for rkey errors, `QpReqErr`
+//! for invalid requests, `QpFatal` for local failures).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,6 +37,10 @@ pub(crate) fn execute(st: &mut State, req: &Request<'_>) -> Response {
             }
             Err(nak) => nak,
         },
+        ReqOp::Read | ReqOp::CmpSwap | ReqOp::FetchAdd if !accepts_rd_atomic(st, qpn) => {
+            qp::to_err(st, qpn, Some((EventType::QpReqErr, Syndrome::NoRdAtomic)));
+            Response::Nak(Nak::InvalidRequest, Syndrome::NoRdAtomic)
+        }
         ReqOp::Read => match remote(st, qpn, req.raddr, req.rkey, req.len, access::REMOTE_READ) {
             Ok(src) => Response::Read(src),
             Err(nak) => nak,
@@ -44,15 +49,51 @@ pub(crate) fn execute(st: &mut State, req: &Request<'_>) -> Response {
     }
 }
 
+/// Whether QP `qpn` accepts RDMA READ and atomic requests: a responder
+/// with no resources for them (`max_dest_rd_atomic` 0) rejects them as
+/// invalid requests, as the InfiniBand spec requires.
+fn accepts_rd_atomic(st: &State, qpn: u32) -> bool {
+    st.objs
+        .qps
+        .get(qpn)
+        .is_some_and(|qp| qp.attrs.max_dest_rd_atomic > 0)
+}
+
 /// A local failure of the responder (its memory faulted).
 fn local_fault(st: &mut State, qpn: u32) -> Response {
     qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::DmaFault)));
     Response::Nak(Nak::RemoteOp, Syndrome::DmaFault)
 }
 
-/// Validates `rkey` for `len` bytes at `raddr` with `need` access at QP
-/// `qpn` and returns the target memory. A zero-length RDMA operation checks
-/// no key, as the InfiniBand spec says.
+/// Checks `rkey` for `len` bytes at `raddr` with `need` access at QP
+/// `qpn` and returns the target memory, or the syndrome of the failed check.
+/// A zero-length RDMA operation checks no key, as the InfiniBand spec says.
+fn check_rkey(
+    st: &mut State,
+    qpn: u32,
+    raddr: u64,
+    rkey: u32,
+    len: u64,
+    need: u32,
+) -> Result<Seg, Syndrome> {
+    if len == 0 {
+        return Ok(Seg::EMPTY);
+    }
+    let Some(qp) = st.objs.qps.get(qpn) else {
+        return Err(Syndrome::BadDestQp);
+    };
+    let (pdn, qp_access) = (qp.pdn, qp.attrs.qp_access_flags.to_ne());
+    match st.objs.mrs.get_mut(rkey) {
+        None => Err(Syndrome::BadRkey),
+        Some(mr) if mr.pdn != pdn => Err(Syndrome::PdMismatch),
+        Some(mr) if mr.access & need != need => Err(Syndrome::AccessDenied),
+        Some(_) if qp_access & need != need => Err(Syndrome::QpAccessDenied),
+        Some(mr) => sgl::mr_range(mr, &st.iommu, raddr, len),
+    }
+}
+
+/// [`check_rkey`] for an operation that consumes no receive WQE: a failure
+/// can only be reported by an async event on the responder and a NAK.
 fn remote(
     st: &mut State,
     qpn: u32,
@@ -61,21 +102,7 @@ fn remote(
     len: u64,
     need: u32,
 ) -> Result<Seg, Response> {
-    if len == 0 {
-        return Ok(Seg::EMPTY);
-    }
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return Err(Response::Timeout);
-    };
-    let (pdn, qp_access) = (qp.pdn, qp.attrs.qp_access_flags.to_ne());
-    let r = match st.objs.mrs.get_mut(rkey) {
-        None => Err(Syndrome::BadRkey),
-        Some(mr) if mr.pdn != pdn => Err(Syndrome::PdMismatch),
-        Some(mr) if mr.access & need != need => Err(Syndrome::AccessDenied),
-        Some(_) if qp_access & need != need => Err(Syndrome::QpAccessDenied),
-        Some(mr) => sgl::mr_range(mr, &st.iommu, raddr, len),
-    };
-    match r {
+    match check_rkey(st, qpn, raddr, rkey, len, need) {
         Ok(seg) => Ok(seg),
         Err(Syndrome::DmaFault) => Err(local_fault(st, qpn)),
         Err(syndrome) => {
@@ -236,9 +263,28 @@ fn write_imm(st: &mut State, qpn: u32, req: &Request<'_>) -> Response {
         Ok(w) => w,
         Err(r) => return r,
     };
-    match remote(st, qpn, req.raddr, req.rkey, req.len, access::REMOTE_WRITE) {
+    // A failure consumes the receive WQE with an error completion, which
+    // reports it (IBV_WC_LOC_ACCESS_ERR is defined for exactly this case).
+    match check_rkey(st, qpn, req.raddr, req.rkey, req.len, access::REMOTE_WRITE) {
         Ok(dst) => sgl::copy(req.payload, &[dst], req.len as usize),
-        Err(nak) => return nak,
+        Err(Syndrome::DmaFault) => {
+            return recv_error(
+                st,
+                qpn,
+                w.wr_id,
+                (WcStatus::LocProtErr, Syndrome::DmaFault),
+                (Nak::RemoteOp, Syndrome::DmaFault),
+            )
+        }
+        Err(syndrome) => {
+            return recv_error(
+                st,
+                qpn,
+                w.wr_id,
+                (WcStatus::LocAccessErr, syndrome),
+                (Nak::RemoteAccess, syndrome),
+            )
+        }
     }
     complete_recv(st, qpn, w.wr_id, req, WcOpcode::RecvRdmaWithImm);
     Response::Ack

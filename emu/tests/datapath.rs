@@ -6,10 +6,12 @@ mod common;
 
 use common::*;
 use rnic_emu::ExecMode;
+use rnic_hw_regs::cmd::{AddressVector, QpAttrs};
 use rnic_hw_regs::cqe::{Cqe, Syndrome};
 use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::CqArmCmd;
-use rnic_hw_regs::verbs::{access, QpState, WcOpcode, WcStatus, WrOpcode};
+use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus, WrOpcode};
 use rnic_queues::Hal;
 
 both_modes!(
@@ -21,6 +23,8 @@ both_modes!(
     unmapped_iova_refused,
     local_errors,
     remote_access_error,
+    write_imm_access_error,
+    no_rd_atomic_resources,
     rnr_stall_and_resume,
     rnr_retry_zero,
     recv_too_small,
@@ -506,6 +510,85 @@ fn remote_access_error(mode: ExecMode) {
     assert_cqe(&c, 3, WcStatus::RemAccessErr, WcOpcode::RdmaRead);
     assert_eq!(syndrome(&c), Some(Syndrome::QpAccessDenied));
     assert_eq!(state(&mut t, b.qpn), QpState::Err);
+}
+
+fn write_imm_access_error(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let s = p.t.reg_mr(p.pdn, 4096, 0);
+    let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    p.b.post_recv(&hal, 77, &[]);
+    p.b.post_recv(&hal, 78, &[]);
+    let w = Wqe::new(WrOpcode::RdmaWriteWithImm, 1)
+        .raddr(d.addr(0), d.key)
+        .imm([1, 2, 3, 4])
+        .sge(s.key, s.addr(0), 8);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RemAccessErr, WcOpcode::RdmaWrite);
+    assert_eq!(syndrome(&c), Some(Syndrome::AccessDenied));
+    // The receive WQE the immediate needed reports the violation itself
+    // (IBV_WC_LOC_ACCESS_ERR); the next one is flushed; no async event.
+    let c = p.bcq.wait(&hal);
+    assert_eq!(c.wr_id.to_ne(), 77);
+    assert_eq!(WcStatus::from_raw(c.status), Some(WcStatus::LocAccessErr));
+    assert_eq!(syndrome(&c), Some(Syndrome::AccessDenied));
+    let c = p.bcq.wait(&hal);
+    assert_cqe(&c, 78, WcStatus::WrFlushErr, WcOpcode::Recv);
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Err);
+    assert_eq!(p.t.events(), vec![]);
+}
+
+fn no_rd_atomic_resources(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    let pdn = t.create_pd();
+    let mut cq = t.create_cq(6);
+    let mut a = t.create_qp(pdn, &cq, &cq);
+    let b = t.create_qp(pdn, &cq, &cq);
+    t.connect(a.qpn, b.qpn, 7);
+    let all = access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+    t.modify_init(b.qpn, all).ok::<u32>();
+    // The responder offers no READ/atomic resources.
+    let rtr = QpAttrs {
+        qp_state: QpState::Rtr.raw(),
+        path_mtu: Mtu::Mtu1024.raw(),
+        dest_qp_num: le32::from_ne(a.qpn),
+        max_dest_rd_atomic: 0,
+        ah: AddressVector {
+            is_global: 1,
+            port_num: 1,
+            hop_limit: 64,
+            ..AddressVector::default()
+        },
+        ..QpAttrs::default()
+    };
+    let mask = qp_attr::STATE
+        | qp_attr::AV
+        | qp_attr::PATH_MTU
+        | qp_attr::DEST_QPN
+        | qp_attr::RQ_PSN
+        | qp_attr::MAX_DEST_RD_ATOMIC
+        | qp_attr::MIN_RNR_TIMER;
+    t.modify(b.qpn, mask, rtr).ok::<u32>();
+    let l = t.reg_mr(pdn, 4096, access::LOCAL_WRITE);
+    let r = t.reg_mr(pdn, 4096, ALL);
+    let w = Wqe::new(WrOpcode::RdmaRead, 3)
+        .raddr(r.addr(0), r.key)
+        .sge(l.key, l.addr(0), 8);
+    a.post_send(&hal, &w);
+    let c = cq.wait(&hal);
+    assert_cqe(&c, 3, WcStatus::RemInvReqErr, WcOpcode::RdmaRead);
+    assert_eq!(syndrome(&c), Some(Syndrome::NoRdAtomic));
+    assert_eq!(state(&mut t, b.qpn), QpState::Err);
+    assert_eq!(
+        t.events(),
+        vec![(
+            EventType::QpReqErr.raw(),
+            b.qpn,
+            Syndrome::NoRdAtomic as u32
+        )]
+    );
 }
 
 fn rnr_stall_and_resume(mode: ExecMode) {

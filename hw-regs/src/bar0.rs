@@ -267,16 +267,16 @@ pub struct IntrCause {
 wire_enum! {
     /// Codes in `FATAL_SYNDROME`.
     FatalSyndrome: u32 {
-    /// No fatal error.
-    None = 0,
-    /// The command queue was enabled with an IOVA the IOMMU does not map.
-    CmdqDma = 1,
-    /// The event queue was enabled with an IOVA the IOMMU does not map.
-    EqDma = 2,
-    /// Invalid configuration (size out of range, unaligned base).
-    BadConfig = 3,
-    /// Internal error in the device.
-    Internal = 4,
+        /// No fatal error.
+        None = 0,
+        /// The command queue was enabled with an IOVA the IOMMU does not map.
+        CmdqDma = 1,
+        /// The event queue was enabled with an IOVA the IOMMU does not map.
+        EqDma = 2,
+        /// Invalid configuration (size out of range, unaligned base).
+        BadConfig = 3,
+        /// Internal error in the device.
+        Internal = 4,
     }
 }
 

@@ -90,42 +90,45 @@ pub struct Cqe {
 wire_enum! {
     /// Values of [`Cqe::vendor_err`]: which check produced an error status.
     Syndrome: u32 {
-    /// No error.
-    None = 0,
-    /// The WQE's opcode is unknown or not valid for the QP type.
-    BadOpcode = 1,
-    /// The WQE is malformed (`ds` or `wqe_index` wrong, too many SGEs).
-    BadWqe = 2,
-    /// An lkey names no MR.
-    BadLkey = 3,
-    /// The MR's PD differs from the QP's.
-    PdMismatch = 4,
-    /// The address range lies outside the MR.
-    OutOfBounds = 5,
-    /// The MR lacks the access right the operation needs.
-    AccessDenied = 6,
-    /// An rkey names no MR (remote check).
-    BadRkey = 7,
-    /// The receive buffer is too small for the incoming message.
-    RecvTooSmall = 8,
-    /// The destination QP does not exist or is not in a receiving state.
-    BadDestQp = 9,
-    /// The destination QP does not allow the remote operation.
-    QpAccessDenied = 10,
-    /// An atomic's remote address is not 8-byte aligned.
-    Misaligned = 11,
-    /// DMA to or from host memory failed IOMMU translation.
-    DmaFault = 12,
-    /// The message exceeds the maximum message size.
-    TooLong = 13,
-    /// The QP entered the error state; the WQE was flushed.
-    Flushed = 14,
-    /// The peer ran out of receive WQEs and the RNR retry count ran out.
-    RnrExceeded = 15,
-    /// The peer's receive queue reported an error.
-    RemoteError = 16,
-    /// The CQ overran or its buffer could not be written.
-    CqError = 17,
+        /// No error.
+        None = 0,
+        /// The WQE's opcode is unknown or not valid for the QP type.
+        BadOpcode = 1,
+        /// The WQE is malformed (`ds` or `wqe_index` wrong, too many SGEs).
+        BadWqe = 2,
+        /// An lkey names no MR.
+        BadLkey = 3,
+        /// The MR's PD differs from the QP's.
+        PdMismatch = 4,
+        /// The address range lies outside the MR.
+        OutOfBounds = 5,
+        /// The MR lacks the access right the operation needs.
+        AccessDenied = 6,
+        /// An rkey names no MR (remote check).
+        BadRkey = 7,
+        /// The receive buffer is too small for the incoming message.
+        RecvTooSmall = 8,
+        /// The destination QP does not exist or is not in a receiving state.
+        BadDestQp = 9,
+        /// The destination QP does not allow the remote operation.
+        QpAccessDenied = 10,
+        /// An atomic's remote address is not 8-byte aligned.
+        Misaligned = 11,
+        /// DMA to or from host memory failed IOMMU translation.
+        DmaFault = 12,
+        /// The message exceeds the maximum message size.
+        TooLong = 13,
+        /// The QP entered the error state; the WQE was flushed.
+        Flushed = 14,
+        /// The peer ran out of receive WQEs and the RNR retry count ran out.
+        RnrExceeded = 15,
+        /// The peer's receive queue reported an error.
+        RemoteError = 16,
+        /// The CQ overran or its buffer could not be written.
+        CqError = 17,
+        /// An RDMA READ or atomic reached a responder whose
+        /// `max_dest_rd_atomic` is 0.
+        NoRdAtomic = 18,
     }
 }
 

@@ -367,6 +367,7 @@ impl Tdev {
             qp_state: QpState::Rtr.raw(),
             path_mtu: Mtu::Mtu1024.raw(),
             dest_qp_num: le32::from_ne(dest),
+            max_dest_rd_atomic: 4,
             ah: AddressVector {
                 is_global: 1,
                 port_num: 1,
@@ -389,6 +390,7 @@ impl Tdev {
             timeout: 14,
             retry_cnt: 7,
             rnr_retry,
+            max_rd_atomic: 4,
             ..QpAttrs::default()
         };
         use qp_attr::*;
