@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the loopback demo (examples/loopback.rs, package rnic-examples): it
+# Runs the loopback demo (examples/loopback.rs, built by package rnic-tests): it
 # drives the emulated device through the driver, moving data between queue
 # pairs over the device's loopback port. Extra arguments go to the example.
 set -euo pipefail
