@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepares a machine to build and test rnic: the Rust toolchain with the
-# rustfmt and clippy components. Idempotent, and quick when everything is
-# already there (it only asks rustup when a component is missing).
+# rustfmt and clippy components, and the Debian packages the VFIO VM test
+# (tests/vm/run.sh) boots from: QEMU, a kernel with its modules, busybox,
+# cpio and kmod. Idempotent, and quick when everything is already there (it
+# only asks rustup or apt when something is missing).
 set -euo pipefail
 
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
@@ -27,4 +29,36 @@ if [ ${#missing[@]} -gt 0 ]; then
     rustup component add "${missing[@]}"
 fi
 
+# The VM test's packages: apt is asked only when one is missing.
+vm_missing=()
+command -v qemu-system-x86_64 >/dev/null 2>&1 || vm_missing+=(qemu-system-x86)
+[ -r /usr/share/qemu/qboot.rom ] || vm_missing+=(qemu-system-data)
+vm_kernel=
+for k in /boot/vmlinuz-*; do
+    [ -d "/lib/modules/${k#/boot/vmlinuz-}/kernel/drivers/vfio/pci" ] && vm_kernel=$k
+done
+[ -n "$vm_kernel" ] || vm_missing+=(linux-image-amd64)
+if [ ! -x /bin/busybox ] || ldd /bin/busybox 2>/dev/null | grep -q '=>'; then
+    vm_missing+=(busybox-static)
+fi
+command -v cpio >/dev/null 2>&1 || vm_missing+=(cpio)
+command -v depmod >/dev/null 2>&1 || vm_missing+=(kmod)
+
+if [ ${#vm_missing[@]} -gt 0 ]; then
+    if [ "$(uname -m)" != x86_64 ] || ! command -v apt-get >/dev/null 2>&1; then
+        echo "setup: the VFIO VM test needs ${vm_missing[*]} (Debian package names);" \
+            "install them by hand on this machine" >&2
+    else
+        sudo=()
+        [ "$(id -u)" = 0 ] || sudo=(sudo)
+        echo "setup: installing ${vm_missing[*]} for the VFIO VM test"
+        "${sudo[@]}" apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
+            --no-install-recommends "${vm_missing[@]}" >/dev/null
+    fi
+fi
+
 echo "setup: $(cargo --version), rustfmt and clippy present"
+if [ ${#vm_missing[@]} -eq 0 ]; then
+    echo "setup: VM test packages present (qemu, kernel, busybox-static, cpio, kmod)"
+fi

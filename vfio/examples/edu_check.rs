@@ -1,0 +1,670 @@
+//! The guest half of the VFIO VM test (`tests/vm/run.sh`): drives QEMU's
+//! `edu` PCI device through `rnic-vfio` inside a VM with an emulated Intel
+//! IOMMU, and checks the errors for devices VFIO cannot open.
+//!
+//! ```text
+//! edu_check errors     EDU_BDF OTHER_BDF   # before binding: wrong/unbound/other driver
+//! edu_check not-viable BDF                 # BDF's group has a device on a host driver
+//! edu_check no-reset   BDF                 # an edu without a reset method
+//! edu_check msix       BDF                 # a virtio device: MSI-X on and off
+//! edu_check run        EDU_BDF             # the full check of one edu
+//! ```
+//!
+//! Each check prints `ok   NAME` or `FAIL NAME: why`; the last line is
+//! `edu_check MODE: N passed, M failed` and the exit status is 0 only when
+//! nothing failed.
+//!
+//! edu (QEMU `hw/misc/edu.c`), BAR 0: 0x00 ID (0x010000ed), 0x04 liveness
+//! (reads back inverted), 0x08 factorial, 0x20 status (bit 0 computing, bit
+//! 7 raise an interrupt when done), 0x24 interrupt status, 0x60 raise
+//! interrupt, 0x64 acknowledge, 0x80 DMA source, 0x88 DMA destination, 0x90
+//! DMA count, 0x98 DMA command (bit 0 start, bit 1 device to RAM, bit 2
+//! interrupt when done). Its DMA buffer is at device address 0x40000 (4
+//! KiB), its DMA mask 28 bits, and each DMA runs from a 100 ms timer. QEMU
+//! 7.2's range check rejects a transfer that ends exactly at the end of the
+//! buffer (and stops the VM with a "hardware error"), so transfers here are
+//! at most 2 KiB.
+
+use std::process::ExitCode;
+use std::ptr::NonNull;
+
+use rnic_queues::{Hal, HalError};
+use rnic_vfio::{
+    hugepage_counts, Backing, HugePages, IrqKind, IrqMode, VfioDevice, VfioError, VfioHal,
+    VfioOptions, PCI_COMMAND, PCI_COMMAND_MASTER,
+};
+
+const EDU_ID: u32 = 0x010000ed;
+const REG_ID: usize = 0x00;
+const REG_LIVENESS: usize = 0x04;
+const REG_FACTORIAL: usize = 0x08;
+const REG_STATUS: usize = 0x20;
+const REG_IRQ_STATUS: usize = 0x24;
+const REG_IRQ_RAISE: usize = 0x60;
+const REG_IRQ_ACK: usize = 0x64;
+const REG_DMA_SRC: usize = 0x80;
+const REG_DMA_DST: usize = 0x88;
+const REG_DMA_COUNT: usize = 0x90;
+const REG_DMA_CMD: usize = 0x98;
+const DMA_START: u64 = 1;
+const DMA_TO_RAM: u64 = 2;
+const DMA_IRQ: u64 = 4;
+const DMA_DONE_IRQ_STATUS: u32 = 0x100;
+const EDU_BUF: u64 = 0x40000;
+/// Bytes per DMA round trip (see the note on QEMU 7.2 above).
+const XFER: usize = 2048;
+const SECOND: u64 = 1_000_000_000;
+
+/// Prints log records at info level and above (debug with
+/// `EDU_CHECK_DEBUG=1`) to stderr.
+struct Logger;
+
+impl log::Log for Logger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::max_level()
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("[{} {}] {}", r.level(), r.target(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+#[derive(Default)]
+struct Checks {
+    passed: u32,
+    failed: u32,
+}
+
+impl Checks {
+    fn check(&mut self, name: &str, ok: bool, detail: impl FnOnce() -> String) -> bool {
+        if ok {
+            self.passed += 1;
+            println!("ok   {name}");
+        } else {
+            self.failed += 1;
+            println!("FAIL {name}: {}", detail());
+        }
+        ok
+    }
+
+    /// Checks that `r` is an error whose message contains every needle.
+    fn error<T>(
+        &mut self,
+        name: &str,
+        r: Result<T, VfioError>,
+        is_kind: fn(&VfioError) -> bool,
+        needles: &[&str],
+    ) {
+        match r {
+            Ok(_) => {
+                self.check(name, false, || "opened, expected an error".into());
+            }
+            Err(e) => {
+                let m = e.to_string();
+                println!("---- {name}: the error reads:\n{m}\n----");
+                let missing: Vec<&&str> = needles.iter().filter(|n| !m.contains(**n)).collect();
+                self.check(name, is_kind(&e) && missing.is_empty(), || {
+                    format!("kind {e:?}, missing {missing:?}")
+                });
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    static LOGGER: Logger = Logger;
+    let _ = log::set_logger(&LOGGER);
+    log::set_max_level(if std::env::var_os("EDU_CHECK_DEBUG").is_some() {
+        log::LevelFilter::Debug
+    } else {
+        log::LevelFilter::Info
+    });
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut c = Checks::default();
+    let mode = args.first().map(String::as_str).unwrap_or("");
+    match (mode, &args[1..]) {
+        ("errors", [edu, other]) => errors(&mut c, edu, other),
+        ("not-viable", [bdf]) => not_viable(&mut c, bdf),
+        ("no-reset", [bdf]) => no_reset(&mut c, bdf),
+        ("msix", [bdf]) => msix(&mut c, bdf),
+        ("run", [bdf]) => run(&mut c, bdf),
+        _ => {
+            eprintln!(
+                "usage: edu_check errors EDU OTHER | not-viable BDF | no-reset BDF | msix BDF | \
+                 run EDU"
+            );
+            return ExitCode::from(2);
+        }
+    }
+    println!("edu_check {mode}: {} passed, {} failed", c.passed, c.failed);
+    if c.failed == 0 && c.passed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Opening what VFIO cannot open, before edu is bound to vfio-pci.
+fn errors(c: &mut Checks, edu: &str, other: &str) {
+    c.error(
+        "malformed address",
+        VfioHal::open("00:01"),
+        |e| matches!(e, VfioError::BadAddress { .. }),
+        &["is not a PCI address", "lspci -D"],
+    );
+    c.error(
+        "wrong PCI address",
+        VfioHal::open("0000:00:1e.7"),
+        |e| matches!(e, VfioError::NoSuchDevice { .. }),
+        &["no PCI device 0000:00:1e.7", "lspci -D", edu],
+    );
+    let unbind = format!("echo {other} > /sys/bus/pci/devices/{other}/driver/unbind");
+    let override_edu = format!("echo vfio-pci > /sys/bus/pci/devices/{edu}/driver_override");
+    let probe_edu = format!("echo {edu} > /sys/bus/pci/drivers_probe");
+    c.error(
+        "edu not bound to any driver",
+        VfioHal::open(edu),
+        |e| matches!(e, VfioError::NotBound { driver: None, .. }),
+        &[
+            "not bound to any driver",
+            "[1234:11e8]",
+            &override_edu,
+            &probe_edu,
+        ],
+    );
+    c.error(
+        "device bound to virtio-pci",
+        VfioHal::open(other),
+        |e| {
+            matches!(
+                e,
+                VfioError::NotBound {
+                    driver: Some(_),
+                    ..
+                }
+            )
+        },
+        &[
+            "bound to the kernel driver virtio-pci",
+            &unbind,
+            "driver_override",
+        ],
+    );
+}
+
+/// A group with a device still on a host driver.
+fn not_viable(c: &mut Checks, bdf: &str) {
+    c.error(
+        "group not viable",
+        VfioHal::open(bdf),
+        |e| matches!(e, VfioError::GroupNotViable { .. }),
+        &[
+            "is not viable",
+            "virtio-pci  <- rebind",
+            "(bridge): no driver",
+        ],
+    );
+}
+
+/// An edu on the root bus: no FLR, no PM reset, no bus to reset.
+fn no_reset(c: &mut Checks, bdf: &str) {
+    let dev = match VfioDevice::open(bdf) {
+        Ok(d) => d,
+        Err(e) => {
+            c.check("open", false, || e.to_string());
+            return;
+        }
+    };
+    c.check("open edu on the root bus", true, String::new);
+    c.check("kernel has no reset for it", !dev.can_reset(), || {
+        "VFIO_DEVICE_FLAGS_RESET is set".into()
+    });
+    c.error(
+        "reset reports unsupported",
+        dev.reset(),
+        |e| matches!(e, VfioError::Unsupported { .. }),
+        &["no reset method", "reset_method"],
+    );
+}
+
+/// MSI-X on a virtio device (edu has only MSI): enable, see the enable bit
+/// in its MSI-X capability, disable.
+fn msix(c: &mut Checks, bdf: &str) {
+    let dev = match VfioDevice::open(bdf) {
+        Ok(d) => d,
+        Err(e) => {
+            c.check("open", false, || e.to_string());
+            return;
+        }
+    };
+    // BAR 0 of a transitional virtio device is an I/O port BAR, which VFIO
+    // does not let a process mmap: it is read with pread. Its first
+    // register is the legacy device feature bits.
+    let bar0 = dev.bar(0);
+    c.check(
+        "I/O BAR 0 present, not mmapped",
+        bar0.is_some_and(|b| b.mmio().is_none()),
+        || format!("{bar0:?}"),
+    );
+    if bar0.is_some() {
+        let features = dev.read32(0, 0);
+        c.check(
+            "pread of BAR 0 reads the device features",
+            features != 0 && features != u32::MAX,
+            || format!("{features:#x}"),
+        );
+    }
+    let info = dev.irq_info(IrqKind::Msix);
+    let n = info.map_or(0, |q| q.count);
+    c.check("device offers MSI-X", n > 0, || format!("{info:?}"));
+    let Some(cap) = find_cap(&dev, 0x11) else {
+        c.check("MSI-X capability", false, || {
+            "not in the capability list".into()
+        });
+        return;
+    };
+    let enabled = |d: &VfioDevice| d.config_read16(cap + 2).map(|v| v & 0x8000 != 0);
+    c.check(
+        "MSI-X off before",
+        enabled(&dev).ok() == Some(false),
+        String::new,
+    );
+    match dev.enable_irqs(IrqKind::Msix, n) {
+        Ok(v) => {
+            c.check(
+                "enable all MSI-X vectors on eventfds",
+                v.len() == n as usize,
+                || format!("{} vectors", v.len()),
+            );
+        }
+        Err(e) => {
+            c.check("enable MSI-X", false, || e.to_string());
+        }
+    }
+    c.check(
+        "MSI-X enable bit set",
+        enabled(&dev).ok() == Some(true),
+        String::new,
+    );
+    let t0 = std::time::Instant::now();
+    let r = dev.wait_irq(0, SECOND / 20);
+    c.check(
+        "wait on an idle vector times out",
+        matches!(r, Ok(false)) && t0.elapsed().as_millis() >= 50,
+        || format!("{r:?} after {:?}", t0.elapsed()),
+    );
+    c.check("disable MSI-X", dev.disable_irqs().is_ok(), String::new);
+    c.check(
+        "MSI-X enable bit clear",
+        enabled(&dev).ok() == Some(false),
+        String::new,
+    );
+    match dev.enable_irqs(IrqKind::Msi, 1) {
+        Err(VfioError::Unsupported { .. }) => {
+            c.check("no MSI on this device is reported", true, String::new);
+        }
+        Ok(_) => {
+            dev.disable_irqs().ok();
+            c.check("MSI on then off", true, String::new);
+        }
+        Err(e) => {
+            c.check("MSI", false, || e.to_string());
+        }
+    }
+}
+
+fn find_cap(dev: &VfioDevice, id: u8) -> Option<u64> {
+    let mut at = dev.config_read16(0x34).ok()? as u64 & 0xfc;
+    for _ in 0..48 {
+        if at == 0 {
+            return None;
+        }
+        let hdr = dev.config_read16(at).ok()?;
+        if hdr as u8 == id {
+            return Some(at);
+        }
+        at = (hdr >> 8) as u64 & 0xfc;
+    }
+    None
+}
+
+fn locked_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs one edu DMA and waits for its completion interrupt.
+fn edu_dma(hal: &VfioHal, src: u64, dst: u64, len: u64, to_ram: bool) -> Result<(), String> {
+    hal.mmio_write64(0, REG_DMA_SRC, src);
+    hal.mmio_write64(0, REG_DMA_DST, dst);
+    hal.mmio_write64(0, REG_DMA_COUNT, len);
+    let cmd = DMA_START | DMA_IRQ | if to_ram { DMA_TO_RAM } else { 0 };
+    hal.mmio_write64(0, REG_DMA_CMD, cmd);
+    let fired = hal
+        .wait_irq(0, 5 * SECOND)
+        .map_err(|e| format!("wait_irq: {e}"))?;
+    let status = hal.mmio_read32(0, REG_IRQ_STATUS);
+    hal.mmio_write32(0, REG_IRQ_ACK, status);
+    let busy = hal.mmio_read32(0, REG_DMA_CMD) & 1;
+    if !fired {
+        return Err(format!(
+            "no completion interrupt in 5 s (status {status:#x})"
+        ));
+    }
+    if status & DMA_DONE_IRQ_STATUS == 0 || busy != 0 {
+        return Err(format!("interrupt status {status:#x}, busy {busy}"));
+    }
+    Ok(())
+}
+
+fn open_edu(bdf: &str, hugepages: HugePages) -> Result<VfioHal, VfioError> {
+    let opts = VfioOptions::default()
+        .dma_mask_bits(28) // edu's default dma_mask
+        .hugepages(hugepages)
+        .irqs(IrqMode::Msi(1));
+    VfioHal::open_with(bdf, &opts)
+}
+
+/// The full check of one edu bound to vfio-pci.
+fn run(c: &mut Checks, bdf: &str) {
+    let (_, huge_free0) = hugepage_counts();
+    let locked0 = locked_kib();
+    let hal = match open_edu(bdf, HugePages::Prefer) {
+        Ok(h) => h,
+        Err(e) => {
+            c.check("open edu", false, || e.to_string());
+            return;
+        }
+    };
+    let dev = hal.device();
+    c.check(
+        "open edu through VFIO (type1 IOMMU, MSI)",
+        true,
+        String::new,
+    );
+    if let Some(info) = dev.container().iommu_info() {
+        println!(
+            "     IOMMU {:?}, page sizes {:#x}, IOVA ranges {:x?}, DMA mappings available {:?}",
+            info.kind, info.page_sizes, info.iova_ranges, info.dma_avail
+        );
+        c.check(
+            "IOVA ranges exclude the MSI window",
+            !info.iova_ranges.is_empty()
+                && info
+                    .iova_ranges
+                    .iter()
+                    .all(|&(s, e)| e < 0xfee0_0000 || s > 0xfeef_ffff),
+            || format!("{:x?}", info.iova_ranges),
+        );
+    }
+    let bar0 = dev.bar(0);
+    c.check(
+        "BAR 0 is 1 MiB and mmapped",
+        bar0.is_some_and(|b| b.len() == 1 << 20 && b.mmio().is_some()),
+        || format!("{bar0:?}"),
+    );
+    let ids = dev.config_read32(0);
+    c.check(
+        "config space vendor:device 1234:11e8",
+        matches!(ids, Ok(0x11e8_1234)),
+        || format!("{ids:x?}"),
+    );
+    let cmd = dev.config_read16(PCI_COMMAND).unwrap_or(0);
+    c.check("bus master enabled", cmd & PCI_COMMAND_MASTER != 0, || {
+        format!("command {cmd:#x}")
+    });
+
+    // Registers.
+    let id = hal.mmio_read32(0, REG_ID);
+    c.check("ID register reads 0x010000ed", id == EDU_ID, || {
+        format!("{id:#x}")
+    });
+    hal.mmio_write32(0, REG_LIVENESS, 0x1234_5678);
+    let live = hal.mmio_read32(0, REG_LIVENESS);
+    c.check("liveness register inverts", live == 0xedcb_a987, || {
+        format!("{live:#x}")
+    });
+    hal.mmio_write32(0, REG_FACTORIAL, 10);
+    let t0 = hal.now_ns();
+    while hal.mmio_read32(0, REG_STATUS) & 1 != 0 && hal.now_ns() - t0 < SECOND {
+        hal.relax();
+    }
+    let f = hal.mmio_read32(0, REG_FACTORIAL);
+    c.check("factorial(10) = 3628800", f == 3_628_800, || f.to_string());
+
+    // DMA round trip: pool page -> edu buffer -> another pool page.
+    let (src, dst) = match (hal.dma_alloc(4096), hal.dma_alloc(4096)) {
+        (Ok(s), Ok(d)) => (s, d),
+        (s, d) => {
+            c.check("dma_alloc", false, || format!("{s:?} {d:?}"));
+            return;
+        }
+    };
+    c.check(
+        "DMA buffers page-aligned, below the 28-bit DMA mask, not at IOVA 0",
+        [&src, &dst].iter().all(|r| {
+            r.iova() % 4096 == 0
+                && r.iova() != 0
+                && r.iova() + 4096 <= 1 << 28
+                && r.vaddr().as_ptr() as usize % 4096 == 0
+        }),
+        || format!("src {:#x} dst {:#x}", src.iova(), dst.iova()),
+    );
+    let mut zero = [0xffu8; 4096];
+    dst.read_bytes(0, &mut zero);
+    c.check(
+        "dma_alloc memory is zeroed",
+        zero.iter().all(|&b| b == 0),
+        String::new,
+    );
+    let (_, huge_free1) = hugepage_counts();
+    let backing = if huge_free1 < huge_free0 {
+        Backing::HugePages
+    } else {
+        Backing::LockedPages
+    };
+    println!(
+        "     DMA pool backing: {backing:?} (hugepages free {huge_free0} -> {huge_free1}, \
+         VmLck {locked0} -> {} KiB)",
+        locked_kib()
+    );
+    c.check(
+        "DMA pool uses the 2 MiB hugepages the guest reserved",
+        huge_free0 == 0 || backing == Backing::HugePages,
+        || format!("{huge_free0} free before"),
+    );
+    let pattern: Vec<u8> = (0..XFER as u32).map(|i| (i * 7 + 3) as u8).collect();
+    src.write_bytes(0, &pattern);
+    let r1 = edu_dma(&hal, src.iova(), EDU_BUF, XFER as u64, false);
+    c.check(
+        "DMA RAM -> edu through the IOMMU, MSI on completion",
+        r1.is_ok(),
+        || r1.clone().unwrap_err(),
+    );
+    let r2 = edu_dma(&hal, EDU_BUF, dst.iova(), XFER as u64, true);
+    c.check(
+        "DMA edu -> RAM through the IOMMU, MSI on completion",
+        r2.is_ok(),
+        || r2.clone().unwrap_err(),
+    );
+    let mut got = vec![0u8; XFER];
+    dst.read_bytes(0, &mut got);
+    c.check("DMA round trip data intact", got == pattern, || {
+        let bad = got
+            .iter()
+            .zip(&pattern)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        format!("first difference at byte {bad}")
+    });
+
+    // A caller's buffer (dma_map), not page-aligned: edu writes into it.
+    let mut user = vec![0u8; 3 * 4096];
+    let off = (4096 - user.as_ptr() as usize % 4096) % 4096 + 256;
+    let user_ptr = NonNull::new(user[off..].as_mut_ptr()).unwrap();
+    let before = hal.dma_stats();
+    // SAFETY: `user` lives until after the dma_unmap below, and the device
+    // writes it only during the DMA this test starts.
+    let iova = unsafe { hal.dma_map(user_ptr, 1024) };
+    match iova {
+        Ok(iova) => {
+            c.check("dma_map keeps the page offset", iova % 4096 == 256, || {
+                format!("iova {iova:#x}")
+            });
+            let r = edu_dma(&hal, EDU_BUF, iova, 1024, true);
+            c.check("DMA edu -> dma_map'd buffer", r.is_ok(), || {
+                r.clone().unwrap_err()
+            });
+            c.check(
+                "dma_map'd buffer got the data, and only its 1024 bytes",
+                user[off..off + 1024] == pattern[..1024] && user[off + 1024] == 0,
+                String::new,
+            );
+            // SAFETY: exactly the iova and length of the dma_map above.
+            let u = unsafe { hal.dma_unmap(iova, 1024) };
+            c.check("dma_unmap", u.is_ok(), || format!("{u:?}"));
+            // SAFETY: as above; it is no longer mapped.
+            let u2 = unsafe { hal.dma_unmap(iova, 1024) };
+            c.check(
+                "second dma_unmap is NotMapped",
+                u2 == Err(HalError::NotMapped),
+                || format!("{u2:?}"),
+            );
+            let after = hal.dma_stats();
+            c.check(
+                "unmap gave back the mapping and its IOVA",
+                after.mappings == before.mappings && after.iova_free == before.iova_free,
+                || format!("{before:?} -> {after:?}"),
+            );
+            // DMA to the unmapped IOVA must not reach the buffer: the IOMMU
+            // faults it (the guest kernel logs a DMAR fault).
+            user.fill(0x5a);
+            let _ = edu_dma(&hal, EDU_BUF, iova, 1024, true);
+            c.check(
+                "DMA after unmap does not reach the buffer",
+                user.iter().all(|&b| b == 0x5a),
+                || {
+                    let n = user.iter().filter(|&&b| b != 0x5a).count();
+                    format!("{n} bytes changed")
+                },
+            );
+        }
+        Err(e) => {
+            c.check("dma_map", false, || e.to_string());
+        }
+    }
+
+    // MSI on request.
+    let idle = hal.wait_irq(0, SECOND / 10);
+    c.check(
+        "wait_irq times out when nothing is raised",
+        idle == Ok(false),
+        || format!("{idle:?}"),
+    );
+    hal.mmio_write32(0, REG_IRQ_RAISE, 0x5a);
+    let fired = hal.wait_irq(0, 5 * SECOND);
+    let status = hal.mmio_read32(0, REG_IRQ_STATUS);
+    hal.mmio_write32(0, REG_IRQ_ACK, status);
+    c.check(
+        "MSI raised by the device arrives on the eventfd",
+        fired == Ok(true) && status == 0x5a,
+        || format!("{fired:?}, status {status:#x}"),
+    );
+    let other = hal.wait_irq(3, 0);
+    c.check(
+        "wait on a vector not enabled is Unsupported",
+        other == Err(HalError::Unsupported),
+        || format!("{other:?}"),
+    );
+
+    // Reset: the kernel resets edu (secondary bus reset through its root
+    // port) and restores its config space; the device works after it.
+    let reset = dev.reset();
+    c.check("VFIO_DEVICE_RESET", reset.is_ok(), || format!("{reset:?}"));
+    let id = hal.mmio_read32(0, REG_ID);
+    let cmd = dev.config_read16(PCI_COMMAND).unwrap_or(0);
+    c.check(
+        "device answers after reset, bus master restored",
+        id == EDU_ID && cmd & PCI_COMMAND_MASTER != 0,
+        || format!("id {id:#x}, command {cmd:#x}"),
+    );
+    let r = edu_dma(&hal, src.iova(), EDU_BUF, XFER as u64, false)
+        .and_then(|_| edu_dma(&hal, EDU_BUF, dst.iova(), XFER as u64, true));
+    c.check("DMA and MSI work after reset", r.is_ok(), || {
+        r.clone().unwrap_err()
+    });
+
+    // A second open of the same device while it is open.
+    c.error(
+        "second open while open: group busy",
+        VfioDevice::open(bdf),
+        |e| matches!(e, VfioError::GroupBusy { .. }),
+        &["already open"],
+    );
+
+    // Teardown: free, drop, everything back; reopen works.
+    // SAFETY: the device is idle; nothing uses the buffers any more.
+    unsafe {
+        hal.dma_free(src);
+        hal.dma_free(dst);
+    }
+    let s = hal.dma_stats();
+    c.check(
+        "dma_free unmapped everything",
+        s.mappings == 0 && s.pool_used == 0 && s.leaked == 0,
+        || format!("{s:?}"),
+    );
+    drop(hal);
+    let (_, huge_free2) = hugepage_counts();
+    c.check(
+        "drop returned the pool's memory",
+        huge_free2 == huge_free0 && locked_kib() == locked0,
+        || {
+            format!(
+                "hugepages free {huge_free0} -> {huge_free2}, VmLck {locked0} -> {}",
+                locked_kib()
+            )
+        },
+    );
+    match open_edu(bdf, HugePages::Never) {
+        Ok(hal) => {
+            let id = hal.mmio_read32(0, REG_ID);
+            c.check("reopen after drop works", id == EDU_ID, || {
+                format!("{id:#x}")
+            });
+            // Locked 4 KiB pages this time.
+            match hal.dma_alloc(8192) {
+                Ok(r) => {
+                    r.write_bytes(0, &pattern);
+                    let res = edu_dma(&hal, r.iova(), EDU_BUF, XFER as u64, false);
+                    c.check("DMA from mlock'd pool pages", res.is_ok(), || {
+                        res.clone().unwrap_err()
+                    });
+                    c.check("locked pages are accounted", locked_kib() > locked0, || {
+                        format!("VmLck {}", locked_kib())
+                    });
+                    // SAFETY: the DMA is complete.
+                    unsafe { hal.dma_free(r) };
+                }
+                Err(e) => {
+                    c.check("dma_alloc from locked pages", false, || e.to_string());
+                }
+            }
+            drop(hal);
+            c.check(
+                "locked pages released on drop",
+                locked_kib() == locked0,
+                || format!("VmLck {} KiB, was {locked0}", locked_kib()),
+            );
+        }
+        Err(e) => {
+            c.check("reopen after drop", false, || e.to_string());
+        }
+    }
+}
