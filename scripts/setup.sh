@@ -11,7 +11,7 @@ if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then
-    echo "setup: cargo not found. Install a Rust toolchain (1.80 or newer) with rustup first:" >&2
+    echo "setup: cargo not found. Install a Rust toolchain (1.81 or newer) with rustup first:" >&2
     echo "setup:   https://rustup.rs" >&2
     exit 1
 fi
