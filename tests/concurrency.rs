@@ -1,0 +1,221 @@
+//! Several threads on one QP or CQ: `post_send` from four threads at once
+//! while another thread posts receives and polls both CQs (the driver's
+//! queue accounting is shared between posters and the poller);
+//! `post_recv` from two threads at once; two threads polling one CQ. Every
+//! message arrives exactly once, and each thread's requests are executed
+//! in the order it posted them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use rnic_tests::*;
+
+const THREADS: u64 = 4;
+const PER_THREAD: u64 = 1000;
+const MSG: usize = 32;
+
+/// Inline payload of message `k` of thread `t`: its ID, then bytes that
+/// depend on it.
+fn payload(id: u64) -> Vec<u8> {
+    let mut v = id.to_le_bytes().to_vec();
+    v.extend(pattern(id, MSG - 8));
+    v
+}
+
+fn concurrent_posters(mode: ExecMode) {
+    let p = Pair::with(
+        mode,
+        PairOpts {
+            cap: cap(32, 1, 64),
+            cq_size: 64,
+            ..PairOpts::default()
+        },
+    );
+    let rq = p.b.cap().max_recv_wr as u64;
+    let mr_b = p.mr(rq as usize * MSG, ALL_ACCESS);
+    let total = THREADS * PER_THREAD;
+    let failed = AtomicBool::new(false);
+
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (qp, failed) = (&p.a, &failed);
+            s.spawn(move || {
+                let start = Instant::now();
+                for k in 0..PER_THREAD {
+                    let id = t << 32 | k;
+                    let data = payload(id);
+                    let wr = SendWr {
+                        wr_id: id,
+                        op: SendOp::Send,
+                        payload: Payload::Inline(&data),
+                        flags: send_flags::SIGNALED,
+                    };
+                    // A full queue is back-pressure: retry once the poller
+                    // has made room.
+                    loop {
+                        match qp.post_send(&[wr]) {
+                            Ok(()) => break,
+                            Err(e) if e.error.kind() == ErrorKind::NoMemory => {
+                                if failed.load(Ordering::Relaxed) || start.elapsed() > TIMEOUT {
+                                    panic!("thread {t}: send queue stayed full");
+                                }
+                                std::thread::yield_now();
+                            }
+                            Err(e) => panic!("thread {t}: post_send: {e}"),
+                        }
+                    }
+                }
+            });
+        }
+
+        // This thread: keep receives posted, take every completion.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut next_k = vec![0u64; THREADS as usize];
+            let mut sent = vec![0u64; THREADS as usize];
+            let (mut posted, mut received, mut send_done) = (0u64, 0u64, 0u64);
+            let mut wc = [WorkCompletion::default(); 16];
+            let mut last = Instant::now();
+            while received < total || send_done < total {
+                let mut moved = false;
+                while posted < total && posted - received < rq {
+                    let at = (posted % rq) as usize * MSG;
+                    post_recv(&p.b, recv(posted, &[sge(&mr_b, at, MSG as u32)]));
+                    posted += 1;
+                }
+                let n = p.cq_b.poll(&mut wc).expect("poll b");
+                for w in &wc[..n] {
+                    assert_ok(w, received, WcOpcode::Recv);
+                    assert_eq!(w.byte_len as usize, MSG);
+                    let data = read_mr(&mr_b, (received % rq) as usize * MSG, MSG);
+                    let id = u64::from_le_bytes(data[..8].try_into().unwrap());
+                    let (t, k) = ((id >> 32) as usize, id & 0xffff_ffff);
+                    assert!(t < THREADS as usize, "message from nowhere: {id:#x}");
+                    assert_eq!(k, next_k[t], "thread {t}'s messages out of order");
+                    assert!(data == payload(id), "payload of {id:#x}");
+                    next_k[t] += 1;
+                    received += 1;
+                }
+                moved |= n > 0;
+                let n = p.cq_a.poll(&mut wc).expect("poll a");
+                for w in &wc[..n] {
+                    assert_eq!(w.status, WcStatus::Success, "{w:#?}");
+                    let (t, k) = ((w.wr_id >> 32) as usize, w.wr_id & 0xffff_ffff);
+                    assert_eq!(k, sent[t], "thread {t}'s completions out of order");
+                    sent[t] += 1;
+                    send_done += 1;
+                }
+                moved |= n > 0;
+                if moved {
+                    last = Instant::now();
+                } else {
+                    assert!(
+                        last.elapsed() < TIMEOUT,
+                        "no progress: received {received}, sends done {send_done}"
+                    );
+                    std::thread::yield_now();
+                }
+            }
+            assert_eq!(next_k, vec![PER_THREAD; THREADS as usize]);
+        }));
+        if let Err(e) = result {
+            failed.store(true, Ordering::Relaxed);
+            std::panic::resume_unwind(e);
+        }
+    });
+    p.assert_quiet();
+}
+
+/// Two threads post receives at once; then two threads poll the send CQ
+/// at once while this one sends. Each receive is used once, each thread's
+/// receives in its posting order, every message lands in the receive that
+/// took it, and the pollers together see every send completion once.
+fn concurrent_receivers_and_pollers(mode: ExecMode) {
+    const PER_THREAD: u64 = 128;
+    let p = Pair::with(
+        mode,
+        PairOpts {
+            cap: cap(256, 1, 16),
+            cq_size: 512,
+            ..PairOpts::default()
+        },
+    );
+    let total = 2 * PER_THREAD;
+    let mr_b = p.mr(total as usize * 16, ALL_ACCESS);
+    // Receive `t << 32 | k` uses slot `t * PER_THREAD + k`.
+    let slot = |id: u64| ((id >> 32) * PER_THREAD + (id & 0xffff_ffff)) as usize * 16;
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (qp, mr) = (&p.b, &mr_b);
+            s.spawn(move || {
+                let mut k = 0;
+                while k < PER_THREAD {
+                    let n = (k % 7 + 1).min(PER_THREAD - k);
+                    let sgls: Vec<[Sge; 1]> = (k..k + n)
+                        .map(|j| [sge(mr, slot(t << 32 | j), 16)])
+                        .collect();
+                    let wrs: Vec<RecvWr> = (0..n)
+                        .map(|j| recv(t << 32 | (k + j), &sgls[j as usize]))
+                        .collect();
+                    qp.post_recv(&wrs).expect("post_recv");
+                    k += n;
+                }
+            });
+        }
+    });
+
+    let seen = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            let (cq, seen) = (&p.cq_a, &seen);
+            s.spawn(move || {
+                let start = Instant::now();
+                let mut wc = [WorkCompletion::default(); 3];
+                while seen.lock().unwrap().len() < total as usize {
+                    let n = cq.poll(&mut wc).expect("poll");
+                    seen.lock().unwrap().extend(wc[..n].iter().map(|w| {
+                        assert_ok(w, w.wr_id, WcOpcode::Send);
+                        w.wr_id
+                    }));
+                    assert!(start.elapsed() < TIMEOUT, "pollers timed out");
+                    std::thread::yield_now();
+                }
+            });
+        }
+        for i in 0..total {
+            let data = payload(i)[..16].to_vec();
+            let wr = SendWr {
+                wr_id: i,
+                op: SendOp::Send,
+                payload: Payload::Inline(&data),
+                flags: send_flags::SIGNALED,
+            };
+            p.a.post_send(&[wr]).expect("post_send");
+        }
+    });
+    let mut ids = seen.into_inner().unwrap();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (0..total).collect::<Vec<_>>(),
+        "each send completion once"
+    );
+
+    let r = poll_n(&p.cq_b, total as usize);
+    let mut next = [0u64; 2];
+    for (i, w) in r.iter().enumerate() {
+        assert_ok(w, w.wr_id, WcOpcode::Recv);
+        let (t, k) = ((w.wr_id >> 32) as usize, w.wr_id & 0xffff_ffff);
+        assert!(t < 2, "receive from nowhere: {:#x}", w.wr_id);
+        assert_eq!(k, next[t], "thread {t}'s receives out of order");
+        next[t] += 1;
+        assert_eq!(
+            read_mr(&mr_b, slot(w.wr_id), 16),
+            payload(i as u64)[..16],
+            "message {i} in receive {:#x}",
+            w.wr_id
+        );
+    }
+    p.assert_quiet();
+}
+
+both_modes!(concurrent_posters, concurrent_receivers_and_pollers);

@@ -1,0 +1,275 @@
+//! Completion events and the event queue: one `Completion` event per arm,
+//! solicited-only arms, arms that fire at once for completions already
+//! waiting, the event queue wrapping around, and CQ overrun reporting.
+
+use rnic_tests::*;
+
+/// Sends one message from `a` to `b` (whose receive is posted here) with
+/// `flags`, and waits for both completions.
+fn exchange(p: &Pair, mr_a: &EMr, mr_b: &EMr, id: u64, flags: u32) {
+    post_recv(&p.b, recv(id, &[sge(mr_b, 0, 64)]));
+    post_send(
+        &p.a,
+        SendWr {
+            flags,
+            ..send(id, &[sge(mr_a, 0, 16)])
+        },
+    );
+    if flags & send_flags::SIGNALED != 0 {
+        assert_ok(&poll_one(&p.cq_a), id, WcOpcode::Send);
+    }
+    assert_ok(&poll_one(&p.cq_b), id, WcOpcode::Recv);
+}
+
+#[track_caller]
+fn assert_completion_event(ev: AsyncEvent, cq: &ECq) {
+    assert_eq!(
+        (ev.event_type, ev.obj, ev.syndrome),
+        (EventType::Completion, cq.cq_num(), 0),
+        "{ev:?}"
+    );
+}
+
+/// An armed CQ raises one Completion event for the next completion, and
+/// none for later ones until it is armed again.
+fn one_event_per_arm(mode: ExecMode) {
+    let p = Pair::new(mode);
+    let mr_a = p.mr(64, ALL_ACCESS);
+    let mr_b = p.mr(64, ALL_ACCESS);
+    // Not armed: completions raise no event.
+    exchange(&p, &mr_a, &mr_b, 0, send_flags::SIGNALED);
+    assert_no_event(&p.ctx);
+    for round in 1..=5 {
+        p.cq_b.arm(false);
+        assert_no_event(&p.ctx);
+        exchange(&p, &mr_a, &mr_b, round * 10, send_flags::SIGNALED);
+        assert_completion_event(expect_event(&p.ctx), &p.cq_b);
+        // The arm is used up.
+        exchange(&p, &mr_a, &mr_b, round * 10 + 1, send_flags::SIGNALED);
+        exchange(&p, &mr_a, &mr_b, round * 10 + 2, 0);
+        assert_no_event(&p.ctx);
+    }
+    // Both CQs armed: one event each.
+    p.cq_a.arm(false);
+    p.cq_b.arm(false);
+    exchange(&p, &mr_a, &mr_b, 99, send_flags::SIGNALED);
+    let mut evs = [expect_event(&p.ctx), expect_event(&p.ctx)];
+    evs.sort_by_key(|e| e.obj);
+    let (first, second) = if p.cq_a.cq_num() < p.cq_b.cq_num() {
+        (&p.cq_a, &p.cq_b)
+    } else {
+        (&p.cq_b, &p.cq_a)
+    };
+    assert_completion_event(evs[0], first);
+    assert_completion_event(evs[1], second);
+    p.assert_quiet();
+}
+
+/// A solicited-only arm ignores unsolicited completions and fires for a
+/// solicited one, or for an error completion.
+fn solicited_only_arm(mode: ExecMode) {
+    let p = Pair::new(mode);
+    let mr_a = p.mr(64, ALL_ACCESS);
+    let mr_b = p.mr(64, ALL_ACCESS);
+    p.cq_b.arm(true);
+    exchange(&p, &mr_a, &mr_b, 1, send_flags::SIGNALED);
+    exchange(&p, &mr_a, &mr_b, 2, 0);
+    assert_no_event(&p.ctx);
+    exchange(
+        &p,
+        &mr_a,
+        &mr_b,
+        3,
+        send_flags::SIGNALED | send_flags::SOLICITED,
+    );
+    assert_completion_event(expect_event(&p.ctx), &p.cq_b);
+    exchange(
+        &p,
+        &mr_a,
+        &mr_b,
+        4,
+        send_flags::SIGNALED | send_flags::SOLICITED,
+    );
+    assert_no_event(&p.ctx);
+
+    // A second arm replaces the first: Next, then Solicited, waits for a
+    // solicited completion.
+    p.cq_b.arm(false);
+    p.cq_b.arm(true);
+    exchange(&p, &mr_a, &mr_b, 6, send_flags::SIGNALED);
+    assert_no_event(&p.ctx);
+    exchange(&p, &mr_a, &mr_b, 7, send_flags::SOLICITED);
+    assert_completion_event(expect_event(&p.ctx), &p.cq_b);
+    assert_no_event(&p.ctx);
+
+    // An error completion satisfies a solicited arm.
+    p.cq_a.arm(true);
+    let bad = [Sge {
+        lkey: mr_a.lkey() ^ 0x0070_0000,
+        ..sge(&mr_a, 0, 8)
+    }];
+    post_send(&p.a, send(5, &bad));
+    assert_err(
+        &poll_one(&p.cq_a),
+        5,
+        WcStatus::LocProtErr,
+        Syndrome::BadLkey,
+    );
+    assert_completion_event(expect_event(&p.ctx), &p.cq_a);
+    p.assert_quiet();
+}
+
+/// Arming a CQ that already holds unpolled completions fires at once (so
+/// arming after an empty poll never misses one); once they are polled an
+/// arm waits for the next.
+fn arm_fires_for_waiting_completions(mode: ExecMode) {
+    let p = Pair::new(mode);
+    let mr_a = p.mr(64, ALL_ACCESS);
+    let mr_b = p.mr(64, ALL_ACCESS);
+    post_recv(&p.b, recv(1, &[sge(&mr_b, 0, 64)]));
+    post_send(&p.a, send(1, &[sge(&mr_a, 0, 8)]));
+    assert_ok(&poll_one(&p.cq_a), 1, WcOpcode::Send);
+    // b's completion is waiting, unpolled.
+    settle(&p.ctx);
+    p.cq_b.arm(false);
+    assert_completion_event(expect_event(&p.ctx), &p.cq_b);
+    // A solicited arm does not fire for the unsolicited one waiting.
+    p.cq_b.arm(true);
+    assert_no_event(&p.ctx);
+    assert_ok(&poll_one(&p.cq_b), 1, WcOpcode::Recv);
+    // Polled: a new Next arm waits.
+    p.cq_b.arm(false);
+    assert_no_event(&p.ctx);
+    exchange(&p, &mr_a, &mr_b, 2, send_flags::SIGNALED);
+    assert_completion_event(expect_event(&p.ctx), &p.cq_b);
+
+    // A waiting solicited completion fires a solicited arm at once.
+    post_recv(&p.b, recv(3, &[sge(&mr_b, 0, 64)]));
+    post_send(
+        &p.a,
+        SendWr {
+            flags: send_flags::SIGNALED | send_flags::SOLICITED,
+            ..send(3, &[sge(&mr_a, 0, 8)])
+        },
+    );
+    assert_ok(&poll_one(&p.cq_a), 3, WcOpcode::Send);
+    settle(&p.ctx);
+    p.cq_b.arm(true);
+    assert_completion_event(expect_event(&p.ctx), &p.cq_b);
+    let r = poll_one(&p.cq_b);
+    assert_ok(&r, 3, WcOpcode::Recv);
+    assert_ne!(r.flags & wc_flags::SOLICITED, 0);
+    p.assert_quiet();
+}
+
+/// `wait_event` returns `None` when nothing happens within its timeout,
+/// and the event when one arrives.
+fn wait_event_returns_none_or_the_event(mode: ExecMode) {
+    let p = Pair::new(mode);
+    assert_eq!(p.ctx.wait_event(1_000_000).expect("wait_event"), None);
+    assert_eq!(p.ctx.poll_event(), None);
+    let mr_a = p.mr(64, ALL_ACCESS);
+    let mr_b = p.mr(64, ALL_ACCESS);
+    p.cq_a.arm(false);
+    post_recv(&p.b, recv(1, &[sge(&mr_b, 0, 64)]));
+    post_send(&p.a, send(1, &[sge(&mr_a, 0, 8)]));
+    let ev = p
+        .ctx
+        .wait_event(TIMEOUT.as_nanos() as u64)
+        .expect("wait_event")
+        .expect("an event");
+    assert_completion_event(ev, &p.cq_a);
+    assert_ok(&poll_one(&p.cq_a), 1, WcOpcode::Send);
+    assert_ok(&poll_one(&p.cq_b), 1, WcOpcode::Recv);
+    p.assert_quiet();
+}
+
+/// Hundreds of arm/complete cycles on two CQs: the 256-entry event queue
+/// wraps around several times and every event arrives once, in order.
+fn event_queue_wraps(mode: ExecMode) {
+    let p = Pair::new(mode);
+    let mr_a = p.mr(64, ALL_ACCESS);
+    let mr_b = p.mr(64, ALL_ACCESS);
+    for i in 0..700u64 {
+        p.cq_a.arm(false);
+        p.cq_b.arm(false);
+        exchange(&p, &mr_a, &mr_b, i, send_flags::SIGNALED);
+        let mut evs = [expect_event(&p.ctx), expect_event(&p.ctx)];
+        evs.sort_by_key(|e| e.obj);
+        let mut want = [p.cq_a.cq_num(), p.cq_b.cq_num()];
+        want.sort();
+        for (ev, cqn) in evs.iter().zip(want) {
+            assert_eq!(
+                (ev.event_type, ev.obj),
+                (EventType::Completion, cqn),
+                "cycle {i}: {ev:?}"
+            );
+        }
+    }
+    p.assert_quiet();
+}
+
+/// A CQ that overruns enters the error state (CqError event); the QP
+/// whose completion was lost moves to ERR with a QpFatal event, while the
+/// data it received is in place and the requester succeeds.
+fn cq_overrun(mode: ExecMode) {
+    let p = Pair::with(
+        mode,
+        PairOpts {
+            cq_size: 2,
+            ..PairOpts::default()
+        },
+    );
+    assert_eq!(p.cq_b.cqe(), 2);
+    let mr_a = p.mr(64, ALL_ACCESS);
+    let mr_b = p.mr(256, ALL_ACCESS);
+    for i in 0..3u64 {
+        post_recv(&p.b, recv(i, &[sge(&mr_b, i as usize * 64, 64)]));
+    }
+    for i in 0..3u64 {
+        write_mr(&mr_a, 0, &pattern(i, 16));
+        post_send(&p.a, send(i, &[sge(&mr_a, 0, 16)]));
+        assert_ok(&poll_one(&p.cq_a), i, WcOpcode::Send);
+    }
+    let mut evs = [expect_event(&p.ctx), expect_event(&p.ctx)];
+    evs.sort_by_key(|e| e.event_type as u8);
+    assert_eq!(
+        (evs[0].event_type, evs[0].obj, evs[0].syndrome),
+        (
+            EventType::CqError,
+            p.cq_b.cq_num(),
+            Syndrome::CqError as u32
+        ),
+        "{evs:?}"
+    );
+    assert_eq!(
+        (evs[1].event_type, evs[1].obj, evs[1].syndrome),
+        (EventType::QpFatal, p.b.qp_num(), Syndrome::CqError as u32),
+        "{evs:?}"
+    );
+    assert_eq!(query_state(&p.b), QpState::Err);
+    assert_eq!(query_state(&p.a), QpState::Rts);
+    // The two completions written before the overrun are still there.
+    let r = poll_n(&p.cq_b, 2);
+    assert_ok(&r[0], 0, WcOpcode::Recv);
+    assert_ok(&r[1], 1, WcOpcode::Recv);
+    for i in 0..3u64 {
+        assert_eq!(
+            read_mr(&mr_b, i as usize * 64, 16),
+            pattern(i, 16),
+            "message {i}"
+        );
+    }
+    // A CQ in error ignores arms.
+    p.cq_b.arm(false);
+    p.assert_quiet();
+}
+
+both_modes!(
+    one_event_per_arm,
+    solicited_only_arm,
+    arm_fires_for_waiting_completions,
+    wait_event_returns_none_or_the_event,
+    event_queue_wraps,
+    cq_overrun,
+);
