@@ -231,10 +231,13 @@ fn hal_err(e: VfioError, what: &str) -> HalError {
 
 // SAFETY: dma_alloc returns zeroed page-aligned pool memory that no other
 // allocation overlaps, mapped by VFIO_IOMMU_MAP_DMA at exactly
-// `iova .. iova + len` (IOVAs from an allocator that never hands out a
-// range twice); dma_free/dma_unmap return only after VFIO_IOMMU_UNMAP_DMA
-// succeeded (on failure the memory and IOVA are never reused); dma_map maps
-// exactly the pages of the caller's range; BAR accesses are bounds-checked
+// `iova .. iova + len`; an IOVA range is handed out again only after
+// VFIO_IOMMU_UNMAP_DMA of its previous mapping succeeded (on failure the
+// memory and IOVA are quarantined, never reused), so the device cannot reach
+// a new owner's memory through an old mapping (a driver must not free what
+// the device may still use: the trait's dma_free precondition); dma_map maps
+// the pages of the caller's range (the IOMMU's granularity is a page, so the
+// rest of the first and last page is reachable too); BAR accesses are bounds-checked
 // by MmioRegion or the pread path; mmio_write* issue the store barrier
 // above before the store.
 unsafe impl Hal for VfioHal {
