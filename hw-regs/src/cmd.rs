@@ -65,13 +65,23 @@ wire_enum! {
         QueryQp = 0x0402,
         /// Destroy a queue pair: [`ObjIn`] (QPN).
         DestroyQp = 0x0403,
-        /// Create a shared receive queue (reserved for a later version).
+        /// Create a shared receive queue: [`CreateSrqIn`] / [`CreateSrqOut`]
+        /// (layout fixed; device 1.0 answers `BadOpcode`).
         CreateSrq = 0x0500,
-        /// Destroy a shared receive queue (reserved for a later version).
+        /// Destroy a shared receive queue: [`ObjIn`] (SRQN) (device 1.0:
+        /// `BadOpcode`).
         DestroySrq = 0x0501,
-        /// Create a completion event queue (reserved for a later version).
+        /// Modify a shared receive queue: [`ModifySrqIn`] (device 1.0:
+        /// `BadOpcode`).
+        ModifySrq = 0x0502,
+        /// Query a shared receive queue: [`ObjIn`] (SRQN) / [`QuerySrqOut`]
+        /// (device 1.0: `BadOpcode`).
+        QuerySrq = 0x0503,
+        /// Create a completion event queue: [`CreateEqIn`] / [`CreateEqOut`]
+        /// (device 1.0: `BadOpcode`).
         CreateEq = 0x0600,
-        /// Destroy a completion event queue (reserved for a later version).
+        /// Destroy a completion event queue: [`ObjIn`] (EQN) (device 1.0:
+        /// `BadOpcode`).
         DestroyEq = 0x0601,
     }
 }
@@ -498,6 +508,98 @@ pub struct ModifyQpIn {
     pub attrs: QpAttrs,
 }
 
+/// Input of CREATE_SRQ. Receive WQEs on an SRQ have the receive WQE format
+/// ([`crate::wqe::RecvWqeHdr`] and data segments); its doorbell record is a
+/// little-endian 32-bit producer index, rung through
+/// [`crate::uar::SRQ_DB`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CreateSrqIn {
+    /// PD number.
+    pub pdn: le32,
+    /// log2 of the number of receive WQEs.
+    pub log_wqes: le32,
+    /// log2 of the receive WQE stride in bytes.
+    pub log_stride: le32,
+    /// Limit: when fewer WQEs remain, an `SrqLimit` event fires (0 = off).
+    pub srq_limit: le32,
+    /// Doorbell page this SRQ is rung through.
+    pub uar_page: le32,
+    /// Reserved, zero.
+    pub reserved: le32,
+    /// IOVA of the receive WQE ring (4 KiB aligned).
+    pub buf_iova: le64,
+    /// IOVA of the SRQ's doorbell record (4-byte aligned).
+    pub dbrec_iova: le64,
+}
+
+/// Output of CREATE_SRQ.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CreateSrqOut {
+    /// The new SRQ number (24 bits).
+    pub srqn: le32,
+}
+
+/// Input of MODIFY_SRQ (`ibv_modify_srq`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ModifySrqIn {
+    /// SRQ number.
+    pub srqn: le32,
+    /// `IBV_SRQ_MAX_WR` (1) | `IBV_SRQ_LIMIT` (2).
+    pub attr_mask: le32,
+    /// New size in WQEs (resize; `IBV_SRQ_MAX_WR`).
+    pub max_wr: le32,
+    /// New limit (`IBV_SRQ_LIMIT`), which arms the limit event.
+    pub srq_limit: le32,
+}
+
+/// Output of QUERY_SRQ (`struct ibv_srq_attr`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuerySrqOut {
+    /// Size in WQEs.
+    pub max_wr: le32,
+    /// Scatter/gather entries per WQE.
+    pub max_sge: le32,
+    /// Current limit (0 once the limit event fired).
+    pub srq_limit: le32,
+    /// Reserved, zero.
+    pub reserved: le32,
+}
+
+/// Input of CREATE_EQ: a completion event queue with the EQ 0 format,
+/// armed and consumed through [`crate::uar::EQ_DB`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CreateEqIn {
+    /// log2 of the number of 64-byte EQEs.
+    pub log_size: le32,
+    /// MSI-X vector raised when an EQE is written while the EQ is armed.
+    pub vector: le32,
+    /// Doorbell page this EQ is armed through.
+    pub uar_page: le32,
+    /// Reserved, zero.
+    pub reserved: le32,
+    /// IOVA of the EQE ring (4 KiB aligned, zeroed).
+    pub buf_iova: le64,
+}
+
+/// Output of CREATE_EQ.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CreateEqOut {
+    /// The new EQ number (EQ 0 is the asynchronous EQ of BAR 0).
+    pub eqn: le32,
+}
+
+assert_eq_size!(CreateSrqIn, [u8; 40]);
+const_assert_eq!(core::mem::offset_of!(CreateSrqIn, buf_iova), 24);
+assert_eq_size!(ModifySrqIn, [u8; 16]);
+assert_eq_size!(QuerySrqOut, [u8; 16]);
+assert_eq_size!(CreateEqIn, [u8; 24]);
+const_assert_eq!(core::mem::offset_of!(CreateEqIn, buf_iova), 16);
 assert_eq_size!(CmdHeader, [u8; 16]);
 assert_eq_size!(CmdEntry, [u8; CMD_ENTRY_SIZE]);
 const_assert_eq!(core::mem::offset_of!(CmdEntry, input), CMD_IN_OFFSET);

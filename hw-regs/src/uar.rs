@@ -26,6 +26,12 @@ pub const SQ_DB: usize = 0x000;
 pub const RQ_DB: usize = 0x008;
 /// Offset of [`CqDoorbell`] within a doorbell page.
 pub const CQ_DB: usize = 0x010;
+/// Offset of the SRQ doorbell within a doorbell page: a [`WqDoorbell`] whose
+/// `qpn` field holds the SRQ number (device 1.0 has no SRQs and ignores it).
+pub const SRQ_DB: usize = 0x018;
+/// Offset of [`EqArmDoorbell`] within a doorbell page (completion EQs made
+/// by CREATE_EQ; device 1.0 has none and ignores it).
+pub const EQ_DB: usize = 0x020;
 
 /// Work queue doorbell, the layout of both [`SQ_DB`] and [`RQ_DB`]: the
 /// QP's queue has new WQEs up to the producer index in its doorbell record.
@@ -70,6 +76,21 @@ pub struct CqDoorbell {
     __: u8,
     /// Consumer index at the time of arming: an event fires for the first
     /// CQE written at or past this index.
+    pub ci: u32,
+}
+
+/// Completion EQ doorbell: consumer index update and re-arm, as `EQ_DB` of
+/// BAR 0 does for EQ 0.
+#[bitfield(u64)]
+pub struct EqArmDoorbell {
+    /// EQ number.
+    #[bits(24)]
+    pub eqn: u32,
+    /// Arm: raise the EQ's vector for the next EQE written past `ci`.
+    pub arm: bool,
+    #[bits(7)]
+    __: u8,
+    /// Driver's free-running consumer index (low 24 bits significant).
     pub ci: u32,
 }
 
@@ -120,7 +141,8 @@ assert_eq_size!(QpDbRec, u64);
 assert_eq_size!(CqDbRec, u64);
 assert_eq_size!(WqDoorbell, u64);
 assert_eq_size!(CqDoorbell, u64);
-static_assertions::const_assert!(CQ_DB + 8 <= UAR_PAGE_SIZE);
+assert_eq_size!(EqArmDoorbell, u64);
+static_assertions::const_assert!(EQ_DB + 8 <= UAR_PAGE_SIZE);
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,8 @@
 //! send queue, made of 16-byte segments in this order:
 //!
 //! 1. a [`CtrlSeg`];
-//! 2. for RDMA WRITE, RDMA READ and atomics, a [`RaddrSeg`];
+//! 2. for RDMA WRITE, RDMA READ and atomics, a [`RaddrSeg`]; for UD sends
+//!    (a later version), a [`DatagramSeg`] instead;
 //! 3. for atomics, an [`AtomicSeg`];
 //! 4. either `n` [`DataSeg`]s (a gather list; for RDMA READ and atomics, the
 //!    scatter list the response lands in), or one inline block when
@@ -120,6 +121,36 @@ pub struct InlineHdr {
     pub byte_count: le32,
 }
 
+/// Datagram segment: the address vector of a UD send WQE, following the
+/// control segment (reserved: device 1.0 implements RC only and rejects UD
+/// QPs at CREATE_QP).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DatagramSeg {
+    /// Destination QP number (low 24 bits).
+    pub dest_qpn: le32,
+    /// Q_Key of the destination QP.
+    pub qkey: le32,
+    /// Destination GID, network byte order.
+    pub dgid: [u8; 16],
+    /// Destination MAC, network byte order.
+    pub dmac: [u8; 6],
+    /// Source GID table index.
+    pub sgid_index: u8,
+    /// Hop limit (IP TTL).
+    pub hop_limit: u8,
+    /// Traffic class (IP DSCP/ECN).
+    pub traffic_class: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Reserved, zero.
+    pub reserved0: [u8; 2],
+    /// Flow label (low 20 bits).
+    pub flow_label: le32,
+    /// Reserved, zero.
+    pub reserved1: [u8; 8],
+}
+
 /// Header of a receive WQE.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -144,6 +175,10 @@ assert_eq_size!(AtomicSeg, [u8; SEG_SIZE]);
 assert_eq_size!(DataSeg, [u8; SEG_SIZE]);
 assert_eq_size!(RecvWqeHdr, [u8; SEG_SIZE]);
 assert_eq_size!(InlineHdr, u32);
+assert_eq_size!(DatagramSeg, [u8; 3 * SEG_SIZE]);
+const_assert_eq!(core::mem::offset_of!(DatagramSeg, dgid), 8);
+const_assert_eq!(core::mem::offset_of!(DatagramSeg, dmac), 24);
+const_assert_eq!(core::mem::offset_of!(DatagramSeg, flow_label), 36);
 const_assert_eq!(core::mem::offset_of!(CtrlSeg, imm), 4);
 const_assert_eq!(core::mem::offset_of!(CtrlSeg, wr_id), 8);
 const_assert_eq!(core::mem::offset_of!(RaddrSeg, rkey), 8);

@@ -78,7 +78,7 @@ pub(crate) fn execute(
         QueryQp => qp::query(st, input, out),
         DestroyQp => qp::destroy(st, input),
         // Reserved for a later version of the device.
-        CreateSrq | DestroySrq | CreateEq | DestroyEq => {
+        CreateSrq | DestroySrq | ModifySrq | QuerySrq | CreateEq | DestroyEq => {
             log::warn!("command {op:?} is not implemented by this device version");
             Err(CmdError {
                 status: CmdStatus::BadOpcode,
