@@ -1,7 +1,5 @@
 //! The command layer: one command in flight at a time on the command queue.
 
-use core::sync::atomic::{fence, Ordering};
-
 use alloc::format;
 use rnic_hw_regs::bar0::{self, FatalSyndrome, Status};
 use rnic_hw_regs::cmd::{
@@ -10,7 +8,7 @@ use rnic_hw_regs::cmd::{
 };
 use rnic_hw_regs::pci::BAR_REGS;
 use rnic_hw_regs::{le16, le32};
-use rnic_queues::{DmaRegion, Hal};
+use rnic_queues::{DmaRegion, Hal, Pod};
 use spin::Mutex;
 
 use crate::error::{CmdFailure, Error, ErrorKind, Result};
@@ -46,7 +44,7 @@ impl CmdQueue {
     }
 
     /// Executes `op` with `input` and returns its output.
-    pub(crate) fn exec<H: Hal, I: Copy, O: Copy>(
+    pub(crate) fn exec<H: Hal, I: Pod, O: Pod>(
         &self,
         hal: &H,
         op: CmdOpcode,
@@ -57,7 +55,9 @@ impl CmdQueue {
         let mut st = self.state.lock();
         let slot = (st.pi & ((1 << self.log_size) - 1)) as usize;
         let base = slot * CMD_ENTRY_SIZE;
-        if self.mem.read::<u8>(base + CMD_OWNER_OFFSET) == OWNER_DEVICE {
+        // Acquire: the device finished with the entry (its last output) before
+        // it cleared the owner byte; the entry is rewritten below.
+        if self.mem.load_u8_acquire(base + CMD_OWNER_OFFSET) == OWNER_DEVICE {
             return Err(Error::new(
                 ErrorKind::TimedOut,
                 format!(
@@ -69,29 +69,30 @@ impl CmdQueue {
         self.mem.write_bytes(base, &[0; CMD_ENTRY_SIZE]);
         self.mem.write(base + CMD_IN_OFFSET, *input);
         st.token = st.token.wrapping_add(1);
+        // The owner byte stays 0 here: it is handed over on its own below.
         let hdr = CmdHeader {
             opcode: le16::from_ne(op.raw()),
             token: st.token,
-            owner: OWNER_DEVICE,
             ..CmdHeader::default()
         };
         self.mem.write(base, hdr);
-        st.pi = st.pi.wrapping_add(1);
         // Release: the whole entry must be visible before the device can see
-        // the doorbell naming it.
-        fence(Ordering::Release);
+        // the owner byte set (the doorbell below is ordered after this store
+        // by the Hal contract).
+        self.mem
+            .store_u8_release(base + CMD_OWNER_OFFSET, OWNER_DEVICE);
+        st.pi = st.pi.wrapping_add(1);
         hal.mmio_write32(BAR_REGS, bar0::CMDQ_DB, st.pi);
 
         let start = hal.now_ns();
-        while self.mem.read::<u8>(base + CMD_OWNER_OFFSET) == OWNER_DEVICE {
+        // Acquire: the device wrote status and output before clearing the
+        // owner byte.
+        while self.mem.load_u8_acquire(base + CMD_OWNER_OFFSET) == OWNER_DEVICE {
             if hal.now_ns().saturating_sub(start) > self.timeout_ns {
                 return Err(self.timeout_error(hal, op));
             }
             hal.relax();
         }
-        // Acquire: the device wrote status and output before clearing the
-        // owner byte.
-        fence(Ordering::Acquire);
         let hdr: CmdHeader = self.mem.read(base);
         match CmdStatus::from_raw(hdr.status) {
             Some(CmdStatus::Ok) => Ok(self.mem.read(base + CMD_OUT_OFFSET)),

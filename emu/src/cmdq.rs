@@ -1,7 +1,7 @@
 //! The command queue consumer: fetches entries, runs them, writes back
 //! status and output, hands entries back to the driver.
 
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use rnic_hw_regs::bar0::{FatalSyndrome, IntrCause};
 use rnic_hw_regs::cmd::*;
@@ -67,14 +67,14 @@ fn run_one(st: &mut State) {
         return regs::fatal(st, FatalSyndrome::CmdqDma);
     };
     // SAFETY: the owner byte lies inside the entry, which is inside a live
-    // mapping (translated under the device lock).
-    let owner = unsafe { p.0.add(CMD_OWNER_OFFSET).read_volatile() };
-    if owner != OWNER_DEVICE {
+    // mapping (translated under the device lock); the driver accesses it
+    // only atomically while the entry may be the device's.
+    let owner = unsafe { AtomicU8::from_ptr(p.0.add(CMD_OWNER_OFFSET)) };
+    // Acquire: the driver wrote the input before handing the entry over.
+    if owner.load(Ordering::Acquire) != OWNER_DEVICE {
         log::warn!("command entry {index} not owned by the device: skipped");
         return;
     }
-    // Acquire: the driver wrote the input before handing the entry over.
-    fence(Ordering::Acquire);
     let mut entry = [0u8; CMD_ENTRY_SIZE];
     // SAFETY: CMD_ENTRY_SIZE bytes inside a live mapping (translated under
     // the device lock); `entry` is a distinct local buffer.
@@ -122,11 +122,12 @@ fn run_one(st: &mut State) {
             16 - CMD_OWNER_OFFSET - 1,
         );
     }
+    // SAFETY: the owner byte lies inside the same live entry; the driver
+    // polls it only atomically.
+    let owner = unsafe { AtomicU8::from_ptr(p.0.add(CMD_OWNER_OFFSET)) };
     // Release: output, status and syndrome must be visible before the
     // driver sees the owner byte clear.
-    fence(Ordering::Release);
-    // SAFETY: the owner byte lies inside the same live entry.
-    unsafe { p.0.add(CMD_OWNER_OFFSET).write_volatile(0) };
+    owner.store(0, Ordering::Release);
     regs::raise_cause(
         st,
         IntrCause::new().with_cmd_done(true),

@@ -14,10 +14,10 @@
 use std::alloc::{alloc_zeroed, Layout};
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use rnic_hw_regs::PAGE_SIZE;
-use rnic_queues::HalError;
+use rnic_queues::{HalError, Pod};
 
 /// First IOVA handed out.
 pub const IOVA_BASE: u64 = 0x1_0000_0000;
@@ -237,76 +237,34 @@ impl DmaRange {
         Some(self.host.add(off))
     }
 
-    /// Reads a plain-data `T` at byte `off`.
+    /// Reads a plain-data `T` at byte `off` (a descriptor: a WQE segment).
     pub(crate) fn read<T: Pod>(&mut self, iommu: &Iommu, off: usize) -> Option<T> {
         let p = self.at(iommu, off, size_of::<T>())?;
         // SAFETY: the bytes are inside a live mapping (translated under the
-        // device lock); `T: Pod` is valid for any bit pattern. Volatile-free
-        // unaligned read: the driver writes these bytes concurrently, as DMA
-        // would see them.
+        // device lock); `T: Pod` is valid for any bit pattern. A plain
+        // unaligned copy: the driver handed these bytes over through a
+        // doorbell record read with acquire ordering (`read_index`) and does
+        // not write them again until the device completes them.
         Some(unsafe { p.0.cast::<T>().read_unaligned() })
     }
 
     /// Reads the little-endian index (a doorbell record word) at byte `off`
-    /// with one volatile load.
+    /// with one atomic acquire load. `None` if it is unmapped or not 4-byte
+    /// aligned (a DMA fault: the driver chose the address).
     pub(crate) fn read_index(&mut self, iommu: &Iommu, off: usize) -> Option<u32> {
         let p = self.at(iommu, off, 4)?;
         if p.0 as usize % 4 != 0 {
             return None;
         }
-        // SAFETY: inside a live mapping and 4-byte aligned (checked); the
-        // driver publishes this word with a single store.
-        let v = u32::from_le(unsafe { p.0.cast::<u32>().read_volatile() });
+        // SAFETY: inside a live mapping (translated under the device lock)
+        // and 4-byte aligned (checked); the driver accesses doorbell records
+        // only atomically (`DbRec`) while the device uses them.
+        let word = unsafe { AtomicU32::from_ptr(p.0.cast::<u32>()) };
         // Acquire: the driver wrote the entries this index covers (or
         // finished reading the ones it frees) before publishing it.
-        fence(Ordering::Acquire);
-        Some(v)
+        Some(u32::from_le(word.load(Ordering::Acquire)))
     }
 }
-
-/// Plain-data types the device copies to and from DMA memory: `#[repr(C)]`,
-/// `Copy`, and valid for every bit pattern.
-///
-/// # Safety
-///
-/// Implementors must be valid for every bit pattern of their size.
-pub(crate) unsafe trait Pod: Copy {}
-
-macro_rules! pod {
-    ($($t:ty),+ $(,)?) => { $(
-        // SAFETY: a repr(C) hw-regs layout made of integers, byte arrays and
-        // integer-backed bitfields only.
-        unsafe impl Pod for $t {}
-    )+ };
-}
-use rnic_hw_regs::cmd::*;
-use rnic_hw_regs::wqe::*;
-pod!(
-    u32,
-    u64,
-    CmdHeader,
-    ObjIn,
-    QueryPortIn,
-    QueryGidIn,
-    SetGidIn,
-    RegMrIn,
-    CreateCqIn,
-    CreateQpIn,
-    ModifyQpIn,
-    QueryDeviceOut,
-    QueryPortOut,
-    QueryGidOut,
-    CreatePdOut,
-    RegMrOut,
-    CreateCqOut,
-    CreateQpOut,
-    QpAttrs,
-    CtrlSeg,
-    RaddrSeg,
-    AtomicSeg,
-    DataSeg,
-    RecvWqeHdr,
-);
 
 /// Reads a `T` from the start of `bytes`.
 pub(crate) fn from_bytes<T: Pod>(bytes: &[u8]) -> T {
@@ -315,7 +273,7 @@ pub(crate) fn from_bytes<T: Pod>(bytes: &[u8]) -> T {
         "buffer shorter than the type"
     );
     // SAFETY: `bytes` holds at least size_of::<T>() bytes (checked) and any
-    // bit pattern is a valid T (Pod).
+    // bit pattern is a valid T (Pod); the read is unaligned.
     unsafe { bytes.as_ptr().cast::<T>().read_unaligned() }
 }
 
@@ -325,7 +283,8 @@ pub(crate) fn to_bytes<T: Pod>(v: &T, bytes: &mut [u8]) {
         bytes.len() >= size_of::<T>(),
         "buffer shorter than the type"
     );
-    // SAFETY: both ranges hold size_of::<T>() bytes and are distinct borrows.
+    // SAFETY: both ranges hold size_of::<T>() bytes and are distinct borrows;
+    // `T: Pod` has no padding, so every byte copied is initialised.
     unsafe {
         std::ptr::copy_nonoverlapping(
             (v as *const T).cast::<u8>(),

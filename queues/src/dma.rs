@@ -1,15 +1,20 @@
 //! DMA memory regions and doorbell records.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+
+use crate::Pod;
 
 /// A region of DMA memory: host virtual address, device IOVA and length.
 ///
-/// Typed accesses ([`DmaRegion::read`], [`DmaRegion::write`]) are volatile,
-/// since the device reads and writes the same bytes concurrently. The bulk
-/// copies ([`DmaRegion::read_bytes`], [`DmaRegion::write_bytes`]) are plain
-/// memory copies: they move payload whose hand-over to or from the device is
-/// ordered by a fence and a doorbell or owner bit, as every descriptor is.
+/// Typed accesses ([`DmaRegion::read`], [`DmaRegion::write`]) are volatile
+/// and limited to [`Pod`] types, so whatever bytes the device left behind
+/// read as a valid value. The bulk copies ([`DmaRegion::read_bytes`],
+/// [`DmaRegion::write_bytes`]) are plain memory copies. Both move descriptor
+/// bodies and payload, whose hand-over to or from the device is ordered by a
+/// hand-off word: an owner bit, owner byte or doorbell record, accessed only
+/// with the atomic acquire/release methods ([`DmaRegion::load_u32_acquire`]
+/// and the like, [`DbRec`]).
 #[derive(Debug)]
 pub struct DmaRegion {
     vaddr: NonNull<u8>,
@@ -18,9 +23,10 @@ pub struct DmaRegion {
 }
 
 // SAFETY: the region is plain memory shared with a device; it has no thread
-// affinity and all accesses through it are volatile.
+// affinity.
 unsafe impl Send for DmaRegion {}
-// SAFETY: as above; no method hands out references into the region.
+// SAFETY: no method hands out references into the region; every access is
+// through a raw pointer (volatile, a copy, or an atomic for hand-off words).
 unsafe impl Sync for DmaRegion {}
 
 impl DmaRegion {
@@ -62,20 +68,81 @@ impl DmaRegion {
         );
     }
 
-    /// Reads a `T` at byte `offset` (volatile).
-    pub fn read<T: Copy>(&self, offset: usize) -> T {
+    /// Bounds and alignment check of a `T` at byte `offset`; returns its
+    /// address. A failure is a bug in the driver's own layout arithmetic,
+    /// never something a device can cause, so it panics.
+    fn typed<T>(&self, offset: usize) -> NonNull<T> {
         self.check(offset, core::mem::size_of::<T>());
-        // SAFETY: in bounds (checked); the constructor's contract makes the
-        // bytes valid for volatile reads; `T: Copy` has no drop glue and the
-        // descriptor types read this way are valid for any bit pattern.
-        unsafe { self.vaddr.add(offset).cast::<T>().read_volatile() }
+        let addr = self.vaddr.as_ptr() as usize + offset;
+        assert!(
+            addr % core::mem::align_of::<T>() == 0,
+            "DMA access of a {} at {addr:#x} (offset {offset:#x}) is not {}-byte aligned",
+            core::any::type_name::<T>(),
+            core::mem::align_of::<T>()
+        );
+        // SAFETY: `offset + size_of::<T>() <= len` (checked), so the result
+        // stays inside the region (constructor).
+        unsafe { self.vaddr.add(offset).cast() }
     }
 
-    /// Writes a `T` at byte `offset` (volatile).
-    pub fn write<T: Copy>(&self, offset: usize, value: T) {
-        self.check(offset, core::mem::size_of::<T>());
-        // SAFETY: in bounds (checked) and valid for writes (constructor).
-        unsafe { self.vaddr.add(offset).cast::<T>().write_volatile(value) }
+    /// Reads a `T` at byte `offset` (volatile). Panics if the access is out
+    /// of bounds or misaligned for `T`.
+    pub fn read<T: Pod>(&self, offset: usize) -> T {
+        let p = self.typed::<T>(offset);
+        // SAFETY: in bounds and aligned (checked by `typed`); the
+        // constructor's contract makes the bytes valid for volatile reads,
+        // and any bit pattern is a valid `T` (Pod).
+        unsafe { p.as_ptr().read_volatile() }
+    }
+
+    /// Writes a `T` at byte `offset` (volatile). Panics if the access is out
+    /// of bounds or misaligned for `T`.
+    pub fn write<T: Pod>(&self, offset: usize, value: T) {
+        let p = self.typed::<T>(offset);
+        // SAFETY: in bounds and aligned (checked by `typed`) and valid for
+        // writes (constructor); `T: Pod` has no padding, so every byte the
+        // device will read is initialised.
+        unsafe { p.as_ptr().write_volatile(value) }
+    }
+
+    /// Loads the little-endian 32-bit hand-off word (an owner word or an
+    /// index) at byte `offset` with acquire ordering: everything the other
+    /// side wrote before it stored the word with release ordering is visible
+    /// after this returns. Panics if out of bounds or not 4-byte aligned.
+    pub fn load_u32_acquire(&self, offset: usize) -> u32 {
+        let p = self.typed::<u32>(offset);
+        // SAFETY: in bounds, 4-byte aligned (checked by `typed`), valid for
+        // reads and writes while the region lives (constructor); hand-off
+        // words are only accessed atomically while both sides use them.
+        u32::from_le(unsafe { AtomicU32::from_ptr(p.as_ptr()) }.load(Ordering::Acquire))
+    }
+
+    /// Stores the little-endian 32-bit hand-off word at byte `offset` with
+    /// release ordering: everything this thread wrote (or read) in DMA
+    /// memory before is visible to whoever loads the new value with acquire
+    /// ordering. Panics if out of bounds or not 4-byte aligned.
+    pub fn store_u32_release(&self, offset: usize, value: u32) {
+        let p = self.typed::<u32>(offset);
+        // SAFETY: as in `load_u32_acquire`.
+        unsafe { AtomicU32::from_ptr(p.as_ptr()) }.store(value.to_le(), Ordering::Release)
+    }
+
+    /// Loads the hand-off byte (the command owner byte) at `offset` with
+    /// acquire ordering, like [`DmaRegion::load_u32_acquire`].
+    pub fn load_u8_acquire(&self, offset: usize) -> u8 {
+        let p = self.typed::<u8>(offset);
+        // SAFETY: in bounds (checked by `typed`), valid for reads and writes
+        // while the region lives (constructor); hand-off bytes are only
+        // accessed atomically while both sides use them.
+        unsafe { AtomicU8::from_ptr(p.as_ptr()) }.load(Ordering::Acquire)
+    }
+
+    /// Stores the hand-off byte at `offset` with release ordering, like
+    /// [`DmaRegion::store_u32_release`].
+    pub fn store_u8_release(&self, offset: usize, value: u8) {
+        let p = self.typed::<u8>(offset);
+        // SAFETY: as in `load_u8_acquire`.
+        unsafe { AtomicU8::from_ptr(p.as_ptr()) }.store(value, Ordering::Release)
     }
 
     /// Copies `bytes` into the region at `offset`.
@@ -113,15 +180,16 @@ impl DmaRegion {
 }
 
 /// A doorbell record: a little-endian 32-bit index in DMA memory that the
-/// driver writes and the device reads (or the reverse).
+/// driver writes and the device reads (or the reverse), always with one
+/// atomic access.
 #[derive(Debug)]
 pub struct DbRec {
     ptr: NonNull<u32>,
 }
 
-// SAFETY: a pointer into DMA memory accessed only with volatile operations.
+// SAFETY: a pointer into DMA memory accessed only with atomic operations.
 unsafe impl Send for DbRec {}
-// SAFETY: as above.
+// SAFETY: as above: concurrent accesses through `&DbRec` are atomic.
 unsafe impl Sync for DbRec {}
 
 impl DbRec {
@@ -131,29 +199,102 @@ impl DbRec {
     ///
     /// The region must outlive the returned record.
     pub unsafe fn new(region: &DmaRegion, offset: usize) -> Self {
-        region.check(offset, 4);
-        assert!(
-            offset % 4 == 0,
-            "doorbell record at {offset:#x} is not 4-byte aligned"
-        );
-        // SAFETY: in bounds (checked above).
-        let ptr = unsafe { region.vaddr.add(offset).cast::<u32>() };
-        Self { ptr }
+        Self {
+            // In bounds and 4-byte aligned, or a panic.
+            ptr: region.typed::<u32>(offset),
+        }
     }
 
-    /// Publishes `value`: everything written to DMA memory before this call
-    /// is visible to the device before the new value is.
+    fn word(&self) -> &AtomicU32 {
+        // SAFETY: a 4-byte aligned pointer into DMA memory that is valid for
+        // reads and writes while the region lives (constructor); the record
+        // is only ever accessed atomically.
+        unsafe { AtomicU32::from_ptr(self.ptr.as_ptr()) }
+    }
+
+    /// Publishes `value`: everything written to (or read from) DMA memory
+    /// before this call is visible to the device before the new value is.
     pub fn publish(&self, value: u32) {
         // Release: the WQEs (or consumed CQEs) this index covers must be
         // visible before the device can observe the index.
-        fence(Ordering::Release);
-        // SAFETY: valid, aligned pointer into live DMA memory (constructor).
-        unsafe { self.ptr.as_ptr().write_volatile(value.to_le()) }
+        self.word().store(value.to_le(), Ordering::Release)
     }
 
     /// Reads the current value.
     pub fn read(&self) -> u32 {
-        // SAFETY: valid, aligned pointer into live DMA memory (constructor).
-        u32::from_le(unsafe { self.ptr.as_ptr().read_volatile() })
+        // Acquire: the writer's entries up to this index are visible once
+        // the index is.
+        u32::from_le(self.word().load(Ordering::Acquire))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(buf: &mut [u64; 4]) -> DmaRegion {
+        // SAFETY: the buffer outlives the region in each test.
+        unsafe { DmaRegion::new(NonNull::from(buf).cast(), 0x1000, 32) }
+    }
+
+    #[test]
+    fn typed_access_round_trips() {
+        let mut buf = [0u64; 4];
+        let r = region(&mut buf);
+        r.write(8, 0x1122_3344_5566_7788u64);
+        r.write(17, 0xabu8);
+        r.write(20, [1u16, 2]);
+        assert_eq!(r.read::<u64>(8), 0x1122_3344_5566_7788);
+        assert_eq!(r.read::<u8>(17), 0xab);
+        assert_eq!(r.read::<[u16; 2]>(20), [1, 2]);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not 8-byte aligned")]
+    fn misaligned_read_panics() {
+        let mut buf = [0u64; 4];
+        let r = region(&mut buf);
+        let _ = r.read::<u64>(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not 4-byte aligned")]
+    fn misaligned_write_panics() {
+        let mut buf = [0u64; 4];
+        let r = region(&mut buf);
+        r.write(6, 0u32);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a region")]
+    fn out_of_bounds_read_panics() {
+        let mut buf = [0u64; 4];
+        let r = region(&mut buf);
+        let _ = r.read::<u64>(32);
+    }
+
+    #[test]
+    fn hand_off_words_are_little_endian() {
+        let mut buf = [0u64; 4];
+        let r = region(&mut buf);
+        r.store_u32_release(4, 0x0102_0304);
+        r.store_u8_release(1, 0x7f);
+        assert_eq!(r.load_u32_acquire(4), 0x0102_0304);
+        assert_eq!(r.load_u8_acquire(1), 0x7f);
+        assert_eq!(r.read::<[u8; 8]>(0), [0, 0x7f, 0, 0, 4, 3, 2, 1]);
+        // SAFETY: `buf` outlives the record.
+        let db = unsafe { DbRec::new(&r, 12) };
+        db.publish(0xdead_beef);
+        assert_eq!(db.read(), 0xdead_beef);
+        assert_eq!(r.read::<[u8; 4]>(12), [0xef, 0xbe, 0xad, 0xde]);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not 4-byte aligned")]
+    fn misaligned_doorbell_record_panics() {
+        let mut buf = [0u64; 4];
+        let r = region(&mut buf);
+        // SAFETY: `buf` outlives the record (which is never made).
+        let _ = unsafe { DbRec::new(&r, 2) };
     }
 }

@@ -12,9 +12,14 @@
 //!   reads.
 //! - [`device`]: the device's half of the owner-bit protocol, for device
 //!   models and fake devices.
+//! - [`Pod`]: the plain-data types that may be copied to and from DMA
+//!   memory.
 //!
-//! Every access to DMA memory is volatile, and every ordering point is an
-//! explicit fence with the reason beside it.
+//! Descriptor bodies and payload are copied with volatile or plain memory
+//! accesses; the words that hand them over (owner bits, the command owner
+//! byte, doorbell records) are accessed only atomically, with acquire loads
+//! and release stores, so the hand-over is race-free even when the device is
+//! a thread of the same process. Each ordering point carries its reason.
 #![no_std]
 #![deny(missing_docs)]
 
@@ -22,9 +27,11 @@ pub mod device;
 mod dma;
 mod hal;
 mod mmio;
+mod pod;
 mod ring;
 
 pub use dma::{DbRec, DmaRegion};
 pub use hal::{Hal, HalError};
 pub use mmio::MmioRegion;
+pub use pod::Pod;
 pub use ring::{ConsumerRing, OwnedEntry, ProducerRing};

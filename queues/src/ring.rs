@@ -2,16 +2,17 @@
 
 use core::marker::PhantomData;
 use core::ptr::NonNull;
-use core::sync::atomic::{fence, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use rnic_hw_regs::cqe::{Cqe, CQE_OWNER_OFFSET};
 use rnic_hw_regs::eqe::{Eqe, EQE_OWNER_OFFSET};
 use rnic_hw_regs::owner_bit;
 
-use crate::DmaRegion;
+use crate::{DmaRegion, Pod};
 
-/// The producer side of a ring: the driver writes entries at the producer
-/// index, and learns from completions how far the device has consumed.
+/// The producer side of a ring: index accounting and slot addresses. The
+/// driver writes entries into [`ProducerRing::slot`] at the producer index,
+/// and learns from completions how far the device has consumed.
 ///
 /// Indices are free-running 32-bit counters; the slot of index `i` is
 /// `i & (size - 1)`. The device sees the low 16 bits.
@@ -24,8 +25,8 @@ pub struct ProducerRing {
     ci: u32,
 }
 
-// SAFETY: the ring is a view of DMA memory accessed only through volatile
-// operations; moving it between threads is fine.
+// SAFETY: the ring only computes slot addresses in DMA memory and never
+// accesses that memory itself; moving it between threads is fine.
 unsafe impl Send for ProducerRing {}
 
 impl ProducerRing {
@@ -41,7 +42,9 @@ impl ProducerRing {
             "ring of 2^{log_size} slots exceeds the 16-bit device index"
         );
         assert!(
-            (stride << log_size) <= region.len(),
+            stride
+                .checked_mul(1 << log_size)
+                .is_some_and(|bytes| bytes <= region.len()),
             "ring of {} x {stride} bytes does not fit a region of {} bytes",
             1u32 << log_size,
             region.len()
@@ -58,11 +61,6 @@ impl ProducerRing {
     /// Number of slots.
     pub fn size(&self) -> u32 {
         1 << self.log_size
-    }
-
-    /// log2 of the number of slots.
-    pub fn log_size(&self) -> u32 {
-        self.log_size
     }
 
     /// Free-running producer index.
@@ -85,60 +83,13 @@ impl ProducerRing {
         self.size() - self.used()
     }
 
-    fn bytes(&self) -> usize {
-        self.stride << self.log_size
-    }
-
-    /// Writes `bytes` starting `offset` bytes into the slot of index `idx`,
-    /// wrapping from the end of the ring to its start.
-    pub fn write_bytes(&mut self, idx: u32, offset: usize, bytes: &[u8]) {
-        let total = self.bytes();
-        assert!(
-            bytes.len() <= total,
-            "write of {} bytes larger than the ring",
-            bytes.len()
-        );
-        let start = ((idx & (self.size() - 1)) as usize * self.stride + offset) % total;
-        let first = bytes.len().min(total - start);
-        // SAFETY: `start + first <= total` and `bytes.len() - first <= total`,
-        // both inside the ring's region (constructor).
-        unsafe {
-            core::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.as_ptr().add(start), first);
-            core::ptr::copy_nonoverlapping(
-                bytes.as_ptr().add(first),
-                self.base.as_ptr(),
-                bytes.len() - first,
-            );
-        }
-    }
-
-    /// Writes `value` starting `offset` bytes into the slot of index `idx`,
-    /// wrapping like [`ProducerRing::write_bytes`].
-    pub fn write<T: Copy>(&mut self, idx: u32, offset: usize, value: T) {
-        let total = self.bytes();
-        let size = core::mem::size_of::<T>();
-        let start = ((idx & (self.size() - 1)) as usize * self.stride + offset) % total;
-        if start + size <= total && start % core::mem::align_of::<T>() == 0 {
-            // SAFETY: in bounds (checked) and aligned; the region is valid
-            // for volatile writes (constructor).
-            unsafe {
-                self.base
-                    .as_ptr()
-                    .add(start)
-                    .cast::<T>()
-                    .write_volatile(value)
-            }
-        } else {
-            // SAFETY: `T: Copy` is plain data; viewing it as bytes is sound.
-            let bytes =
-                unsafe { core::slice::from_raw_parts((&value as *const T).cast::<u8>(), size) };
-            self.write_bytes(idx, offset, bytes);
-        }
-    }
-
-    /// Pointer to the slot of index `idx`.
+    /// Pointer to the `stride` bytes of the slot of index `idx` (taken
+    /// modulo the ring size). Writing through it is up to the caller, who
+    /// must keep the region alive (the constructor's contract) and write
+    /// only slots it has not yet handed to the device.
     pub fn slot(&self, idx: u32) -> NonNull<u8> {
-        // SAFETY: the slot lies inside the ring's region (constructor).
+        // SAFETY: the slot lies inside the ring's region: `stride << log_size
+        // <= region.len()` (checked in the constructor).
         unsafe {
             self.base
                 .add((idx & (self.size() - 1)) as usize * self.stride)
@@ -179,20 +130,34 @@ impl ProducerRing {
 ///
 /// # Safety
 ///
-/// `Self` must be a `#[repr(C)]` plain-data type valid for every bit
-/// pattern, with a little-endian 32-bit owner word at `OWNER_OFFSET` whose
-/// bit 0 is the owner bit.
-pub unsafe trait OwnedEntry: Copy {
+/// `Self` must have a little-endian 32-bit owner word at `OWNER_OFFSET`
+/// whose bit 0 is the owner bit, and no bytes after it. (That the offset is
+/// a multiple of 4, the word lies inside the entry and `Self` is at least
+/// 4-byte aligned is checked at compile time.)
+pub unsafe trait OwnedEntry: Pod {
     /// Offset of the owner word.
     const OWNER_OFFSET: usize;
 }
 
-// SAFETY: Cqe is repr(C) plain data; its owner word is at CQE_OWNER_OFFSET.
+/// Compile-time check of the layout facts [`OwnedEntry`] relies on: the
+/// owner word is the aligned last word of the entry.
+pub(crate) const fn check_owned_entry<T: OwnedEntry>() {
+    assert!(
+        T::OWNER_OFFSET % 4 == 0
+            && T::OWNER_OFFSET + 4 == core::mem::size_of::<T>()
+            && core::mem::align_of::<T>() >= 4,
+        "OwnedEntry owner word must be the entry's aligned last word"
+    );
+}
+
+// SAFETY: Cqe's last word, at CQE_OWNER_OFFSET, is the CqeOwner word whose
+// bit 0 is the owner bit (hw-regs asserts the offset).
 unsafe impl OwnedEntry for Cqe {
     const OWNER_OFFSET: usize = CQE_OWNER_OFFSET;
 }
 
-// SAFETY: Eqe is repr(C) plain data; its owner word is at EQE_OWNER_OFFSET.
+// SAFETY: Eqe's last word, at EQE_OWNER_OFFSET, is the EqeOwner word whose
+// bit 0 is the owner bit (hw-regs asserts the offset).
 unsafe impl OwnedEntry for Eqe {
     const OWNER_OFFSET: usize = EQE_OWNER_OFFSET;
 }
@@ -207,17 +172,20 @@ pub struct ConsumerRing<T: OwnedEntry> {
     _entry: PhantomData<T>,
 }
 
-// SAFETY: a view of DMA memory accessed only through volatile operations.
+// SAFETY: a view of DMA memory: owner words are accessed atomically, entry
+// bodies read only after the acquire hand-over; no thread affinity.
 unsafe impl<T: OwnedEntry> Send for ConsumerRing<T> {}
 
 impl<T: OwnedEntry> ConsumerRing<T> {
     /// A ring of `1 << log_size` entries at the start of `region`, which must
-    /// be zeroed (no valid entries) when the device starts using it.
+    /// be zeroed (no valid entries) when the device starts using it. Panics
+    /// if the ring does not fit or the region is not aligned for `T`.
     ///
     /// # Safety
     ///
     /// `region` must outlive the ring.
     pub unsafe fn new(region: &DmaRegion, log_size: u32) -> Self {
+        const { check_owned_entry::<T>() };
         assert!(
             log_size < 24,
             "ring of 2^{log_size} entries exceeds the 24-bit device index"
@@ -226,6 +194,11 @@ impl<T: OwnedEntry> ConsumerRing<T> {
             (core::mem::size_of::<T>() << log_size) <= region.len(),
             "ring of 2^{log_size} entries does not fit a region of {} bytes",
             region.len()
+        );
+        assert!(
+            region.vaddr().as_ptr() as usize % core::mem::align_of::<T>() == 0,
+            "ring at {:p} is not aligned for its entries",
+            region.vaddr()
         );
         Self {
             base: region.vaddr(),
@@ -251,23 +224,30 @@ impl<T: OwnedEntry> ConsumerRing<T> {
         unsafe { self.base.as_ptr().cast::<T>().add(i) }
     }
 
+    /// Whether the device has handed over the entry at free-running index
+    /// `idx`: its owner bit is the one the device writes on `idx`'s pass over
+    /// the ring. When it returns true, everything the device wrote before
+    /// the owner word (the entry body) is visible.
+    pub fn ready(&self, idx: u32) -> bool {
+        // SAFETY: the owner word lies inside the slot, which is in bounds
+        // (constructor); it is 4-byte aligned since the slot is aligned for
+        // `T` (constructor) and the offset is a multiple of 4
+        // (check_owned_entry). The device stores it only atomically.
+        let word = unsafe { AtomicU32::from_ptr(self.slot(idx).byte_add(T::OWNER_OFFSET).cast()) };
+        // Acquire: the device wrote the entry body before its owner word.
+        let owner = u32::from_le(word.load(Ordering::Acquire));
+        (owner & 1 == 1) == owner_bit(idx, self.log_size)
+    }
+
     /// The entry at the consumer index, if the device has written it.
     pub fn peek(&self) -> Option<T> {
-        let slot = self.slot(self.ci);
-        // SAFETY: the owner word lies inside the slot (OwnedEntry contract).
-        let owner = unsafe {
-            slot.cast::<u8>()
-                .add(T::OWNER_OFFSET)
-                .cast::<u32>()
-                .read_volatile()
-        };
-        if (u32::from_le(owner) & 1 == 1) != owner_bit(self.ci, self.log_size) {
+        if !self.ready(self.ci) {
             return None;
         }
-        // Acquire: the device wrote the entry body before its owner word.
-        fence(Ordering::Acquire);
-        // SAFETY: in-bounds aligned slot; any bit pattern is a valid T.
-        Some(unsafe { slot.read_volatile() })
+        // SAFETY: in-bounds slot aligned for `T` (constructor); any bit
+        // pattern is a valid `T` (Pod). The device does not write the entry
+        // again until the consumer index is published past it.
+        Some(unsafe { self.slot(self.ci).read_volatile() })
     }
 
     /// Takes the entry at the consumer index, if the device has written it.
@@ -276,26 +256,12 @@ impl<T: OwnedEntry> ConsumerRing<T> {
         self.ci = self.ci.wrapping_add(1);
         Some(entry)
     }
-
-    /// Takes up to `out.len()` entries; returns how many.
-    pub fn pop_batch(&mut self, out: &mut [T]) -> usize {
-        let mut n = 0;
-        while n < out.len() {
-            match self.pop() {
-                Some(e) => out[n] = e,
-                None => break,
-            }
-            n += 1;
-        }
-        n
-    }
 }
 
 #[cfg(test)]
 mod tests {
     extern crate std;
     use std::vec;
-    use std::vec::Vec;
 
     use super::*;
     use crate::device;
@@ -307,29 +273,65 @@ mod tests {
         unsafe { DmaRegion::new(NonNull::new(buf.as_mut_ptr().cast()).unwrap(), 0x1000, len) }
     }
 
+    /// Writes `v` into the first word of the slot at the producer index and
+    /// accounts it, as a driver posting one entry does.
+    fn post(ring: &mut ProducerRing, v: u64) {
+        let slot = ring.slot(ring.pi()).cast::<u64>();
+        // SAFETY: the slot is inside the live test buffer and 8-byte aligned
+        // (the buffer is a u64 array, the stride a multiple of 8).
+        unsafe { slot.as_ptr().write(v) };
+        ring.advance(1);
+    }
+
     #[test]
     fn producer_empty_full_wrap() {
         let mut buf = vec![0u64; 4 * 8];
+        let base = buf.as_ptr() as usize;
         let r = region(&mut buf);
         // SAFETY: `buf` outlives the ring.
         let mut ring = unsafe { ProducerRing::new(&r, 2, 64) };
-        assert_eq!(ring.free(), 4);
+        assert_eq!((ring.used(), ring.free()), (0, 4), "a new ring is empty");
         for i in 0..4u32 {
-            ring.write(ring.pi(), 0, i as u64 + 100);
-            ring.advance(1);
+            assert_eq!(
+                ring.slot(ring.pi()).as_ptr() as usize,
+                base + 64 * i as usize
+            );
+            post(&mut ring, i as u64 + 100);
         }
-        assert_eq!(ring.free(), 0);
+        assert_eq!((ring.used(), ring.free()), (4, 0), "ring full");
         assert!(
             !ring.retire_to(5),
             "counter past the producer index must be refused"
         );
+        assert_eq!(ring.ci(), 0, "a refused counter changes nothing");
         assert!(ring.retire_to(2));
         assert_eq!(ring.free(), 2);
-        // Indices 4 and 5 land in slots 0 and 1.
-        ring.write(ring.pi(), 0, 7u64);
+        // Indices 4 and 5 wrap around to slots 0 and 1.
+        assert_eq!(ring.slot(4), ring.slot(0));
+        post(&mut ring, 7);
+        post(&mut ring, 8);
+        assert_eq!(ring.free(), 0);
+        assert_eq!([buf[0], buf[8], buf[16], buf[24]], [7, 8, 102, 103]);
+    }
+
+    #[test]
+    #[should_panic(expected = "advancing 1 slots with only 0 free")]
+    fn producer_refuses_overfill() {
+        let mut buf = vec![0u64; 2 * 8];
+        let r = region(&mut buf);
+        // SAFETY: `buf` outlives the ring.
+        let mut ring = unsafe { ProducerRing::new(&r, 1, 64) };
+        ring.advance(2);
         ring.advance(1);
-        assert_eq!(buf[0], 7);
-        assert_eq!(buf[8], 101);
+    }
+
+    #[test]
+    #[should_panic(expected = "does not fit")]
+    fn producer_stride_overflow_is_refused() {
+        let mut buf = vec![0u64; 2 * 8];
+        let r = region(&mut buf);
+        // SAFETY: `buf` outlives the ring (which is never made).
+        let _ = unsafe { ProducerRing::new(&r, 15, usize::MAX / 2 + 2) };
     }
 
     #[test]
@@ -344,19 +346,6 @@ mod tests {
         }
         assert_eq!(ring.used(), 0);
         assert_eq!(ring.pi(), 70_000);
-    }
-
-    #[test]
-    fn write_wraps_around_ring_end() {
-        let mut buf = vec![0u64; 2 * 8];
-        let r = region(&mut buf);
-        // SAFETY: `buf` outlives the ring.
-        let mut ring = unsafe { ProducerRing::new(&r, 1, 64) };
-        let data: Vec<u8> = (0..16u8).collect();
-        ring.write_bytes(1, 56, &data);
-        let bytes: Vec<u8> = buf.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        assert_eq!(&bytes[120..128], &data[..8]);
-        assert_eq!(&bytes[0..8], &data[8..]);
     }
 
     #[test]
@@ -385,18 +374,31 @@ mod tests {
     }
 
     #[test]
-    fn consumer_batch() {
+    fn consumer_full_ring_then_empty() {
         let mut buf = vec![0u64; 4 * 8];
         let r = region(&mut buf);
         // SAFETY: `buf` outlives the ring.
         let mut cq = unsafe { ConsumerRing::<Cqe>::new(&r, 2) };
-        for pi in 0..3u32 {
-            let slot = NonNull::new(cq.slot(pi).cast::<u8>()).unwrap();
-            // SAFETY: the slot is inside the live ring buffer.
-            unsafe { device::write_entry(slot, &Cqe::default(), owner_bit(pi, 2)) };
+        // Two passes: the second overwrites every slot with the flipped bit.
+        for pass in 0..2u32 {
+            for i in 0..4u32 {
+                let pi = pass * 4 + i;
+                assert!(!cq.ready(pi), "entry {pi} not written yet");
+                let slot = NonNull::new(cq.slot(pi).cast::<u8>()).unwrap();
+                let cqe = Cqe {
+                    wr_id: le64::from_ne(pi as u64),
+                    ..Default::default()
+                };
+                // SAFETY: the slot is inside the live ring buffer.
+                unsafe { device::write_entry(slot, &cqe, owner_bit(pi, 2)) };
+                assert!(cq.ready(pi));
+            }
+            for i in 0..4u32 {
+                let got = cq.pop().expect("full ring");
+                assert_eq!(got.wr_id.to_ne(), (pass * 4 + i) as u64);
+            }
+            assert!(cq.pop().is_none(), "every entry taken");
         }
-        let mut out = [Cqe::default(); 8];
-        assert_eq!(cq.pop_batch(&mut out), 3);
-        assert_eq!(cq.pop_batch(&mut out), 0);
+        assert_eq!(cq.ci(), 8);
     }
 }

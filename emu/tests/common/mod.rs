@@ -3,35 +3,33 @@
 
 #![allow(dead_code)]
 
-use std::sync::atomic::{fence, Ordering};
 use std::sync::Arc;
 
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 use rnic_hw_regs::bar0::{self, CmdqCtrl, Ctrl, EqCtrl, Status};
 use rnic_hw_regs::cmd::*;
-use rnic_hw_regs::cqe::{Cqe, CQE_SIZE};
-use rnic_hw_regs::eqe::{Eqe, EQE_SIZE};
+use rnic_hw_regs::cqe::{Cqe, CQE_OWNER_OFFSET, CQE_SIZE};
+use rnic_hw_regs::eqe::{Eqe, EQE_OWNER_OFFSET, EQE_SIZE};
 use rnic_hw_regs::uar::{self, CqArmCmd, CqDoorbell, RqDoorbell, SqDoorbell};
 use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, QpType, WrOpcode};
 use rnic_hw_regs::wqe::*;
 use rnic_hw_regs::{le16, le32, le64, owner_bit};
-use rnic_queues::{DmaRegion, Hal};
+use rnic_queues::{DmaRegion, Hal, Pod};
 
 /// How long any wait may take before the test fails.
 const TIMEOUT_NS: u64 = 5_000_000_000;
 
 /// Views a plain-data value as bytes.
-pub fn bytes_of<T: Copy>(v: &T) -> &[u8] {
-    // SAFETY: `T: Copy` hw-regs layouts are plain data without padding that
-    // matters to the device; the slice covers exactly the value.
+pub fn bytes_of<T: Pod>(v: &T) -> &[u8] {
+    // SAFETY: `T: Pod` has no padding, so every byte of the value is
+    // initialised; the slice covers exactly the value.
     unsafe { std::slice::from_raw_parts((v as *const T).cast::<u8>(), size_of::<T>()) }
 }
 
 /// Reads a plain-data value from the start of `b`.
-pub fn from_bytes<T: Copy>(b: &[u8]) -> T {
+pub fn from_bytes<T: Pod>(b: &[u8]) -> T {
     assert!(b.len() >= size_of::<T>());
-    // SAFETY: in bounds (checked); the hw-regs layouts read this way are
-    // valid for any bit pattern.
+    // SAFETY: in bounds (checked); `T: Pod` is valid for any bit pattern.
     unsafe { b.as_ptr().cast::<T>().read_unaligned() }
 }
 
@@ -49,7 +47,7 @@ impl CmdOut {
     }
 
     /// Asserts success and decodes the output.
-    pub fn ok<T: Copy>(&self) -> T {
+    pub fn ok<T: Pod>(&self) -> T {
         assert_eq!(self.status(), CmdStatus::Ok, "syndrome {}", self.syndrome);
         from_bytes(&self.out)
     }
@@ -196,16 +194,15 @@ impl Tdev {
         self.cmdq.write_bytes(off, bytes_of(&hdr));
         self.cmdq.write_bytes(off + CMD_IN_OFFSET, input);
         // Release: the input must be visible before the owner byte.
-        fence(Ordering::Release);
-        self.cmdq.write::<u8>(off + CMD_OWNER_OFFSET, OWNER_DEVICE);
+        self.cmdq
+            .store_u8_release(off + CMD_OWNER_OFFSET, OWNER_DEVICE);
         self.cmd_pi = self.cmd_pi.wrapping_add(1);
-        // Release: the entry is complete before the doorbell.
-        fence(Ordering::Release);
         self.hal.mmio_write32(0, bar0::CMDQ_DB, self.cmd_pi);
         let (hal, q) = (&self.hal, &self.cmdq);
-        wait_until(hal, "command", || q.read::<u8>(off + CMD_OWNER_OFFSET) == 0);
         // Acquire: status and output were written before the owner byte.
-        fence(Ordering::Acquire);
+        wait_until(hal, "command", || {
+            q.load_u8_acquire(off + CMD_OWNER_OFFSET) == 0
+        });
         let hdr: CmdHeader = self.cmdq.read(off);
         assert_eq!(hdr.token, self.token, "token echoed");
         let mut out = [0u8; CMD_OUT_SIZE];
@@ -217,7 +214,7 @@ impl Tdev {
         }
     }
 
-    pub fn cmd<I: Copy>(&mut self, op: CmdOpcode, input: &I) -> CmdOut {
+    pub fn cmd<I: Pod>(&mut self, op: CmdOpcode, input: &I) -> CmdOut {
         self.raw_cmd(op.raw(), bytes_of(input))
     }
 
@@ -424,12 +421,11 @@ impl Tdev {
     /// The next EQE, if any.
     pub fn poll_eq(&mut self) -> Option<Eqe> {
         let off = (self.eq_ci as usize & ((1 << EQ_LOG) - 1)) * EQE_SIZE;
-        let e: Eqe = self.eq.read(off);
-        if e.owner.owner() != owner_bit(self.eq_ci, EQ_LOG) {
+        // Acquire: the body was written before the owner word.
+        let owner = self.eq.load_u32_acquire(off + EQE_OWNER_OFFSET) & 1 == 1;
+        if owner != owner_bit(self.eq_ci, EQ_LOG) {
             return None;
         }
-        // Acquire: the body was written before the owner word.
-        fence(Ordering::Acquire);
         let e: Eqe = self.eq.read(off);
         self.eq_ci += 1;
         self.hal.mmio_write32(0, bar0::EQ_DB, self.eq_ci);
@@ -448,17 +444,15 @@ impl Tdev {
 impl TCq {
     pub fn poll(&mut self) -> Option<Cqe> {
         let off = (self.ci as usize & ((1 << self.log) - 1)) * CQE_SIZE;
-        let c: Cqe = self.buf.read(off);
-        if c.owner.owner() != owner_bit(self.ci, self.log) {
+        // Acquire: the body was written before the owner word.
+        let owner = self.buf.load_u32_acquire(off + CQE_OWNER_OFFSET) & 1 == 1;
+        if owner != owner_bit(self.ci, self.log) {
             return None;
         }
-        // Acquire: the body was written before the owner word.
-        fence(Ordering::Acquire);
         let c: Cqe = self.buf.read(off);
         self.ci += 1;
         // Release: done reading the entry before handing the slot back.
-        fence(Ordering::Release);
-        self.dbrec.write(0, le32::from_ne(self.ci));
+        self.dbrec.store_u32_release(0, self.ci);
         Some(c)
     }
 
@@ -585,9 +579,7 @@ impl TQp {
     /// Publishes the send producer index and rings the SQ doorbell.
     pub fn ring_sq(&self, hal: &EmuHal) {
         // Release: WQEs before the doorbell record.
-        fence(Ordering::Release);
-        self.dbrec
-            .write(uar::QP_DBREC_SQ, le32::from_ne(self.sq_pi));
+        self.dbrec.store_u32_release(uar::QP_DBREC_SQ, self.sq_pi);
         let db = SqDoorbell::new()
             .with_qpn(self.qpn)
             .with_pi(self.sq_pi as u16);
@@ -621,9 +613,7 @@ impl TQp {
 
     pub fn ring_rq(&self, hal: &EmuHal) {
         // Release: WQEs before the doorbell record.
-        fence(Ordering::Release);
-        self.dbrec
-            .write(uar::QP_DBREC_RQ, le32::from_ne(self.rq_pi));
+        self.dbrec.store_u32_release(uar::QP_DBREC_RQ, self.rq_pi);
         let db = RqDoorbell::new()
             .with_qpn(self.qpn)
             .with_pi(self.rq_pi as u16);
