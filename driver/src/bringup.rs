@@ -2,6 +2,7 @@
 //! command queue and event queue configuration, enable.
 
 use alloc::format;
+use alloc::vec::Vec;
 use rnic_hw_regs::bar0::{
     self, CmdqCtrl, Ctrl, DevCaps, EqCtrl, QueueCaps, Status, Version, MAGIC, VERSION_MAJOR,
 };
@@ -9,7 +10,7 @@ use rnic_hw_regs::cmd::{CmdOpcode, CMD_ENTRY_SIZE};
 use rnic_hw_regs::eqe::EQE_SIZE;
 use rnic_hw_regs::le32;
 use rnic_hw_regs::pci::{BAR_REGS, MSIX_ASYNC_VECTOR};
-use rnic_queues::{DmaRegion, Hal};
+use rnic_queues::{DmaRegion, Hal, Pod};
 use spin::Mutex;
 
 use crate::cmd::{describe_fatal, CmdQueue};
@@ -88,8 +89,50 @@ impl Caps {
     }
 }
 
+/// Memory handed to the device: a `dma_alloc` region or a `dma_map`
+/// mapping of the caller's memory.
+pub(crate) enum DeviceMem {
+    /// From [`Hal::dma_alloc`].
+    Region(DmaRegion),
+    /// Exactly the IOVA range of a [`Hal::dma_map`], not yet unmapped.
+    Mapping { iova: u64, len: usize },
+}
+
+impl DeviceMem {
+    /// Bytes of memory.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Self::Region(r) => r.len(),
+            Self::Mapping { len, .. } => *len,
+        }
+    }
+
+    /// Frees the region or removes the mapping.
+    ///
+    /// # Safety
+    ///
+    /// `self` came from `hal`, and the device no longer uses it: the
+    /// object using it is destroyed, the device refused the command that
+    /// would have used it, or the device was reset.
+    pub(crate) unsafe fn release<H: Hal>(self, hal: &H) {
+        match self {
+            // SAFETY: from this platform's dma_alloc (the caller's
+            // contract), and the device no longer uses it.
+            Self::Region(region) => unsafe { hal.dma_free(region) },
+            Self::Mapping { iova, len } => {
+                // SAFETY: exactly an earlier dma_map, not yet unmapped (the
+                // caller's contract).
+                if let Err(e) = unsafe { hal.dma_unmap(iova, len) } {
+                    log::error!("unmapping {len} bytes at IOVA {iova:#x}: {e}");
+                }
+            }
+        }
+    }
+}
+
 /// A running device: the platform, its capabilities, the command queue and
-/// the event queue. Dropping it resets the device and frees both queues.
+/// the event queue. Dropping it resets the device, then frees both queues
+/// and the memory orphaned while it ran.
 pub(crate) struct Device<H: Hal> {
     pub(crate) hal: H,
     pub(crate) caps: Caps,
@@ -97,7 +140,16 @@ pub(crate) struct Device<H: Hal> {
     pub(crate) eq: Mutex<EventQueue>,
     cmdq_mem: Option<DmaRegion>,
     eq_mem: Option<DmaRegion>,
+    /// Memory the device may still use although the driver is done with
+    /// it (a create command that timed out, a destroy command that
+    /// failed): kept until the reset at shutdown stops all device DMA.
+    orphans: Mutex<Vec<DeviceMem>>,
     reset_timeout_ns: u64,
+}
+
+/// `1 << log` entries of `entry` bytes, if that fits in a `usize`.
+pub(crate) fn ring_bytes(entry: usize, log: u32) -> Option<usize> {
+    1usize.checked_shl(log)?.checked_mul(entry)
 }
 
 impl<H: Hal> Device<H> {
@@ -125,10 +177,22 @@ impl<H: Hal> Device<H> {
         let caps = Caps::read(&hal)?;
         let log_cmdq = cfg.log_cmdq_size.min(caps.log_max_cmdq);
         let log_eq = cfg.log_eq_size.min(caps.log_max_eq);
+        let (Some(cmdq_len), Some(eq_len)) = (
+            ring_bytes(CMD_ENTRY_SIZE, log_cmdq.into()),
+            ring_bytes(EQE_SIZE, log_eq.into()),
+        ) else {
+            return Err(Error::new(
+                ErrorKind::NoMemory,
+                format!(
+                    "a command queue of 2^{log_cmdq} and an event queue of 2^{log_eq} entries \
+                     do not fit in the address space"
+                ),
+            ));
+        };
         let cmdq_mem = hal
-            .dma_alloc(CMD_ENTRY_SIZE << log_cmdq)
+            .dma_alloc(cmdq_len)
             .map_err(|e| Error::hal(e, "allocating the command queue"))?;
-        let eq_mem = match hal.dma_alloc(EQE_SIZE << log_eq) {
+        let eq_mem = match hal.dma_alloc(eq_len) {
             Ok(m) => m,
             Err(e) => {
                 // SAFETY: from dma_alloc; the device, just reset, has not
@@ -154,6 +218,7 @@ impl<H: Hal> Device<H> {
             hal,
             cmdq_mem: Some(cmdq_mem),
             eq_mem: Some(eq_mem),
+            orphans: Mutex::new(Vec::new()),
             reset_timeout_ns: cfg.reset_timeout_ns,
         };
         dev.enable(log_cmdq, log_eq, cfg.enable_timeout_ns)?;
@@ -218,27 +283,45 @@ impl<H: Hal> Device<H> {
         self.eq_mem.as_ref().map_or(0, DmaRegion::iova)
     }
 
+    /// Keeps `mem`, which the device may still use, until the reset at
+    /// shutdown; logs why (`what`, `why`) and how much.
+    pub(crate) fn orphan(&self, mem: DeviceMem, what: core::fmt::Arguments<'_>, why: &Error) {
+        log::error!(
+            "{what}: {why}; the device may still use its {} bytes of memory, so they are \
+             leaked until the device is reset when the context is closed",
+            mem.len()
+        );
+        self.orphans.lock().push(mem);
+    }
+
     /// Executes a command.
-    pub(crate) fn exec<I: Copy, O: Copy>(&self, op: CmdOpcode, input: &I) -> Result<O> {
+    pub(crate) fn exec<I: Pod, O: Pod>(&self, op: CmdOpcode, input: &I) -> Result<O> {
         self.cmd.exec(&self.hal, op, input)
     }
 }
 
 impl<H: Hal> Drop for Device<H> {
     fn drop(&mut self) {
+        let orphans = core::mem::take(self.orphans.get_mut());
         match reset(&self.hal, self.reset_timeout_ns) {
             Ok(()) => {
-                for region in [self.cmdq_mem.take(), self.eq_mem.take()]
+                let queues = [self.cmdq_mem.take(), self.eq_mem.take()];
+                for mem in queues
                     .into_iter()
                     .flatten()
+                    .map(DeviceMem::Region)
+                    .chain(orphans)
                 {
-                    // SAFETY: from dma_alloc; the reset stopped all device
-                    // DMA and cleared the queue registers.
-                    unsafe { self.hal.dma_free(region) };
+                    // SAFETY: from this platform's dma_alloc or dma_map;
+                    // the reset stopped all device DMA and forgot every
+                    // object and queue.
+                    unsafe { mem.release(&self.hal) };
                 }
             }
             Err(e) => log::error!(
-                "shutting down: {e}; leaking the command and event queues the device may still use"
+                "shutting down: {e}; leaking the command and event queues and {} orphaned \
+                 buffer(s) the device may still use",
+                orphans.len()
             ),
         }
     }

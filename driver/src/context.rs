@@ -5,6 +5,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::fmt;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use rnic_hw_regs::cmd::{
@@ -13,11 +14,11 @@ use rnic_hw_regs::cmd::{
 use rnic_hw_regs::le32;
 use rnic_hw_regs::pci::BAR_DOORBELL;
 use rnic_hw_regs::uar::UAR_PAGE_SIZE;
-use rnic_queues::Hal;
+use rnic_queues::{Hal, Pod};
 use spin::RwLock;
 
 use crate::attr::{DeviceAttr, Gid, PortAttr};
-use crate::bringup::{Config, Device};
+use crate::bringup::{Config, Device, DeviceMem};
 use crate::cq::CqArm;
 use crate::error::{Error, Result};
 use crate::qp::QpShared;
@@ -44,11 +45,29 @@ pub(crate) struct Shared<H: Hal> {
     pub(crate) attr: DeviceAttr,
     /// Attributes of ports 1..=n at bring-up (index 0 is port 1).
     pub(crate) ports: Vec<PortAttr>,
-    /// Live QPs by number, for the CQ poller and the event queue.
+    /// Live QPs by number, for the event queue.
     pub(crate) qps: RwLock<BTreeMap<u32, Arc<QpShared>>>,
     /// Arm state of live CQs by number, for the event queue.
     pub(crate) cqs: RwLock<BTreeMap<u32, Arc<CqArm>>>,
     next_uar: AtomicU32,
+    /// Test hook run right after a successful DESTROY_QP or DESTROY_CQ,
+    /// before the driver forgets the object: a test can reuse the number
+    /// there, as another thread could.
+    #[cfg(test)]
+    pub(crate) after_destroy: spin::Mutex<Option<TestHook>>,
+}
+
+#[cfg(test)]
+pub(crate) type TestHook = alloc::boxed::Box<dyn FnOnce(CmdOpcode, u32) + Send>;
+
+/// Removes `key` from `table` if it still maps to `ours`: the device may
+/// have given the number to a new object, registered by another thread,
+/// since ours was destroyed.
+pub(crate) fn remove_if_ours<T>(table: &RwLock<BTreeMap<u32, Arc<T>>>, key: u32, ours: &Arc<T>) {
+    let mut table = table.write();
+    if table.get(&key).is_some_and(|t| Arc::ptr_eq(t, ours)) {
+        table.remove(&key);
+    }
 }
 
 impl<H: Hal> Shared<H> {
@@ -56,8 +75,47 @@ impl<H: Hal> Shared<H> {
         &self.dev.hal
     }
 
-    pub(crate) fn exec<I: Copy, O: Copy>(&self, op: CmdOpcode, input: &I) -> Result<O> {
+    pub(crate) fn exec<I: Pod, O: Pod>(&self, op: CmdOpcode, input: &I) -> Result<O> {
         self.dev.exec(op, input)
+    }
+
+    /// Disposes of `mem`, given to the device by a create command that
+    /// failed with `err`: frees it if the device refused the command, and
+    /// otherwise (a timeout, a malformed answer) keeps it until shutdown,
+    /// since the device may yet execute the command and use the memory.
+    ///
+    /// # Safety
+    ///
+    /// `mem` came from this context's platform, and no other object of the
+    /// device uses it.
+    pub(crate) unsafe fn dispose_after_failed_create(
+        &self,
+        mem: DeviceMem,
+        what: fmt::Arguments<'_>,
+        err: &Error,
+    ) {
+        if err.command().is_some() {
+            // SAFETY: from this platform (the caller's contract); the device
+            // refused the command, so nothing on it refers to the memory.
+            unsafe { mem.release(self.hal()) };
+        } else {
+            self.dev.orphan(mem, what, err);
+        }
+    }
+
+    /// Keeps `mem`, which the device may still use (a destroy command
+    /// failed), until shutdown.
+    pub(crate) fn orphan(&self, mem: DeviceMem, what: fmt::Arguments<'_>, err: &Error) {
+        self.dev.orphan(mem, what, err);
+    }
+
+    /// Runs the test hook, if one is set, after DESTROY_QP or DESTROY_CQ.
+    #[cfg(test)]
+    pub(crate) fn after_destroy(&self, op: CmdOpcode, id: u32) {
+        let hook = self.after_destroy.lock().take();
+        if let Some(hook) = hook {
+            hook(op, id);
+        }
     }
 
     /// The doorbell page for a new queue: round robin over the pages.
@@ -114,6 +172,8 @@ impl<H: Hal> Context<H> {
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
             next_uar: AtomicU32::new(0),
+            #[cfg(test)]
+            after_destroy: spin::Mutex::new(None),
         };
         let nports = shared.dev.caps.num_ports;
         for port in 1..=nports {

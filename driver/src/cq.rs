@@ -3,17 +3,19 @@
 
 use alloc::format;
 use alloc::sync::Arc;
-use core::sync::atomic::{fence, AtomicU8, Ordering};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use rnic_hw_regs::cmd::{CmdOpcode, CreateCqIn, CreateCqOut, ObjIn};
 use rnic_hw_regs::cqe::{Cqe, CqeOwner, CQE_OWNER_OFFSET, CQE_SIZE};
 use rnic_hw_regs::uar::{CqArmCmd, CqDoorbell, CQ_DB};
 use rnic_hw_regs::verbs::WcStatus;
-use rnic_hw_regs::{le32, le64, owner_bit};
+use rnic_hw_regs::{le32, le64};
 use rnic_queues::{ConsumerRing, DbRec, DmaRegion, Hal};
 use spin::Mutex;
 
-use crate::context::{Context, Shared};
+use crate::bringup::{ring_bytes, DeviceMem};
+use crate::context::{remove_if_ours, Context, Shared};
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::qp::QpShared;
@@ -50,29 +52,85 @@ pub(crate) struct CqShared<H: Hal> {
 struct CqPoll {
     ring: ConsumerRing<Cqe>,
     dbrec: DbRec,
-    /// The QP of the last completion (mlx5's `cur_rsc`).
-    cache: Option<Arc<QpShared>>,
+    /// The QPs completing into the CQ.
+    qps: QpTable,
     /// An error found after completions were already returned, reported
     /// by the next poll.
     pending: Option<Error>,
+}
+
+/// The QPs completing into one CQ, by number, so the poller finds a
+/// completion's QP without touching context-wide state. QPs enter when
+/// created and leave when destroyed; the poll lock guards the table.
+#[derive(Default)]
+struct QpTable {
+    /// Sorted by QP number, numbers unique.
+    qps: Vec<Arc<QpShared>>,
+    /// Index of the QP found last (mlx5's `cur_rsc`); checked against the
+    /// number on use, so a stale index only costs a search.
+    last: usize,
+}
+
+impl QpTable {
+    fn search(&self, qpn: u32) -> Result<usize, usize> {
+        self.qps.binary_search_by_key(&qpn, |q| q.qpn)
+    }
+
+    fn find(&mut self, qpn: u32) -> Option<&QpShared> {
+        if self.qps.get(self.last).map_or(true, |q| q.qpn != qpn) {
+            self.last = self.search(qpn).ok()?;
+        }
+        self.qps.get(self.last).map(|q| &**q)
+    }
+
+    /// Adds `qp`, replacing an entry of the same number (a QP whose number
+    /// the device reused while its destruction was being finished).
+    fn insert(&mut self, qp: Arc<QpShared>) {
+        match self.search(qp.qpn) {
+            Ok(i) => self.qps[i] = qp,
+            Err(i) => self.qps.insert(i, qp),
+        }
+    }
+
+    /// Removes `qp` if its number still maps to it; false if the number
+    /// maps to a newer QP or to none.
+    fn remove(&mut self, qp: &Arc<QpShared>) -> bool {
+        match self.search(qp.qpn) {
+            Ok(i) if Arc::ptr_eq(&self.qps[i], qp) => {
+                self.qps.remove(i);
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl<H: Hal> Context<H> {
     /// Creates a CQ with room for at least `cqe` completions (CREATE_CQ).
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<H>> {
         let sh = &self.shared;
-        let max = 1u32 << sh.dev.caps.log_max_cqe;
+        // The CAP field has 5 bits; the bound keeps the shift in range
+        // whatever it holds.
+        let max = 1u32 << sh.dev.caps.log_max_cqe.min(31);
         if cqe == 0 || cqe > max {
             return Err(Error::invalid(format!(
                 "CQ size {cqe} is outside 1..={max}"
             )));
         }
+        // cqe <= max <= 2^31: the power of two fits.
         let log_size = cqe.next_power_of_two().trailing_zeros();
-        let ring_bytes = CQE_SIZE << log_size;
-        let hal = sh.hal();
         // The doorbell record follows the ring in the same allocation.
+        let Some((ring_bytes, len)) =
+            ring_bytes(CQE_SIZE, log_size).and_then(|r| Some((r, r.checked_add(CQE_SIZE)?)))
+        else {
+            return Err(Error::new(
+                ErrorKind::NoMemory,
+                format!("a CQ of {cqe} entries does not fit in the address space"),
+            ));
+        };
+        let hal = sh.hal();
         let mem = hal
-            .dma_alloc(ring_bytes + CQE_SIZE)
+            .dma_alloc(len)
             .map_err(|e| Error::hal(e, "allocating a CQ"))?;
         mem.zero();
         let uar_page = sh.alloc_uar_page();
@@ -87,8 +145,15 @@ impl<H: Hal> Context<H> {
         let out: CreateCqOut = match sh.exec(CmdOpcode::CreateCq, &input) {
             Ok(out) => out,
             Err(e) => {
-                // SAFETY: from dma_alloc; the device refused the CQ.
-                unsafe { hal.dma_free(mem) };
+                // SAFETY: from dma_alloc, given to the device only by this
+                // command.
+                unsafe {
+                    sh.dispose_after_failed_create(
+                        DeviceMem::Region(mem),
+                        format_args!("creating a CQ"),
+                        &e,
+                    )
+                };
                 return Err(e);
             }
         };
@@ -118,7 +183,7 @@ impl<H: Hal> Context<H> {
                 poll: Mutex::new(CqPoll {
                     ring,
                     dbrec,
-                    cache: None,
+                    qps: QpTable::default(),
                     pending: None,
                 }),
                 ring_mem,
@@ -164,14 +229,14 @@ impl<H: Hal> Cq<H> {
             let w = WorkCompletion::from_cqe(&cqe);
             wc[n] = w;
             n += 1;
-            if let Err(e) = cq.retire(&mut p.cache, &cqe, &w) {
+            if let Err(e) = cq.retire(&mut p.qps, &cqe, &w) {
                 result = Err(e);
                 break;
             }
         }
         if p.ring.ci() != start {
-            // DbRec::publish fences: the entries are read before the device
-            // may reuse their slots.
+            // DbRec::publish is a release store: the entries are read before
+            // the device may reuse their slots.
             p.dbrec.publish(p.ring.ci());
         }
         match result {
@@ -208,39 +273,22 @@ impl<H: Hal> Cq<H> {
     /// Destroys the CQ (DESTROY_CQ). A CQ that QPs still use is busy; on
     /// any failure the CQ is handed back.
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
-        let Some(inner) = Arc::get_mut(&mut self.inner) else {
-            let error = Error::new(
+        let result = match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.release(),
+            None => Err(Error::new(
                 ErrorKind::Busy,
                 format!("CQ {} is still used by queue pairs", self.inner.cqn),
-            );
-            return Err(DestroyError {
-                object: self,
-                error,
-            });
+            )),
         };
-        match inner.release() {
-            Ok(()) => Ok(()),
-            Err(error) => Err(DestroyError {
-                object: self,
-                error,
-            }),
-        }
+        DestroyError::hand_back(self, result)
     }
 }
 
 impl<H: Hal> CqShared<H> {
     /// Retires the WQEs a completion covers on its QP.
-    fn retire(
-        &self,
-        cache: &mut Option<Arc<QpShared>>,
-        cqe: &Cqe,
-        wc: &WorkCompletion,
-    ) -> Result<()> {
+    fn retire(&self, qps: &mut QpTable, cqe: &Cqe, wc: &WorkCompletion) -> Result<()> {
         let qpn = wc.qp_num;
-        if cache.as_ref().map_or(true, |q| q.qpn != qpn) {
-            *cache = self.ctx.qps.read().get(&qpn).cloned();
-        }
-        let Some(qp) = cache.as_deref() else {
+        let Some(qp) = qps.find(qpn) else {
             log::warn!("CQ {}: completion for unknown QP {qpn}", self.cqn);
             return Ok(());
         };
@@ -269,29 +317,46 @@ impl<H: Hal> CqShared<H> {
         }
     }
 
-    /// Removes every completion of QP `qpn` from the CQ (mlx5's
-    /// `__mlx5_cq_clean`), after the QP was reset or destroyed: the device
-    /// writes no more for it, and its queue indices start over.
-    pub(crate) fn clean(&self, qpn: u32) {
-        let mut guard = self.poll.lock();
-        let p = &mut *guard;
-        if p.cache.as_ref().is_some_and(|q| q.qpn == qpn) {
-            p.cache = None;
+    /// Routes the completions of `qp`, just created, to its state. The
+    /// device gives a number to a new QP as soon as the QP that had it is
+    /// destroyed, possibly before that QP's owner has cleaned this CQ of
+    /// its completions: those are removed first, so they are never taken
+    /// for the new QP's (which has none yet).
+    pub(crate) fn attach(&self, qp: &Arc<QpShared>) {
+        let mut p = self.poll.lock();
+        self.clean_locked(&mut p, qp.qpn);
+        p.qps.insert(Arc::clone(qp));
+    }
+
+    /// Stops routing completions to `qp`, destroyed, and removes its
+    /// completions. If its number already went to a newer QP, that QP's
+    /// [`CqShared::attach`] removed them, and the completions of the number
+    /// are now the new QP's: nothing is done.
+    pub(crate) fn detach(&self, qp: &Arc<QpShared>) {
+        let mut p = self.poll.lock();
+        if p.qps.remove(qp) {
+            self.clean_locked(&mut p, qp.qpn);
         }
+    }
+
+    /// Removes every completion of QP `qpn` from the CQ after the QP was
+    /// reset: the device writes no more for it, and its queue indices start
+    /// over.
+    pub(crate) fn clean(&self, qpn: u32) {
+        self.clean_locked(&mut self.poll.lock(), qpn);
+    }
+
+    /// Removes every completion of QP `qpn` (mlx5's `__mlx5_cq_clean`).
+    fn clean_locked(&self, p: &mut CqPoll, qpn: u32) {
         let size = 1u32 << self.log_size;
         let off = |i: u32| (i & (size - 1)) as usize * CQE_SIZE;
         let ci = p.ring.ci();
         let mut prod = ci;
-        while prod.wrapping_sub(ci) < size {
-            let owner: CqeOwner = self.ring_mem.read(off(prod) + CQE_OWNER_OFFSET);
-            if owner.owner() != owner_bit(prod, self.log_size) {
-                break;
-            }
+        // `ready` loads each owner word with acquire: the bodies read below
+        // were written before it.
+        while prod.wrapping_sub(ci) < size && p.ring.ready(prod) {
             prod = prod.wrapping_add(1);
         }
-        // Acquire: the device wrote these entries' bodies before their
-        // owner words.
-        fence(Ordering::Acquire);
         // Slide the other QPs' completions towards the producer end over
         // the removed ones, keeping each slot's owner word.
         let mut freed = 0u32;
@@ -311,8 +376,8 @@ impl<H: Hal> CqShared<H> {
             for _ in 0..freed {
                 p.ring.pop();
             }
-            // DbRec::publish fences: the slots are reread before the device
-            // may reuse them.
+            // DbRec::publish is a release store: the slots are rewritten
+            // before the device may reuse them.
             p.dbrec.publish(p.ring.ci());
             log::debug!("CQ {}: removed {freed} completion(s) of QP {qpn}", self.cqn);
         }
@@ -329,9 +394,12 @@ impl<H: Hal> CqShared<H> {
             self.mem = Some(mem);
             return Err(e);
         }
-        self.ctx.cqs.write().remove(&self.cqn);
+        #[cfg(test)]
+        self.ctx.after_destroy(CmdOpcode::DestroyCq, self.cqn);
+        remove_if_ours(&self.ctx.cqs, self.cqn, &self.arm);
         // SAFETY: from dma_alloc, and the CQ using it is destroyed.
         unsafe { self.ctx.hal().dma_free(mem) };
+        log::debug!("destroyed CQ {}", self.cqn);
         Ok(())
     }
 }
@@ -339,10 +407,13 @@ impl<H: Hal> CqShared<H> {
 impl<H: Hal> Drop for CqShared<H> {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            log::error!(
-                "dropping CQ {}: {e}; leaking its memory, which the device may still use",
-                self.cqn
-            );
+            if let Some(mem) = self.mem.take() {
+                self.ctx.orphan(
+                    DeviceMem::Region(mem),
+                    format_args!("dropping CQ {}", self.cqn),
+                    &e,
+                );
+            }
         }
     }
 }

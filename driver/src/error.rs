@@ -211,6 +211,14 @@ pub struct DestroyError<T> {
     pub error: Error,
 }
 
+impl<T> DestroyError<T> {
+    /// The outcome of destroying `object`: on failure, the object is handed
+    /// back with the error.
+    pub(crate) fn hand_back(object: T, result: Result<()>) -> Result<(), Self> {
+        result.map_err(|error| Self { object, error })
+    }
+}
+
 impl<T> fmt::Debug for DestroyError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DestroyError")

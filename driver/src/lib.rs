@@ -59,7 +59,10 @@
 //! device's answer and hands the object back on failure.
 //!
 //! The data path (`post_send`, `post_recv`, `poll`) allocates nothing and
-//! takes one uncontended spin lock per call.
+//! takes one spin lock per call: that of the send queue, receive queue or
+//! CQ it works on, contended only by threads using the same queue. `poll`
+//! finds each completion's QP in its CQ's own table, touching no
+//! context-wide state.
 #![no_std]
 #![deny(missing_docs)]
 

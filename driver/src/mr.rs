@@ -9,6 +9,7 @@ use rnic_hw_regs::verbs::access;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DmaRegion, Hal};
 
+use crate::bringup::DeviceMem;
 use crate::error::{DestroyError, Error, Result};
 use crate::pd::{Pd, PdInner};
 use crate::wr::Sge;
@@ -57,17 +58,24 @@ impl<H: Hal> Pd<H> {
         if len == 0 {
             return Err(Error::invalid("MR length must not be 0"));
         }
-        let hal = self.inner.ctx.hal();
-        let mem = hal
+        let ctx = &self.inner.ctx;
+        let mem = ctx
+            .hal()
             .dma_alloc(len)
             .map_err(|e| Error::hal(e, "allocating MR memory"))?;
         mem.zero();
         match self.register(&mem, len, access) {
             Ok(out) => Ok(self.mr(mem, true, len, access, out)),
             Err(e) => {
-                // SAFETY: from dma_alloc; the device refused the
-                // registration, so nothing refers to the memory.
-                unsafe { hal.dma_free(mem) };
+                // SAFETY: from dma_alloc, given to the device only by this
+                // registration.
+                unsafe {
+                    ctx.dispose_after_failed_create(
+                        DeviceMem::Region(mem),
+                        format_args!("registering {len} bytes of MR memory"),
+                        &e,
+                    )
+                };
                 Err(e)
             }
         }
@@ -82,15 +90,24 @@ impl<H: Hal> Pd<H> {
     /// until the MR is destroyed or dropped. The device (and [`Mr::read`] /
     /// [`Mr::write`]) may access it at any time until then, so the caller
     /// must not hold Rust references to it that assume exclusive access.
+    ///
+    /// Where the device does not confirm that it is done with the memory,
+    /// the memory stays mapped for it, and must stay valid, until the
+    /// context is closed (the last handle on it dropped, which resets the
+    /// device): when `reg_mr` fails with an error that is not the device's
+    /// refusal ([`Error::command`] is `None`, e.g. a command timeout), and
+    /// when dropping the MR fails to deregister it (logged as an error).
+    /// [`Mr::destroy`] hands a still-registered MR back instead.
     pub unsafe fn reg_mr(&self, ptr: NonNull<u8>, len: usize, access: u32) -> Result<Mr<H>> {
         check_access(access)?;
         if len == 0 {
             return Err(Error::invalid("MR length must not be 0"));
         }
-        let hal = self.inner.ctx.hal();
+        let ctx = &self.inner.ctx;
         // SAFETY: the caller keeps the memory valid until the MR is gone,
-        // and the MR unmaps it when it goes.
-        let iova = unsafe { hal.dma_map(ptr, len) }
+        // and the MR unmaps it when it goes (or, if the device may still
+        // use it, the context at shutdown).
+        let iova = unsafe { ctx.hal().dma_map(ptr, len) }
             .map_err(|e| Error::hal(e, "mapping MR memory for the device"))?;
         // SAFETY: the caller keeps `ptr .. ptr + len` valid for reads and
         // writes for as long as the MR (which owns this view) lives.
@@ -98,10 +115,15 @@ impl<H: Hal> Pd<H> {
         match self.register(&mem, len, access) {
             Ok(out) => Ok(self.mr(mem, false, len, access, out)),
             Err(e) => {
-                // SAFETY: exactly the mapping made above, not yet unmapped.
-                if let Err(ue) = unsafe { hal.dma_unmap(iova, len) } {
-                    log::error!("unmapping MR memory after a failed registration: {ue}");
-                }
+                // SAFETY: exactly the mapping made above, not yet unmapped,
+                // given to the device only by this registration.
+                unsafe {
+                    ctx.dispose_after_failed_create(
+                        DeviceMem::Mapping { iova, len },
+                        format_args!("registering {len} bytes of caller memory"),
+                        &e,
+                    )
+                };
                 Err(e)
             }
         }
@@ -239,13 +261,8 @@ impl<H: Hal> Mr<H> {
     /// Deregisters the region (DEREG_MR) and frees or unmaps its memory;
     /// on failure the MR is handed back.
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
-        match self.release() {
-            Ok(()) => Ok(()),
-            Err(error) => Err(DestroyError {
-                object: self,
-                error,
-            }),
-        }
+        let result = self.release();
+        DestroyError::hand_back(self, result)
     }
 
     fn release(&mut self) -> Result<()> {
@@ -256,40 +273,39 @@ impl<H: Hal> Mr<H> {
             id: le32::from_ne(self.lkey),
         };
         self.pd.ctx.exec::<_, ()>(CmdOpcode::DeregMr, &input)?;
-        self.free_memory();
+        if let Some(mem) = self.take_memory() {
+            // SAFETY: from reg_mr's dma_map or alloc_mr's dma_alloc on this
+            // context's platform, and the MR using it is deregistered.
+            unsafe { mem.release(self.pd.ctx.hal()) };
+        }
         Ok(())
     }
 
-    fn free_memory(&mut self) {
-        let Some(mem) = self.mem.take() else { return };
-        let hal = self.pd.ctx.hal();
-        if self.allocated {
-            // SAFETY: from dma_alloc, and the MR using it is deregistered.
-            unsafe { hal.dma_free(mem) };
+    /// The memory, as the platform gave it: a region, or the mapping of
+    /// the caller's memory (whose `dma_map` IOVA and length the view has).
+    fn take_memory(&mut self) -> Option<DeviceMem> {
+        let mem = self.mem.take()?;
+        Some(if self.allocated {
+            DeviceMem::Region(mem)
         } else {
-            // SAFETY: the iova and length of the dma_map made by reg_mr,
-            // unmapped only here (mem was taken).
-            if let Err(e) = unsafe { hal.dma_unmap(mem.iova(), self.len) } {
-                log::error!("unmapping MR {:#x}: {e}", self.lkey);
+            DeviceMem::Mapping {
+                iova: mem.iova(),
+                len: self.len,
             }
-        }
+        })
     }
 }
 
 impl<H: Hal> Drop for Mr<H> {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            log::error!("dropping MR {:#x}: {e}", self.lkey);
-            if !self.allocated {
-                // The caller's memory may be freed after this: cut the
-                // device off from it even though deregistration failed.
-                self.free_memory();
-            } else {
-                log::error!(
-                    "leaking the {} bytes of MR {:#x}, which the device may still use",
-                    self.len,
-                    self.lkey
-                );
+            // The device's MR entry may still be live: freeing or
+            // unmapping the memory would let the device (or a peer with
+            // the rkey) reach whatever the platform puts there next.
+            if let Some(mem) = self.take_memory() {
+                self.pd
+                    .ctx
+                    .orphan(mem, format_args!("dropping MR {:#x}", self.lkey), &e);
             }
         }
     }

@@ -70,25 +70,16 @@ impl<H: Hal> Pd<H> {
     /// busy; on any failure the PD is handed back.
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
         let users = Arc::strong_count(&self.inner) - 1;
-        let Some(inner) = Arc::get_mut(&mut self.inner) else {
-            let error = Error::new(
+        let result = match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.release(),
+            None => Err(Error::new(
                 ErrorKind::Busy,
                 format!(
                     "PD {} still has {users} memory region(s) or queue pair(s)",
                     self.inner.pdn
                 ),
-            );
-            return Err(DestroyError {
-                object: self,
-                error,
-            });
+            )),
         };
-        match inner.release() {
-            Ok(()) => Ok(()),
-            Err(error) => Err(DestroyError {
-                object: self,
-                error,
-            }),
-        }
+        DestroyError::hand_back(self, result)
     }
 }

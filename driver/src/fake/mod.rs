@@ -34,6 +34,9 @@ pub(crate) struct Knobs {
     pub(crate) hang_commands: bool,
     /// Fail the next command with this status and syndrome.
     pub(crate) fail_next: Option<(CmdStatus, u32)>,
+    /// Number for the next CQ or QP created, which must be free (a real
+    /// device reuses numbers as soon as their object is destroyed).
+    pub(crate) next_number: Option<u32>,
 }
 
 impl Default for Knobs {
@@ -45,6 +48,7 @@ impl Default for Knobs {
             fatal_on_enable: None,
             hang_commands: false,
             fail_next: None,
+            next_number: None,
         }
     }
 }
@@ -144,9 +148,10 @@ impl State {
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), p, data.len()) };
     }
 
-    pub(crate) fn read_obj<T: Copy>(&self, iova: u64) -> T {
+    pub(crate) fn read_obj<T: rnic_queues::Pod>(&self, iova: u64) -> T {
         let v = self.read(iova, core::mem::size_of::<T>());
-        // SAFETY: `v` holds size_of::<T>() bytes; the layouts are plain data.
+        // SAFETY: `v` holds size_of::<T>() bytes; any bit pattern is a valid
+        // `T` (Pod).
         unsafe { v.as_ptr().cast::<T>().read_unaligned() }
     }
 
@@ -363,7 +368,8 @@ impl State {
                 if self.host(buf, CQE_SIZE << log_size).is_none() {
                     return Err((CmdStatus::BadDma, 17));
                 }
-                let cqn = self.obj();
+                let cqn = self.knobs.next_number.take().unwrap_or_else(|| self.obj());
+                assert!(!self.cqs.contains_key(&cqn), "CQ number {cqn} is in use");
                 self.cqs.insert(
                     cqn,
                     FakeCq {
@@ -398,7 +404,12 @@ impl State {
                 if !cqns.iter().all(|c| self.cqs.contains_key(c)) {
                     return Err((CmdStatus::BadResource, 9));
                 }
-                let qpn = self.obj() + 1;
+                let qpn = self
+                    .knobs
+                    .next_number
+                    .take()
+                    .unwrap_or_else(|| self.obj() + 1);
+                assert!(!self.qps.contains_key(&qpn), "QP number {qpn} is in use");
                 self.qps.insert(
                     qpn,
                     FakeQp {

@@ -3,7 +3,9 @@
 
 extern crate std;
 
+use std::boxed::Box;
 use std::string::ToString;
+use std::sync::{mpsc, Arc};
 use std::vec::Vec;
 
 use rnic_hw_regs::bar0::FatalSyndrome;
@@ -769,6 +771,159 @@ fn events_update_arm_sequence_and_qp_state() {
     );
     assert_eq!(q.state(), QpState::Err);
     assert!(ctx.wait_event(1_000_000).unwrap().is_none());
+}
+
+/// Regression: a QP number the device reuses while the QP that had it is
+/// being destroyed belongs to the new QP. The old QP's release must not
+/// remove the new QP from the tables, nor its completions from the CQ,
+/// and the old QP's completions must not be taken for the new QP's.
+#[test]
+fn qp_number_reused_during_destroy_belongs_to_the_new_qp() {
+    let ctx = open();
+    let pd = Arc::new(ctx.alloc_pd().unwrap());
+    let cq = Arc::new(ctx.create_cq(16).unwrap());
+    let cqn = cq.cq_num();
+    let a = qp(&pd, &cq, cap(4, 4));
+    to_rts(&a);
+    let n = a.qp_num();
+    a.post_send(&[inline_send(1, 0)]).unwrap();
+    // A's completion is still in the CQ when A is destroyed.
+    ctx.hal()
+        .state()
+        .push_cqe(cqn, send_cqe(n, 1, 1, WcStatus::Success));
+    // Right after DESTROY_QP, before A's release has cleaned up, the
+    // device gives A's number to B, created, used and completing as
+    // another thread could.
+    let (tx, rx) = mpsc::channel();
+    let (hal, pd2, cq2) = (ctx.hal().clone(), Arc::clone(&pd), Arc::clone(&cq));
+    *ctx.shared.after_destroy.lock() = Some(Box::new(move |op, id| {
+        assert_eq!((op, id), (CmdOpcode::DestroyQp, n));
+        hal.state().knobs.next_number = Some(n);
+        let b = qp(&pd2, &cq2, cap(4, 4));
+        to_rts(&b);
+        b.post_send(&[inline_send(2, 0)]).unwrap();
+        hal.state()
+            .push_cqe(cqn, send_cqe(n, 2, 1, WcStatus::Success));
+        tx.send(b).unwrap();
+    }));
+    a.destroy().unwrap();
+    let b = rx.recv().unwrap();
+    assert_eq!(b.qp_num(), n);
+    let ids: Vec<u64> = poll_all(&cq).iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, [2], "A's completion removed, B's kept");
+    // B's send queue retires: it can be filled and drained repeatedly.
+    let four: Vec<_> = (10..14).map(|i| inline_send(i, 0)).collect();
+    for round in 1..=3u16 {
+        b.post_send(&four).unwrap();
+        ctx.hal()
+            .state()
+            .push_cqe(cqn, send_cqe(n, 13, 1 + 4 * round, WcStatus::Success));
+        assert_eq!(poll_all(&cq).len(), 1, "round {round}");
+    }
+    // Events for the number reach B.
+    ctx.hal().state().push_eqe(Eqe {
+        word: EqeWord::new().with_event_type(EventType::QpFatal.raw()),
+        obj: le32::from_ne(n),
+        ..Eqe::default()
+    });
+    assert_eq!(ctx.poll_event().unwrap().event_type, EventType::QpFatal);
+    assert_eq!(b.state(), QpState::Err);
+    b.destroy().unwrap();
+    assert!(ctx.shared.qps.read().is_empty());
+}
+
+/// Regression: a CQ number reused while the CQ that had it is being
+/// destroyed keeps the new CQ's arm state.
+#[test]
+fn cq_number_reused_during_destroy_belongs_to_the_new_cq() {
+    let ctx = open();
+    let a = ctx.create_cq(8).unwrap();
+    let n = a.cq_num();
+    let (tx, rx) = mpsc::channel();
+    let ctx2 = ctx.clone();
+    *ctx.shared.after_destroy.lock() = Some(Box::new(move |op, id| {
+        assert_eq!((op, id), (CmdOpcode::DestroyCq, n));
+        ctx2.hal().state().knobs.next_number = Some(n);
+        tx.send(ctx2.create_cq(8).unwrap()).unwrap();
+    }));
+    a.destroy().unwrap();
+    let b = rx.recv().unwrap();
+    assert_eq!(b.cq_num(), n);
+    b.arm(false);
+    ctx.hal().state().push_eqe(Eqe {
+        word: EqeWord::new().with_event_type(EventType::Completion.raw()),
+        obj: le32::from_ne(n),
+        ..Eqe::default()
+    });
+    assert_eq!(ctx.poll_event().unwrap().obj, n);
+    b.arm(false);
+    let v = ctx.hal().state().doorbells.last().unwrap().1;
+    assert_eq!(CqDoorbell::from_bits(v).sn(), 1, "B's arm state was kept");
+}
+
+/// Memory a failed command leaves with the device: freed when the device
+/// refused the command, kept until the reset at shutdown when it may still
+/// use it (a timed-out create, a failed destroy or deregistration).
+#[test]
+fn memory_the_device_may_use_is_kept_until_the_reset() {
+    let hal = FakeHal::new();
+    let mut user = std::vec![0u8; 4096];
+    let ptr = core::ptr::NonNull::new(user.as_mut_ptr()).unwrap();
+    {
+        let ctx = Context::open_with(hal.clone(), short()).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(8).unwrap();
+        let maps = || hal.state().maps.len();
+        let fail = |status| hal.state().knobs.fail_next = Some((status, 0));
+        let before = maps();
+
+        fail(CmdStatus::NoResources);
+        assert!(ctx.create_cq(8).is_err());
+        fail(CmdStatus::NoResources);
+        assert!(pd
+            .create_qp(&QpInitAttr {
+                send_cq: &cq,
+                recv_cq: &cq,
+                cap: cap(4, 4),
+                qp_type: QpType::Rc,
+                sq_sig_all: false,
+            })
+            .is_err());
+        fail(CmdStatus::BadParam);
+        assert!(pd.alloc_mr(64, 0).is_err());
+        fail(CmdStatus::BadParam);
+        // SAFETY: `user` outlives the context.
+        assert!(unsafe { pd.reg_mr(ptr, user.len(), 0) }.is_err());
+        assert_eq!(maps(), before, "refused: freed or unmapped at once");
+
+        // SAFETY: `user` outlives the context.
+        let umr = unsafe { pd.reg_mr(ptr, user.len(), 0) }.unwrap();
+        let mr = pd.alloc_mr(64, 0).unwrap();
+        let q = qp(&pd, &cq, cap(4, 4));
+        let objects = maps();
+        fail(CmdStatus::Internal);
+        drop(umr);
+        fail(CmdStatus::Internal);
+        drop(mr);
+        fail(CmdStatus::Busy);
+        drop(q);
+        assert_eq!(maps(), objects, "not released: the device may use them");
+        let e = cq.destroy().unwrap_err();
+        assert_eq!(e.error.kind(), ErrorKind::Busy, "the QP still exists");
+        let cq = e.object;
+
+        hal.state().knobs.hang_commands = true;
+        let e = ctx.create_cq(8).err().unwrap();
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert_eq!(maps(), objects + 1, "the device may yet create the CQ");
+        drop((cq, pd));
+        assert_eq!(maps(), objects + 1);
+    }
+    assert!(
+        hal.state().maps.is_empty(),
+        "everything freed or unmapped after the reset"
+    );
+    drop(user);
 }
 
 #[test]

@@ -24,6 +24,8 @@ pub use sizing::QpCap;
 use self::attr::{check_modify, from_wire, ModifyEnv};
 use self::post::{RecvQueue, SendQueue};
 use self::sizing::{QpLayout, QueueLimits};
+use crate::bringup::DeviceMem;
+use crate::context::remove_if_ours;
 use crate::cq::{Cq, CqShared};
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
@@ -87,11 +89,7 @@ impl<H: Hal> Pd<H> {
         let caps = &ctx.dev.caps;
         let lim = QueueLimits {
             log_max_wq: caps.log_max_wq,
-            max_qp_wr: if ctx.attr.max_qp_wr == 0 {
-                u32::MAX
-            } else {
-                ctx.attr.max_qp_wr
-            },
+            max_qp_wr: ctx.attr.max_qp_wr,
             max_sge: caps.max_sge,
             max_inline: caps.max_inline,
             max_wqe_bbs: caps.max_wqe_bbs,
@@ -124,8 +122,15 @@ impl<H: Hal> Pd<H> {
         let out: CreateQpOut = match ctx.exec(CmdOpcode::CreateQp, &input) {
             Ok(out) => out,
             Err(e) => {
-                // SAFETY: from dma_alloc; the device refused the QP.
-                unsafe { hal.dma_free(mem) };
+                // SAFETY: from dma_alloc, given to the device only by this
+                // command.
+                unsafe {
+                    ctx.dispose_after_failed_create(
+                        DeviceMem::Region(mem),
+                        format_args!("creating a QP"),
+                        &e,
+                    )
+                };
                 return Err(e);
             }
         };
@@ -142,6 +147,10 @@ impl<H: Hal> Pd<H> {
             )
         };
         let shared = Arc::new(QpShared::new(qpn, layout.log_sq_bbs));
+        init.send_cq.inner.attach(&shared);
+        if !Arc::ptr_eq(&init.send_cq.inner, &init.recv_cq.inner) {
+            init.recv_cq.inner.attach(&shared);
+        }
         ctx.qps.write().insert(qpn, Arc::clone(&shared));
         let cap = layout.cap();
         log::debug!(
@@ -259,13 +268,8 @@ impl<H: Hal> Qp<H> {
     // Handing the QP back by value is the point; destroy is a cold path.
     #[allow(clippy::result_large_err)]
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
-        match self.release() {
-            Ok(()) => Ok(()),
-            Err(error) => Err(DestroyError {
-                object: self,
-                error,
-            }),
-        }
+        let result = self.release();
+        DestroyError::hand_back(self, result)
     }
 
     fn release(&mut self) -> Result<()> {
@@ -280,11 +284,15 @@ impl<H: Hal> Qp<H> {
             self.mem = Some(mem);
             return Err(e);
         }
-        self.send_cq.clean(self.qpn);
+        #[cfg(test)]
+        ctx.after_destroy(CmdOpcode::DestroyQp, self.qpn);
+        // From here the device may give the number to a new QP, which other
+        // threads register: forget only what is still ours.
+        self.send_cq.detach(&self.shared);
         if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
-            self.recv_cq.clean(self.qpn);
+            self.recv_cq.detach(&self.shared);
         }
-        ctx.qps.write().remove(&self.qpn);
+        remove_if_ours(&ctx.qps, self.qpn, &self.shared);
         // SAFETY: from dma_alloc, and the QP using it is destroyed.
         unsafe { ctx.hal().dma_free(mem) };
         log::debug!("destroyed QP {}", self.qpn);
@@ -295,10 +303,13 @@ impl<H: Hal> Qp<H> {
 impl<H: Hal> Drop for Qp<H> {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            log::error!(
-                "dropping QP {}: {e}; leaking its queues, which the device may still use",
-                self.qpn
-            );
+            if let Some(mem) = self.mem.take() {
+                self.pd.ctx.orphan(
+                    DeviceMem::Region(mem),
+                    format_args!("dropping QP {}", self.qpn),
+                    &e,
+                );
+            }
         }
     }
 }

@@ -118,7 +118,7 @@ impl<H: Hal> Qp<H> {
         let pi = sq.ring.pi();
         if pi != start {
             self.shared.publish_sq_head(pi);
-            // DbRec::publish is the one release fence: the WQEs are visible
+            // DbRec::publish is the one release store: the WQEs are visible
             // before the record, which is written before the doorbell.
             sq.dbrec.publish(pi);
             let db = SqDoorbell::new().with_qpn(self.qpn).with_pi(pi as u16);
@@ -167,7 +167,7 @@ impl<H: Hal> Qp<H> {
         let pi = rq.ring.pi();
         if pi != start {
             self.shared.publish_rq_head(pi);
-            // DbRec::publish is the one release fence: the WQEs are visible
+            // DbRec::publish is the one release store: the WQEs are visible
             // before the record, which is written before the doorbell.
             rq.dbrec.publish(pi);
             let db = RqDoorbell::new().with_qpn(self.qpn).with_pi(pi as u16);

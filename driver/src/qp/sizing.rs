@@ -31,6 +31,8 @@ pub struct QpCap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct QueueLimits {
     pub(crate) log_max_wq: u8,
+    /// Work requests per queue; 0 if the device does not say, leaving the
+    /// queue size limit (`log_max_wq`).
     pub(crate) max_qp_wr: u32,
     pub(crate) max_sge: u32,
     pub(crate) max_inline: u32,
@@ -71,22 +73,29 @@ impl QpLayout {
         if cap.max_inline_data > lim.max_inline {
             return Err(over("max_inline_data", cap.max_inline_data, lim.max_inline));
         }
-        if cap.max_send_wr > lim.max_qp_wr {
+        if lim.max_qp_wr != 0 && cap.max_send_wr > lim.max_qp_wr {
             return Err(over("max_send_wr", cap.max_send_wr, lim.max_qp_wr));
         }
-        if cap.max_recv_wr > lim.max_qp_wr {
+        if lim.max_qp_wr != 0 && cap.max_recv_wr > lim.max_qp_wr {
             return Err(over("max_recv_wr", cap.max_recv_wr, lim.max_qp_wr));
         }
         let log_max_wq = u32::from(lim.log_max_wq.min(LOG_MAX_RING));
 
+        // Sizes are computed in u64, where no sum, product or power of two
+        // of the u32 inputs overflows, and checked against the limits
+        // before they are narrowed.
+
         // Worst-case send WQE: control + remote address + the largest
         // gather list, an atomic (4 segments), or the largest inline block.
-        let fixed = 2;
-        let worst_ds = (fixed + cap.max_send_sge as usize)
+        let fixed: u64 = 2;
+        let seg = SEG_SIZE as u64;
+        let worst_ds = (fixed + u64::from(cap.max_send_sge))
             .max(4)
-            .max(fixed + (INLINE_HDR + cap.max_inline_data as usize).div_ceil(SEG_SIZE));
-        let worst_bbs = wqe_bbs(worst_ds);
-        let max_bbs = (lim.max_wqe_bbs as usize).min(MAX_SEND_WQE_BBS);
+            .max(fixed + (INLINE_HDR as u64 + u64::from(cap.max_inline_data)).div_ceil(seg));
+        let worst_bbs = wqe_bbs(usize::try_from(worst_ds).unwrap_or(usize::MAX));
+        let max_bbs = usize::try_from(lim.max_wqe_bbs)
+            .unwrap_or(usize::MAX)
+            .min(MAX_SEND_WQE_BBS);
         if worst_bbs > max_bbs {
             return Err(Error::invalid(format!(
                 "max_send_sge {} and max_inline_data {} need {worst_bbs}-BB send WQEs; the \
@@ -103,14 +112,14 @@ impl QpLayout {
             )));
         }
         // Whatever the worst-case WQE leaves unused is usable too.
-        let room = worst_bbs * SEND_WQE_BB / SEG_SIZE - fixed;
+        let room = worst_bbs * SEND_WQE_BB / SEG_SIZE - fixed as usize;
         let sq = SendLimits {
             max_sge: lim.max_sge.min(room as u32),
             max_inline: lim.max_inline.min((room * SEG_SIZE - INLINE_HDR) as u32),
         };
 
-        let recv_sge = cap.max_recv_sge.max(1) as usize;
-        let stride = ((1 + recv_sge) * SEG_SIZE)
+        let recv_sge = u64::from(cap.max_recv_sge.max(1));
+        let stride = ((1 + recv_sge) * seg)
             .next_power_of_two()
             .max(1 << MIN_LOG_RQ_STRIDE);
         let log_rq_stride = stride.trailing_zeros();
@@ -121,7 +130,8 @@ impl QpLayout {
                 1 << MAX_LOG_RQ_STRIDE
             )));
         }
-        let rq_wqes = cap.max_recv_wr.max(1).next_power_of_two();
+        let stride = stride as usize;
+        let rq_wqes = u64::from(cap.max_recv_wr.max(1)).next_power_of_two();
         let log_rq_wqes = rq_wqes.trailing_zeros();
         if log_rq_wqes > log_max_wq {
             return Err(Error::invalid(format!(
@@ -258,5 +268,45 @@ mod tests {
         };
         assert!(QpLayout::new(&cap(1, 1, 6, 1, 0), &small).is_ok());
         assert!(QpLayout::new(&cap(1, 1, 7, 1, 0), &small).is_err());
+    }
+
+    #[test]
+    fn extreme_values_are_refused_without_overflow() {
+        // A device that reports no max_qp_wr, or huge limits, leaves the
+        // ring size as the limit.
+        let unlimited = QueueLimits {
+            log_max_wq: 31,
+            max_qp_wr: 0,
+            max_sge: u32::MAX,
+            max_inline: u32::MAX,
+            max_wqe_bbs: u32::MAX,
+        };
+        let huge = QueueLimits {
+            max_qp_wr: u32::MAX,
+            ..unlimited
+        };
+        for lim in [unlimited, huge] {
+            let kind = |c: QpCap| QpLayout::new(&c, &lim).unwrap_err().kind();
+            for big in [(1 << 15) + 1, (1 << 31) + 1, u32::MAX] {
+                let e = QpLayout::new(&cap(1, big, 1, 1, 0), &lim).unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+                assert!(e.message().contains("receive queue"), "{e}");
+                let e = QpLayout::new(&cap(big, 1, 1, 1, 0), &lim).unwrap_err();
+                assert!(e.message().contains("send queue"), "{e}");
+                assert_eq!(kind(cap(1, 1, big, 1, 0)), ErrorKind::InvalidArgument);
+                assert_eq!(kind(cap(1, 1, 1, big, 0)), ErrorKind::InvalidArgument);
+                assert_eq!(kind(cap(1, 1, 1, 1, big)), ErrorKind::InvalidArgument);
+            }
+            let l = QpLayout::new(&cap(1 << 15, 1 << 15, 2, 1, 0), &lim).unwrap();
+            assert_eq!((l.log_sq_bbs, l.log_rq_wqes), (15, 15));
+        }
+        // A device with one-entry rings takes one request per queue.
+        let tiny = QueueLimits {
+            log_max_wq: 0,
+            max_qp_wr: 0,
+            ..LIM
+        };
+        assert!(QpLayout::new(&cap(1, 1, 1, 1, 0), &tiny).is_ok());
+        assert!(QpLayout::new(&cap(2, 1, 1, 1, 0), &tiny).is_err());
     }
 }
