@@ -682,7 +682,9 @@ fn rnr_retry_zero_fails(mode: ExecMode) {
 
 /// No receive posted and `rnr_retry` > 0: the send queue stalls (no
 /// completion, still RTS) until the responder posts a receive, then each
-/// stalled SEND completes successfully with its data delivered.
+/// stalled SEND completes successfully with its data delivered. With
+/// `rnr_retry` 3 no SEND meets more than two RNR NAKs here (its first
+/// attempt and one retry), within the count; 7 retries without limit.
 fn rnr_retry_waits_for_receive(mode: ExecMode) {
     for rnr_retry in [3, 7] {
         let opts = PairOpts {
@@ -726,6 +728,39 @@ fn rnr_retry_waits_for_receive(mode: ExecMode) {
         assert_states(&p, QpState::Rts, QpState::Rts);
         p.assert_quiet();
     }
+}
+
+/// A finite `rnr_retry` runs out: the device retries a stalled SEND on
+/// each doorbell (there is no RNR timer), and the RNR NAK after `rnr_retry`
+/// retries completes it RNR_RETRY_EXC_ERR and flushes the rest. The
+/// responder is not affected and its receive posted afterwards stays.
+fn rnr_retry_runs_out(mode: ExecMode) {
+    let opts = PairOpts {
+        conn_a: Conn {
+            rnr_retry: 2,
+            ..Conn::default()
+        },
+        ..PairOpts::default()
+    };
+    let (p, mr_a, mr_b) = setup(mode, opts);
+    // Three doorbells: the first attempt and two retries of SEND 1.
+    for wr_id in 1..=3 {
+        assert_cq_empty(&p.ctx, &p.cq_a);
+        assert_eq!(
+            query_state(&p.a),
+            QpState::Rts,
+            "stalled before post {wr_id}"
+        );
+        post_send(&p.a, send(wr_id, &[sge(&mr_a, 0, 8)]));
+    }
+    let s = poll_n(&p.cq_a, 3);
+    assert_err(&s[0], 1, WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded);
+    assert_flushed(&s[1..], &[2, 3]);
+    assert_states(&p, QpState::Err, QpState::Rts);
+    post_recv(&p.b, recv(5, &[sge(&mr_b, 0, 8)]));
+    assert_cq_empty(&p.ctx, &p.cq_b);
+    assert_all_sentinel(&mr_b);
+    p.assert_quiet();
 }
 
 /// The destination QP missing, in RESET, in INIT or in ERR: RETRY_EXC_ERR
@@ -1124,6 +1159,7 @@ both_modes!(
     receive_buffer_protection,
     rnr_retry_zero_fails,
     rnr_retry_waits_for_receive,
+    rnr_retry_runs_out,
     destination_not_ready,
     misaligned_atomic,
     nothing_accepted_is_lost,

@@ -91,6 +91,9 @@ impl Default for EmuConfig {
     }
 }
 
+/// Object numbers are 24 bits wide: 2^24 numbers.
+const MAX_OBJECTS: u32 = 1 << 24;
+
 /// Why an [`EmuConfig`] is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConfigError(pub &'static str);
@@ -107,21 +110,25 @@ impl EmuConfig {
     /// Checks that every limit fits the register and descriptor formats.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let check = |ok: bool, what: &'static str| if ok { Ok(()) } else { Err(ConfigError(what)) };
+        // Object numbers are 24 bits wide (doorbells, CQEs and QP attributes
+        // carry 24-bit QPNs and CQNs; an MR key is `index << 8 | tag`). QPNs
+        // run from 0 to max_qp - 1; PDNs, CQNs and MR indices from 1 to the
+        // limit, which therefore stays below 2^24.
         check(
-            (3..=1 << 24).contains(&self.max_qp),
+            (3..=MAX_OBJECTS).contains(&self.max_qp),
             "max_qp must be in 3..=2^24",
         )?;
         check(
-            (1..=1 << 24).contains(&self.max_cq),
-            "max_cq must be in 1..=2^24",
+            (1..MAX_OBJECTS).contains(&self.max_cq),
+            "max_cq must be in 1..2^24",
         )?;
         check(
-            (1..=1 << 24).contains(&self.max_mr),
-            "max_mr must be in 1..=2^24",
+            (1..MAX_OBJECTS).contains(&self.max_mr),
+            "max_mr must be in 1..2^24",
         )?;
         check(
-            (1..=1 << 24).contains(&self.max_pd),
-            "max_pd must be in 1..=2^24",
+            (1..MAX_OBJECTS).contains(&self.max_pd),
+            "max_pd must be in 1..2^24",
         )?;
         // Work queue indices are 16 bits wide on the device side.
         check(self.log_max_wq <= 15, "log_max_wq must be at most 15")?;
@@ -241,5 +248,29 @@ mod tests {
             ..EmuConfig::default()
         };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn object_numbers_fit_24_bits() {
+        let with = |f: fn(&mut EmuConfig, u32), v: u32| {
+            let mut c = EmuConfig::default();
+            f(&mut c, v);
+            c.validate()
+        };
+        let max_qp: fn(&mut EmuConfig, u32) = |c, v| c.max_qp = v;
+        let max_cq: fn(&mut EmuConfig, u32) = |c, v| c.max_cq = v;
+        let max_mr: fn(&mut EmuConfig, u32) = |c, v| c.max_mr = v;
+        let max_pd: fn(&mut EmuConfig, u32) = |c, v| c.max_pd = v;
+        // QPNs 0 ..= 2^24 - 1: 2^24 of them.
+        assert!(with(max_qp, 1 << 24).is_ok());
+        assert!(with(max_qp, (1 << 24) + 1).is_err());
+        assert!(with(max_qp, 2).is_err());
+        // Numbered from 1: at most 2^24 - 1. An MR index of 2^24 would make
+        // `index << 8` wrap to key 0 | tag.
+        for f in [max_cq, max_mr, max_pd] {
+            assert!(with(f, (1 << 24) - 1).is_ok());
+            assert!(with(f, 1 << 24).is_err());
+            assert!(with(f, 0).is_err());
+        }
     }
 }

@@ -34,23 +34,32 @@ pub(crate) fn write(st: &mut State, cqn: u32, cqe: &Cqe) -> Result<(), CqFailed>
         return Err(CqFailed);
     }
     let log = cq.log_size as u32;
+    // The consumer index last read from the doorbell record is a lower bound
+    // of the driver's: the record is read again (with its acquire fence)
+    // only when the ring looks full from it, not once per CQE.
+    if ring_full(cq.pi, cq.ci_seen, log, INDEX_BITS) {
+        let Some(ci) = cq.dbrec.read_index(&st.iommu, 0) else {
+            log::warn!("CQ {cqn}: doorbell record unmapped; CQ in error");
+            return Err(fail(st, cqn));
+        };
+        cq.ci_seen = ci;
+        if ring_full(cq.pi, ci, log, INDEX_BITS) {
+            log::warn!("CQ {cqn}: overrun (pi {}, ci {ci}); CQ in error", cq.pi);
+            return Err(fail(st, cqn));
+        }
+    }
     let slot = (cq.pi & ((1 << log) - 1)) as usize * CQE_SIZE;
-    let ci = cq.dbrec.read_index(&st.iommu, 0);
     let ptr = cq
         .buf
         .at(&st.iommu, slot, CQE_SIZE)
         .and_then(|p| NonNull::new(p.0));
-    let (ci, ptr) = match (ci, ptr) {
-        (Some(ci), Some(p)) if p.as_ptr() as usize % align_of::<Cqe>() == 0 => (ci, p),
+    let ptr = match ptr {
+        Some(p) if p.as_ptr() as usize % align_of::<Cqe>() == 0 => p,
         _ => {
             log::warn!("CQ {cqn}: CQE write faulted; CQ in error");
             return Err(fail(st, cqn));
         }
     };
-    if ring_full(cq.pi, ci, log, INDEX_BITS) {
-        log::warn!("CQ {cqn}: overrun (pi {}, ci {ci}); CQ in error", cq.pi);
-        return Err(fail(st, cqn));
-    }
     // SAFETY: the slot is CQE_SIZE bytes inside a live mapping (translated
     // under the device lock) and aligned for Cqe (checked above).
     unsafe { write_entry(ptr, cqe, owner_bit(cq.pi, log)) };

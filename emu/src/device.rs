@@ -118,7 +118,11 @@ impl Shared {
             thread::yield_now();
         }
         // Pairs with the device thread's fence between announcing sleep and
-        // checking the queue: one of the two sides sees the other.
+        // checking the queue: one of the two sides sees the other. It stays
+        // even while the thread is busy: skipping it needs to know the
+        // thread is not going to sleep, which is the load it orders. (The
+        // queue push just before is a locked RMW, so on x86 this fence
+        // finds the store buffer drained and costs little.)
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) {
             if let Some(t) = self.thread.get() {

@@ -30,14 +30,23 @@
 //! - Every WQE executes to completion before the next starts, so fences and
 //!   outstanding-READ limits are trivially honoured.
 //! - Receiver-not-ready with `rnr_retry` 1..=7 stalls the send queue at the
-//!   WQE until the responder's RQ doorbell rings (or the requester's SQ
-//!   doorbell rings again, standing in for the RNR timer); timed RNR retry
-//!   exhaustion belongs to the RC wire transport.
+//!   WQE. There is no RNR timer: the WQE is retried when the responder's RQ
+//!   doorbell rings, when the requester's SQ doorbell rings again (standing
+//!   in for a timer expiry), or when the responder leaves RTR/RTS. Each
+//!   retry that meets RNR again counts; after `rnr_retry` of them (1..=6)
+//!   the WQE completes `RNR_RETRY_EXC_ERR`, while 7 retries without limit.
+//!   Timed retries belong to the RC wire transport.
+//! - Producer indices are read from a doorbell record on each SQ/RQ
+//!   doorbell and otherwise only once the WQEs already known from it are
+//!   consumed; a CQ's consumer index only when the CQ looks full from the
+//!   last value read. A producer index more than the ring size ahead of the
+//!   consumer index is a malformed record (`QpFatal` / `BadWqe`); the flush
+//!   then covers the WQEs up to the last index accepted.
 //! - An error reported by an error CQE raises no async event (as on rxe and
 //!   mlx5). Errors no CQE can report do: `QpFatal` when a doorbell record or
-//!   the receive queue cannot be read, a CQE cannot be written, or the
-//!   responder's memory faults during an RDMA operation that consumes no
-//!   receive WQE; `QpAccessErr` for responder rkey errors and `QpReqErr` for
+//!   the receive queue cannot be read, a doorbell record is malformed, a CQE
+//!   cannot be written, or the responder's memory faults during an RDMA
+//!   operation that consumes no receive WQE; `QpAccessErr` for responder rkey errors and `QpReqErr` for
 //!   misaligned atomics and READs/atomics to a responder without
 //!   `max_dest_rd_atomic` (IB responder class C errors). A MODIFY_QP to ERR
 //!   raises none.

@@ -80,7 +80,8 @@ pub(crate) struct Mr {
 }
 
 /// The MR table: keys are `index << 8 | tag`, the tag advancing each time an
-/// index is reused so that a stale key misses.
+/// index is reused so that a stale key misses. Indices stay below 2^24
+/// (`EmuConfig::validate` bounds `max_mr`), so a key never wraps.
 #[derive(Debug)]
 pub(crate) struct MrTable {
     pub table: Table<Mr>,
@@ -143,6 +144,9 @@ pub(crate) struct Cq {
     pub dbrec: DmaRange,
     /// Free-running producer index.
     pub pi: u32,
+    /// The driver's consumer index as last read from the doorbell record.
+    /// The record is read again only when the ring looks full from it.
+    pub ci_seen: u32,
     /// The CQ overran or a CQE write faulted: no more CQEs are written.
     pub error: bool,
     /// Pending arm request.
@@ -176,11 +180,21 @@ pub(crate) struct Qp {
     pub sq_ci: u32,
     /// Device's free-running receive consumer index, in WQEs.
     pub rq_ci: u32,
+    /// Send producer index last accepted from the doorbell record (never
+    /// more than the SQ size ahead of `sq_ci`): the BBs up to it are posted
+    /// and known to the device.
+    pub sq_pi: u32,
+    /// Receive producer index last accepted from the doorbell record (never
+    /// more than the RQ size ahead of `rq_ci`).
+    pub rq_pi: u32,
     /// The requester is executing a WQE: a flush of the send queue waits for
     /// it to complete.
     pub sq_busy: bool,
     /// The send queue is stalled on receiver-not-ready at this responder QP.
     pub rnr_stalled_on: Option<u32>,
+    /// RNR NAKs the WQE at `sq_ci` has received (its first attempt and its
+    /// retries); 0 once it completes.
+    pub rnr_naks: u8,
     /// Requester QPs stalled on receiver-not-ready at this QP.
     pub rnr_waiters: Vec<u32>,
     /// Queued in the device's list of send queues to run.

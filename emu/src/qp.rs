@@ -1,5 +1,6 @@
 //! QP state changes and their side effects: the error state and its flush,
-//! reset, receiver-not-ready wake-ups, and the receive queue doorbell.
+//! reset, receiver-not-ready wake-ups, the receive queue doorbell, and
+//! reading producer indices from the QP's doorbell record.
 
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
@@ -8,11 +9,92 @@ use rnic_hw_regs::verbs::{QpState, WcOpcode, WcStatus};
 use rnic_hw_regs::wqe::{wqe_bbs, CtrlSeg, RecvWqeHdr, SEND_WQE_BB};
 use rnic_queues::device::ring_pending;
 
+use crate::iommu::Iommu;
+use crate::objects::Qp;
 use crate::state::State;
 use crate::{cq, eq, wqe};
 
 /// Work queue indices are 16 bits wide on the device side.
 pub(crate) const WQ_INDEX_BITS: u32 = 16;
+
+/// One of a QP's work queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wq {
+    Sq,
+    Rq,
+}
+
+/// Why a QP's doorbell record cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BadDbrec {
+    /// The IOMMU does not map it.
+    Unmapped,
+    /// Its producer index is more than the ring size ahead of the device's
+    /// consumer index (or behind it).
+    Malformed,
+}
+
+impl BadDbrec {
+    /// The syndrome of the `QpFatal` event that reports it.
+    pub(crate) fn syndrome(self) -> Syndrome {
+        match self {
+            BadDbrec::Unmapped => Syndrome::DmaFault,
+            BadDbrec::Malformed => Syndrome::BadWqe,
+        }
+    }
+}
+
+/// Reads `wq`'s producer index from the QP's doorbell record and returns
+/// how many entries (send BBs or receive WQEs) it publishes past the
+/// device's consumer index. An accepted index is remembered (`sq_pi` /
+/// `rq_pi`): the entries up to it are known to be posted.
+///
+/// A producer index more than the ring size ahead of the consumer index
+/// cannot be right (the driver cannot have posted more entries than the
+/// ring holds): the slots past the ring size hold stale entries of the
+/// previous pass, which the 8-bit `wqe_index` check cannot tell apart on
+/// large rings. Such a record is refused, and so is an unmapped one.
+pub(crate) fn published(qp: &mut Qp, iommu: &Iommu, wq: Wq) -> Result<u32, BadDbrec> {
+    let (off, ci, log_size) = match wq {
+        Wq::Sq => (QP_DBREC_SQ, qp.sq_ci, qp.log_sq_bbs),
+        Wq::Rq => (QP_DBREC_RQ, qp.rq_ci, qp.log_rq_wqes),
+    };
+    let Some(pi) = qp.dbrec.read_index(iommu, off) else {
+        log::warn!("QP {}: doorbell record unmapped", qp.qpn);
+        return Err(BadDbrec::Unmapped);
+    };
+    let pending = ring_pending(pi, ci, WQ_INDEX_BITS);
+    if pending > 1 << log_size {
+        log::warn!(
+            "QP {}: {wq:?} producer index {pi:#x} is {pending} entries ahead of {ci:#x}, \
+             beyond the ring of 2^{log_size}",
+            qp.qpn
+        );
+        return Err(BadDbrec::Malformed);
+    }
+    let accepted = ci.wrapping_add(pending);
+    match wq {
+        Wq::Sq => qp.sq_pi = accepted,
+        Wq::Rq => qp.rq_pi = accepted,
+    }
+    Ok(pending)
+}
+
+/// Entries of `wq` known to be posted and not yet consumed: published past
+/// the consumer index by the last producer index accepted.
+pub(crate) fn known(qp: &Qp, wq: Wq) -> u32 {
+    match wq {
+        Wq::Sq => qp.sq_pi.wrapping_sub(qp.sq_ci),
+        Wq::Rq => qp.rq_pi.wrapping_sub(qp.rq_ci),
+    }
+}
+
+/// Entries of `wq` to flush: those the doorbell record publishes, or, if
+/// it cannot be used, those known from the last accepted producer index.
+/// Never more than the ring holds.
+fn outstanding(qp: &mut Qp, iommu: &Iommu, wq: Wq) -> u32 {
+    published(qp, iommu, wq).unwrap_or_else(|_| known(qp, wq))
+}
 
 /// Moves QP `qpn` to the error state: outstanding WQEs of both queues are
 /// flushed, requesters stalled on it are woken, and `event` (if any) is
@@ -27,6 +109,7 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
     log::debug!("QP {qpn}: {:?} -> Err ({event:?})", qp.state);
     qp.state = QpState::Err;
     qp.rnr_stalled_on = None;
+    qp.rnr_naks = 0;
     // A WQE in execution completes first; the requester flushes after it.
     let sq_busy = qp.sq_busy;
     wake_waiters(st, qpn);
@@ -48,7 +131,10 @@ pub(crate) fn to_reset(st: &mut State, qpn: u32) {
     qp.state = QpState::Reset;
     qp.sq_ci = 0;
     qp.rq_ci = 0;
+    qp.sq_pi = 0;
+    qp.rq_pi = 0;
     qp.rnr_stalled_on = None;
+    qp.rnr_naks = 0;
     wake_waiters(st, qpn);
 }
 
@@ -82,20 +168,20 @@ pub(crate) fn wake_waiters(st: &mut State, qpn: u32) {
 }
 
 /// Completes every posted, uncompleted send WQE with `WR_FLUSH_ERR`, one
-/// CQE per WQE, in order. A send queue whose memory is unmapped is dropped
-/// without completions: its WQEs cannot be read.
+/// CQE per WQE, in order: those up to the producer index of the doorbell
+/// record, or, if the record cannot be used, up to the last producer index
+/// accepted from it (so never more than the ring holds). A send queue whose
+/// memory is unmapped is dropped without completions: its WQEs cannot be
+/// read.
 pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
-    loop {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let mut pending = outstanding(qp, &st.iommu, Wq::Sq);
+    while pending > 0 {
         let Some(qp) = st.objs.qps.get_mut(qpn) else {
             return;
         };
-        let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_SQ) else {
-            return;
-        };
-        let pending = ring_pending(pi, qp.sq_ci, WQ_INDEX_BITS);
-        if pending == 0 {
-            return;
-        }
         let size = 1u32 << qp.log_sq_bbs;
         let slot = (qp.sq_ci & (size - 1)) as usize * SEND_WQE_BB;
         let Some(ctrl) = qp.sq.read::<CtrlSeg>(&st.iommu, slot) else {
@@ -105,7 +191,8 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
         };
         // A malformed size still retires at least one BB, never more than
         // were posted.
-        let bbs = (wqe_bbs(ctrl.word.ds() as usize) as u32).clamp(1, pending.min(size));
+        let bbs = (wqe_bbs(ctrl.word.ds() as usize) as u32).clamp(1, pending);
+        pending -= bbs;
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs);
         let mut cqe = cq::cqe(
             ctrl.wr_id.to_ne(),
@@ -123,19 +210,17 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
     }
 }
 
-/// Completes every posted receive WQE with `WR_FLUSH_ERR`, in order.
+/// Completes every posted receive WQE with `WR_FLUSH_ERR`, in order (as
+/// many as [`flush_sq`] would: never more than the ring holds).
 pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
-    loop {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let mut pending = outstanding(qp, &st.iommu, Wq::Rq);
+    while pending > 0 {
         let Some(qp) = st.objs.qps.get_mut(qpn) else {
             return;
         };
-        let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_RQ) else {
-            return;
-        };
-        let pending = ring_pending(pi, qp.rq_ci, WQ_INDEX_BITS);
-        if pending == 0 {
-            return;
-        }
         let stride = 1usize << qp.log_rq_stride;
         let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
         let Some(hdr) = qp.rq.read::<RecvWqeHdr>(&st.iommu, slot) else {
@@ -143,6 +228,7 @@ pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
             qp.rq_ci = qp.rq_ci.wrapping_add(pending);
             return;
         };
+        pending -= 1;
         qp.rq_ci = qp.rq_ci.wrapping_add(1);
         let cqe = cq::cqe(
             hdr.wr_id.to_ne(),
@@ -157,8 +243,10 @@ pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
     }
 }
 
-/// An RQ doorbell on page `page`: flush in the error state, otherwise wake
-/// requesters waiting for receive WQEs.
+/// An RQ doorbell on page `page`: flush in the error state; otherwise take
+/// note of the receive WQEs the doorbell record publishes (a malformed or
+/// unmapped record moves the QP to the error state with a `QpFatal` event)
+/// and wake requesters waiting for receive WQEs.
 pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
     let qpn = db.qpn();
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -172,9 +260,13 @@ pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
         );
         return;
     }
-    if qp.state == QpState::Err {
-        flush_rq(st, qpn);
-    } else {
-        wake_waiters(st, qpn);
+    match qp.state {
+        QpState::Err => flush_rq(st, qpn),
+        // The doorbell record is not in use before the QP leaves RESET.
+        QpState::Reset => {}
+        _ => match published(qp, &st.iommu, Wq::Rq) {
+            Ok(_) => wake_waiters(st, qpn),
+            Err(e) => to_err(st, qpn, Some((EventType::QpFatal, e.syndrome()))),
+        },
     }
 }

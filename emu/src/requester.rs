@@ -3,18 +3,22 @@
 
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
-use rnic_hw_regs::uar::{SqDoorbell, QP_DBREC_SQ};
+use rnic_hw_regs::uar::SqDoorbell;
 use rnic_hw_regs::verbs::{access, QpState, WcStatus};
-use rnic_queues::device::ring_pending;
 
 use crate::op::{Nak, ReqOp, Request, Response};
-use crate::qp::{self, WQ_INDEX_BITS};
+use crate::qp::{self, Wq};
 use crate::sgl::{self, Seg, Sgl};
 use crate::state::State;
 use crate::wqe::{self, Data, SendWqe, WqeError};
 use crate::{cq, port};
 
-/// An SQ doorbell on page `page`.
+/// `rnr_retry` value meaning "retry without limit".
+const RNR_RETRY_INFINITE: u8 = 7;
+
+/// An SQ doorbell on page `page`: reads the doorbell record (a malformed or
+/// unmapped one moves the QP to the error state with a `QpFatal` event) and
+/// runs the send queue, retrying a WQE stalled on receiver-not-ready.
 pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
     let qpn = db.qpn();
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -28,8 +32,17 @@ pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
         );
         return;
     }
-    // A doorbell is also a retry opportunity for a send queue stalled on
-    // receiver-not-ready (as an RNR timer expiry would be).
+    // The doorbell record is not in use before the QP leaves RESET; in the
+    // error state the flush reads it.
+    if !matches!(qp.state, QpState::Reset | QpState::Err) {
+        if let Err(e) = qp::published(qp, &st.iommu, Wq::Sq) {
+            qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+            st.run_kicked();
+            return;
+        }
+    }
+    // A doorbell is also a retry attempt for a send queue stalled on
+    // receiver-not-ready (standing in for an RNR timer expiry).
     qp.rnr_stalled_on = None;
     process_sq(st, qpn);
     st.run_kicked();
@@ -64,14 +77,18 @@ fn run_sq(st: &mut State, qpn: u32, scratch: &mut Scratch) {
             QpState::Err => return qp::flush_sq(st, qpn),
             _ => return,
         }
-        let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_SQ) else {
-            log::warn!("QP {qpn}: doorbell record unmapped");
-            return qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::DmaFault)));
+        // The doorbell record is read again only once the BBs published by
+        // the last producer index accepted from it are consumed.
+        let pending = match qp::known(qp, Wq::Sq) {
+            0 => match qp::published(qp, &st.iommu, Wq::Sq) {
+                Ok(0) => return,
+                Ok(pending) => pending,
+                Err(e) => {
+                    return qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+                }
+            },
+            pending => pending,
         };
-        let pending = ring_pending(pi, qp.sq_ci, WQ_INDEX_BITS);
-        if pending == 0 {
-            return;
-        }
         let max_bbs = st.cfg.max_wqe_bbs;
         match wqe::fetch(w, qp, &st.iommu, pending, max_bbs) {
             Ok(()) => {
@@ -90,8 +107,8 @@ enum Outcome {
     Done(u32),
     /// Failed with this status.
     Failed(WcStatus, Syndrome),
-    /// Stalled on receiver-not-ready at this QP: retry later.
-    Stalled(u32),
+    /// Receiver-not-ready at this QP.
+    Rnr(u32),
 }
 
 /// Executes one fetched WQE, using `local` as scratch for its local
@@ -116,17 +133,25 @@ fn execute(st: &mut State, qpn: u32, w: &SendWqe, local: &mut Sgl) -> bool {
     let opcode = wqe::wc_opcode(w.ctrl.word.opcode());
     let wr_id = w.ctrl.wr_id.to_ne();
     let outcome = match outcome {
-        // RNR retry count 0: the first RNR NAK is final.
-        Outcome::Stalled(_) if rnr_retry == 0 => {
-            Outcome::Failed(WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded)
-        }
+        Outcome::Rnr(responder) => match st.objs.qps.get_mut(qpn) {
+            None => return false,
+            Some(qp) => {
+                // The first attempt and each retry count one RNR NAK:
+                // `rnr_retry` retries are allowed after the first attempt,
+                // 7 meaning without limit.
+                qp.rnr_naks = qp.rnr_naks.saturating_add(1);
+                if rnr_retry < RNR_RETRY_INFINITE && qp.rnr_naks > rnr_retry {
+                    Outcome::Failed(WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded)
+                } else {
+                    qp.rnr_stalled_on = Some(responder);
+                    Outcome::Rnr(responder)
+                }
+            }
+        },
         o => o,
     };
     match outcome {
-        Outcome::Stalled(responder) => {
-            if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                qp.rnr_stalled_on = Some(responder);
-            }
+        Outcome::Rnr(responder) => {
             if let Some(r) = st.objs.qps.get_mut(responder) {
                 if !r.rnr_waiters.contains(&qpn) {
                     r.rnr_waiters.push(qpn);
@@ -139,6 +164,7 @@ fn execute(st: &mut State, qpn: u32, w: &SendWqe, local: &mut Sgl) -> bool {
             let Some(qp) = st.objs.qps.get_mut(qpn) else {
                 return false;
             };
+            qp.rnr_naks = 0;
             qp.sq_ci = qp.sq_ci.wrapping_add(w.bbs);
             if signaled {
                 let mut cqe = cq::cqe(wr_id, qpn, qp.sq_ci, opcode, WcStatus::Success, 0);
@@ -178,6 +204,7 @@ fn fail(st: &mut State, qpn: u32, e: WqeError) {
         e.status,
         e.syndrome
     );
+    qp.rnr_naks = 0;
     qp.sq_ci = qp.sq_ci.wrapping_add(e.bbs);
     let mut cqe = cq::cqe(
         e.wr_id,
@@ -279,7 +306,7 @@ fn transfer(
             sgl::copy(&[src], local.segs(), 8);
             Outcome::Done(8)
         }
-        Response::Nak(Nak::Rnr, _) => Outcome::Stalled(dest),
+        Response::Nak(Nak::Rnr, _) => Outcome::Rnr(dest),
         Response::Nak(Nak::InvalidRequest, s) => Outcome::Failed(WcStatus::RemInvReqErr, s),
         Response::Nak(Nak::RemoteAccess, s) => Outcome::Failed(WcStatus::RemAccessErr, s),
         Response::Nak(Nak::RemoteOp, s) => Outcome::Failed(WcStatus::RemOpErr, s),

@@ -12,13 +12,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::uar::QP_DBREC_RQ;
 use rnic_hw_regs::verbs::{access, WcOpcode, WcStatus};
-use rnic_queues::device::ring_pending;
 
 use crate::cq;
 use crate::op::{Nak, ReqOp, Request, Response};
-use crate::qp::{self, WQ_INDEX_BITS};
+use crate::qp::{self, BadDbrec, Wq};
 use crate::sgl::{self, Seg, Sgl};
 use crate::state::State;
 use crate::wqe::{self, RecvError, RecvWqe};
@@ -28,8 +26,8 @@ pub(crate) fn execute(st: &mut State, req: &Request<'_>) -> Response {
     let qpn = req.dest_qpn;
     let len = req.len as usize;
     match req.op {
-        ReqOp::Send | ReqOp::SendImm => receive(st, qpn, req),
-        ReqOp::WriteImm => write_imm(st, qpn, req),
+        ReqOp::Send | ReqOp::SendImm => with_scratch(st, |st, s| receive(st, qpn, req, s)),
+        ReqOp::WriteImm => with_scratch(st, |st, s| write_imm(st, qpn, req, &mut s.wqe)),
         ReqOp::Write => match remote(st, qpn, req.raddr, req.rkey, req.len, access::REMOTE_WRITE) {
             Ok(dst) => {
                 sgl::copy(req.payload, &[dst], len);
@@ -47,6 +45,25 @@ pub(crate) fn execute(st: &mut State, req: &Request<'_>) -> Response {
         },
         ReqOp::CmpSwap | ReqOp::FetchAdd => atomic(st, qpn, req),
     }
+}
+
+/// Reusable buffers for the responder, kept in the device state (taken
+/// while a message consumes a receive WQE): neither allocated nor
+/// initialized per message.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    /// The receive WQE being consumed.
+    wqe: RecvWqe,
+    /// Its scatter list resolved to host memory.
+    dst: Sgl,
+}
+
+/// Runs `f` with the responder's scratch buffers.
+fn with_scratch(st: &mut State, f: impl FnOnce(&mut State, &mut Scratch) -> Response) -> Response {
+    let mut s = st.recv_scratch.take().unwrap_or_default();
+    let r = f(st, &mut s);
+    st.recv_scratch = Some(s);
+    r
 }
 
 /// Whether QP `qpn` accepts RDMA READ and atomic requests: a responder
@@ -113,21 +130,31 @@ fn remote(
     }
 }
 
-/// The receive WQE at QP `qpn`'s receive consumer index, not yet consumed;
-/// receiver-not-ready if there is none.
-fn next_recv(st: &mut State, qpn: u32) -> Result<RecvWqe, Response> {
+/// Copies the receive WQE at QP `qpn`'s receive consumer index, not yet
+/// consumed, into `w`; receiver-not-ready if there is none.
+fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Response> {
     let max_sge = st.cfg.max_sge;
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return Err(Response::Timeout);
     };
-    let Some(pi) = qp.dbrec.read_index(&st.iommu, QP_DBREC_RQ) else {
-        return Err(local_fault(st, qpn));
-    };
-    if ring_pending(pi, qp.rq_ci, WQ_INDEX_BITS) == 0 {
-        return Err(Response::Nak(Nak::Rnr, Syndrome::None));
+    // The doorbell record is read only once the receive WQEs known from it
+    // are consumed.
+    if qp::known(qp, Wq::Rq) == 0 {
+        match qp::published(qp, &st.iommu, Wq::Rq) {
+            Ok(0) => return Err(Response::Nak(Nak::Rnr, Syndrome::None)),
+            Ok(_) => {}
+            Err(BadDbrec::Unmapped) => return Err(local_fault(st, qpn)),
+            Err(e @ BadDbrec::Malformed) => {
+                qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+                return Err(Response::Nak(Nak::RemoteOp, Syndrome::RemoteError));
+            }
+        }
     }
-    match wqe::fetch_recv(qp, &st.iommu, max_sge) {
-        Ok(w) => Ok(w),
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Err(Response::Timeout);
+    };
+    match wqe::fetch_recv(w, qp, &st.iommu, max_sge) {
+        Ok(()) => Ok(()),
         Err(RecvError::Fault) => Err(local_fault(st, qpn)),
         Err(RecvError::Malformed(wr_id)) => Err(recv_error(
             st,
@@ -194,12 +221,12 @@ fn complete_recv(st: &mut State, qpn: u32, wr_id: u64, req: &Request<'_>, opcode
 
 /// SEND and SEND with immediate: scatter the payload into the next receive
 /// WQE.
-fn receive(st: &mut State, qpn: u32, req: &Request<'_>) -> Response {
-    let w = match next_recv(st, qpn) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
-    let sges = &w.sges[..w.n];
+fn receive(st: &mut State, qpn: u32, req: &Request<'_>, scratch: &mut Scratch) -> Response {
+    let Scratch { wqe: w, dst } = scratch;
+    if let Err(r) = next_recv(st, qpn, w) {
+        return r;
+    }
+    let sges = w.sges();
     let capacity: u64 = sges.iter().map(wqe::sge_len).sum();
     if req.len > capacity {
         return recv_error(
@@ -216,7 +243,7 @@ fn receive(st: &mut State, qpn: u32, req: &Request<'_>) -> Response {
     let pdn = qp.pdn;
     // Only the SGEs the message reaches are checked, as a NIC scattering
     // the data would.
-    let mut dst = Sgl::default();
+    dst.clear();
     let mut left = req.len;
     for s in sges {
         if left == 0 {
@@ -258,11 +285,10 @@ fn receive(st: &mut State, qpn: u32, req: &Request<'_>) -> Response {
 /// RDMA WRITE with immediate: write the payload, then consume a receive WQE
 /// for the immediate. The receive WQE is checked first: no WQE means RNR
 /// before any data lands.
-fn write_imm(st: &mut State, qpn: u32, req: &Request<'_>) -> Response {
-    let w = match next_recv(st, qpn) {
-        Ok(w) => w,
-        Err(r) => return r,
-    };
+fn write_imm(st: &mut State, qpn: u32, req: &Request<'_>, w: &mut RecvWqe) -> Response {
+    if let Err(r) = next_recv(st, qpn, w) {
+        return r;
+    }
     // A failure consumes the receive WQE with an error completion, which
     // reports it (IBV_WC_LOC_ACCESS_ERR is defined for exactly this case).
     match check_rkey(st, qpn, req.raddr, req.rkey, req.len, access::REMOTE_WRITE) {

@@ -12,7 +12,7 @@ use crate::iommu::Iommu;
 use crate::irq::IrqLines;
 use crate::objects::Objects;
 use crate::regs::Regs;
-use crate::{requester, EmuConfig};
+use crate::{requester, responder, EmuConfig};
 
 /// One GID table entry.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +41,9 @@ pub(crate) struct State {
     pub irq: Arc<IrqLines>,
     /// The requester's reusable buffers (taken while a send queue runs).
     pub scratch: Option<Box<requester::Scratch>>,
+    /// The responder's reusable buffers (taken while a message consumes a
+    /// receive WQE).
+    pub recv_scratch: Option<Box<responder::Scratch>>,
 }
 
 impl State {
@@ -56,6 +59,7 @@ impl State {
             irq,
             cfg,
             scratch: Some(Box::default()),
+            recv_scratch: Some(Box::default()),
         };
         st.reset();
         st

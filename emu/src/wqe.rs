@@ -232,11 +232,30 @@ impl SendWqe {
     }
 }
 
-/// A receive WQE: its work request ID and scatter list.
+/// A receive WQE: its work request ID and scatter list. One buffer, kept by
+/// the responder, serves every receive: nothing is initialized per WQE.
+#[derive(Debug)]
 pub(crate) struct RecvWqe {
     pub wr_id: u64,
-    pub sges: [DataSeg; MAX_SEND_WQE_DS],
-    pub n: usize,
+    sges: [DataSeg; MAX_SEND_WQE_DS],
+    n: usize,
+}
+
+impl Default for RecvWqe {
+    fn default() -> Self {
+        Self {
+            wr_id: 0,
+            sges: [DataSeg::default(); MAX_SEND_WQE_DS],
+            n: 0,
+        }
+    }
+}
+
+impl RecvWqe {
+    /// The scatter list.
+    pub(crate) fn sges(&self) -> &[DataSeg] {
+        &self.sges[..self.n]
+    }
 }
 
 /// Why a receive WQE cannot be used.
@@ -249,28 +268,36 @@ pub(crate) enum RecvError {
     Malformed(u64),
 }
 
-/// Reads the receive WQE at the QP's receive consumer index.
-pub(crate) fn fetch_recv(qp: &mut Qp, iommu: &Iommu, max_sge: u8) -> Result<RecvWqe, RecvError> {
+/// Copies the receive WQE at the QP's receive consumer index into `w`: the
+/// header, then the whole scatter list in one copy.
+pub(crate) fn fetch_recv(
+    w: &mut RecvWqe,
+    qp: &mut Qp,
+    iommu: &Iommu,
+    max_sge: u8,
+) -> Result<(), RecvError> {
     let stride = 1usize << qp.log_rq_stride;
     let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
     let hdr: RecvWqeHdr = qp.rq.read(iommu, slot).ok_or(RecvError::Fault)?;
     let wr_id = hdr.wr_id.to_ne();
     let n = hdr.sge_count.to_ne() as usize;
-    if n > max_sge as usize || SEG_SIZE + n * SEG_SIZE > stride {
+    // (The stride already bounds `n` below the array's length; the
+    // explicit check keeps the copy below in bounds whatever it is.)
+    if n > max_sge as usize || n > MAX_SEND_WQE_DS || SEG_SIZE + n * SEG_SIZE > stride {
         return Err(RecvError::Malformed(wr_id));
     }
-    let mut w = RecvWqe {
-        wr_id,
-        sges: [DataSeg::default(); MAX_SEND_WQE_DS],
-        n,
-    };
-    for (i, sge) in w.sges[..n].iter_mut().enumerate() {
-        *sge = qp
-            .rq
-            .read(iommu, slot + SEG_SIZE * (i + 1))
-            .ok_or(RecvError::Fault)?;
-    }
-    Ok(w)
+    let len = n * SEG_SIZE;
+    let p = qp
+        .rq
+        .at(iommu, slot + SEG_SIZE, len)
+        .ok_or(RecvError::Fault)?;
+    // SAFETY: `len` bytes inside a live mapping (translated under the device
+    // lock) into a distinct array of `MAX_SEND_WQE_DS >= n` (checked above)
+    // `DataSeg`s: plain little-endian integers, valid for any bit pattern.
+    unsafe { std::ptr::copy_nonoverlapping(p.0, w.sges.as_mut_ptr().cast::<u8>(), len) };
+    w.wr_id = wr_id;
+    w.n = n;
+    Ok(())
 }
 
 /// Length of a data segment: 0 means 2^31 bytes.

@@ -6,11 +6,11 @@ mod common;
 
 use common::*;
 use rnic_emu::ExecMode;
-use rnic_hw_regs::cmd::{AddressVector, QpAttrs};
+use rnic_hw_regs::cmd::{AddressVector, CmdOpcode, CreateQpOut, QpAttrs};
 use rnic_hw_regs::cqe::{Cqe, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::uar::CqArmCmd;
+use rnic_hw_regs::uar::{CqArmCmd, QP_DBREC_RQ};
 use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus, WrOpcode};
 use rnic_queues::Hal;
 
@@ -27,6 +27,10 @@ both_modes!(
     no_rd_atomic_resources,
     rnr_stall_and_resume,
     rnr_retry_zero,
+    rnr_retry_exhausted,
+    rnr_retry_counts_per_wqe,
+    sq_dbrec_beyond_ring,
+    rq_dbrec_beyond_ring,
     recv_too_small,
     dest_not_ready,
     flush_on_err_and_reset,
@@ -627,6 +631,220 @@ fn rnr_retry_zero(mode: ExecMode) {
     assert_eq!(syndrome(&c), Some(Syndrome::RnrExceeded));
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
     assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
+}
+
+/// `rnr_retry` 2: the first attempt and two retries (each SQ doorbell is
+/// one) meet receiver-not-ready; the third RNR NAK completes the WQE
+/// RNR_RETRY_EXC_ERR and flushes the rest. The responder is not affected.
+fn rnr_retry_exhausted(mode: ExecMode) {
+    let mut p = pair(mode, 2);
+    let hal = p.t.hal.clone();
+    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 1).inline(b"x"));
+    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 2).inline(b"y"));
+    p.a.ring_sq(&hal);
+    for retry in 1..=2 {
+        p.t.sync();
+        assert!(p.acq.poll().is_none(), "stalled before retry {retry}");
+        assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+        p.a.ring_sq(&hal);
+    }
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RnrRetryExcErr, WcOpcode::Send);
+    assert_eq!(syndrome(&c), Some(Syndrome::RnrExceeded));
+    assert_cqe(&p.acq.wait(&hal), 2, WcStatus::WrFlushErr, WcOpcode::Send);
+    assert!(p.acq.poll().is_none());
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
+    assert!(p.bcq.poll().is_none());
+    assert!(p.t.events().is_empty(), "the error CQE reports it");
+
+    // 7 retries without limit.
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1));
+    for _ in 0..20 {
+        p.a.ring_sq(&hal);
+    }
+    p.t.sync();
+    assert!(p.acq.poll().is_none(), "still stalled");
+    p.b.post_recv(&hal, 10, &[]);
+    assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
+}
+
+/// `rnr_retry` 2: a receive posted before the retries run out lets the
+/// stalled SEND through (the responder's RQ doorbell is a retry). The count
+/// starts afresh for each WQE.
+fn rnr_retry_counts_per_wqe(mode: ExecMode) {
+    let mut p = pair(mode, 2);
+    let hal = p.t.hal.clone();
+    let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
+    for (i, payload) in [b"one", b"two"].iter().enumerate() {
+        let wr_id = i as u64 + 1;
+        // First attempt and one retry: two RNR NAKs of the three allowed.
+        p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, wr_id).inline(*payload));
+        p.a.ring_sq(&hal);
+        p.t.sync();
+        assert!(p.acq.poll().is_none(), "SEND {wr_id} stalled");
+        let off = 4 * i as u32;
+        p.b.post_recv(&hal, 10 + wr_id, &[dseg(d.key, d.addr(0) + off as u64, 3)]);
+        assert_cqe(&p.acq.wait(&hal), wr_id, WcStatus::Success, WcOpcode::Send);
+        assert_cqe(
+            &p.bcq.wait(&hal),
+            10 + wr_id,
+            WcStatus::Success,
+            WcOpcode::Recv,
+        );
+    }
+    let mut got = [0u8; 7];
+    d.region.read_bytes(0, &mut got);
+    assert_eq!(&got, b"one\0two");
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+}
+
+/// Creates a QP with 2^`log_sq` send BBs and 2^`log_rq` receive WQEs.
+fn qp_sized(t: &mut Tdev, pdn: u32, scq: &TCq, rcq: &TCq, log_sq: u32, log_rq: u32) -> TQp {
+    let mut qp = t.qp_mem(log_sq, log_rq, 6);
+    let i = Tdev::create_qp_in(pdn, scq.cqn, rcq.cqn, &qp);
+    qp.qpn = t
+        .cmd(CmdOpcode::CreateQp, &i)
+        .ok::<CreateQpOut>()
+        .qpn
+        .to_ne();
+    qp
+}
+
+/// An SQ producer index more than the ring size ahead of the consumer
+/// index is a malformed doorbell record: the QP moves to ERR with QpFatal /
+/// BadWqe, no stale WQE runs again, and only the WQEs really outstanding are
+/// flushed.
+fn sq_dbrec_beyond_ring(mode: ExecMode) {
+    // A 256-BB ring (where `wqe_index` cannot tell passes apart), filled
+    // with one-BB FETCH_ADDs to a counter, all executed.
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    let pdn = t.create_pd();
+    let mut cq = t.create_cq(6);
+    let mut a = qp_sized(&mut t, pdn, &cq, &cq, 8, 6);
+    t.connect(a.qpn, a.qpn, 7);
+    let m = t.reg_mr(pdn, 4096, ALL);
+    for i in 0..256 {
+        let w = Wqe::new(WrOpcode::AtomicFetchAndAdd, i)
+            .unsignaled()
+            .raddr(m.addr(0), m.key)
+            .atomic(1, 0)
+            .sge(m.key, m.addr(64), 8);
+        a.write_wqe(&w);
+    }
+    // Exactly one ring ahead is fine.
+    a.ring_sq(&hal);
+    t.sync();
+    assert_eq!(m.region.read::<u64>(0), 256);
+    assert!(cq.poll().is_none());
+    // One ring and one BB ahead: every slot holds an executed WQE whose
+    // wqe_index matches its next pass.
+    a.sq_pi += 257;
+    a.ring_sq(&hal);
+    let ev = t.events();
+    assert_eq!(m.region.read::<u64>(0), 256, "stale WQEs ran again");
+    assert_eq!(
+        ev,
+        vec![(EventType::QpFatal.raw(), a.qpn, Syndrome::BadWqe as u32)]
+    );
+    assert_eq!(state(&mut t, a.qpn), QpState::Err);
+    assert!(cq.poll().is_none(), "nothing was outstanding");
+
+    // Two SENDs stalled on RNR are outstanding; a record far ahead flushes
+    // those two, not a ring's worth of garbage.
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).inline(b"x"));
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 2).inline(b"y"));
+    p.t.sync();
+    assert!(p.acq.poll().is_none());
+    p.a.sq_pi += 1 << p.a.log_sq;
+    p.a.ring_sq(&hal);
+    let ev = p.t.events();
+    assert_eq!(
+        ev,
+        vec![(EventType::QpFatal.raw(), p.a.qpn, Syndrome::BadWqe as u32)]
+    );
+    for wr_id in [1, 2] {
+        let c = p.acq.poll().expect("flush CQE");
+        assert_cqe(&c, wr_id, WcStatus::WrFlushErr, WcOpcode::Send);
+        assert_eq!(c.wqe_counter.to_ne() as u64, wr_id);
+    }
+    assert!(p.acq.poll().is_none());
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
+}
+
+/// An RQ producer index more than the ring size ahead of the consumer
+/// index: no stale receive WQE is consumed again; the responder moves to
+/// ERR with QpFatal / BadWqe (the requester gets REM_OP_ERR) and flushes
+/// only the receives really outstanding.
+fn rq_dbrec_beyond_ring(mode: ExecMode) {
+    let setup = || {
+        let mut t = bring_up(mode);
+        let pdn = t.create_pd();
+        let acq = t.create_cq(6);
+        let bcq = t.create_cq(6);
+        let a = qp_sized(&mut t, pdn, &acq, &acq, 6, 6);
+        // Four receive slots.
+        let b = qp_sized(&mut t, pdn, &bcq, &bcq, 6, 2);
+        t.connect(a.qpn, b.qpn, 7);
+        t.connect(b.qpn, a.qpn, 7);
+        Pair {
+            t,
+            pdn,
+            a,
+            b,
+            acq,
+            bcq,
+        }
+    };
+
+    // Every slot consumed once; then the record runs five ahead (detected
+    // when the next SEND needs a receive WQE).
+    let mut p = setup();
+    let hal = p.t.hal.clone();
+    for i in 0..4 {
+        p.b.post_recv(&hal, 10 + i, &[]);
+        p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, i).unsignaled());
+        assert_cqe(&p.bcq.wait(&hal), 10 + i, WcStatus::Success, WcOpcode::Recv);
+    }
+    p.b.rq_pi += 5;
+    p.b.dbrec.write(QP_DBREC_RQ, le32::from_ne(p.b.rq_pi));
+    p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 4).unsignaled());
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 4, WcStatus::RemOpErr, WcOpcode::Send);
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteError));
+    assert!(p.bcq.poll().is_none(), "a stale receive WQE was consumed");
+    assert_eq!(
+        p.t.events(),
+        vec![(EventType::QpFatal.raw(), p.b.qpn, Syndrome::BadWqe as u32)]
+    );
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Err);
+
+    // One receive outstanding, then an RQ doorbell with a record a ring and
+    // two ahead: that receive alone is flushed.
+    let mut p = setup();
+    let hal = p.t.hal.clone();
+    p.b.post_recv(&hal, 20, &[]);
+    // The device has read the record (the flush covers the receives it knew
+    // of when the record went bad).
+    p.t.sync();
+    p.b.rq_pi += (1 << p.b.log_rq) + 1;
+    p.b.ring_rq(&hal);
+    assert_eq!(
+        p.t.events(),
+        vec![(EventType::QpFatal.raw(), p.b.qpn, Syndrome::BadWqe as u32)]
+    );
+    let c = p.bcq.poll().expect("flush CQE");
+    assert_cqe(&c, 20, WcStatus::WrFlushErr, WcOpcode::Recv);
+    assert_eq!(c.wqe_counter.to_ne(), 1);
+    assert!(p.bcq.poll().is_none());
+    assert_eq!(state(&mut p.t, p.b.qpn), QpState::Err);
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
 }
 
 fn recv_too_small(mode: ExecMode) {

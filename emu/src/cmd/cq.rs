@@ -69,6 +69,7 @@ pub(super) fn create(
             buf,
             dbrec,
             pi: 0,
+            ci_seen: 0,
             error: false,
             arm: None,
             last_solicited: None,
