@@ -3,7 +3,9 @@
 //! queue accounting is shared between posters and the poller);
 //! `post_recv` from two threads at once; two threads polling one CQ. Every
 //! message arrives exactly once, and each thread's requests are executed
-//! in the order it posted them.
+//! in the order it posted them. Threads creating and destroying QPs at
+//! once, so that QP numbers are reused immediately, never lose a QP's
+//! completions or events to another.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -218,4 +220,82 @@ fn concurrent_receivers_and_pollers(mode: ExecMode) {
     p.assert_quiet();
 }
 
-both_modes!(concurrent_posters, concurrent_receivers_and_pollers);
+/// Each thread repeatedly creates a QP on its own CQ, connects it to itself,
+/// runs full send queues of RDMA WRITEs through it and destroys it. The
+/// device hands out the lowest free QP number, so numbers move between
+/// threads all the time; a completion credited to the wrong QP, or a QP
+/// table entry removed by the wrong thread, shows up as a stuck queue, an
+/// unknown-QP error or a foreign `qp_num`.
+fn qp_churn(mode: ExecMode) {
+    const CHURNERS: usize = 3;
+    const ROUNDS: usize = 150;
+    let ctx = open(mode);
+    let pd = ctx.alloc_pd().expect("alloc_pd");
+    std::thread::scope(|s| {
+        for t in 0..CHURNERS {
+            let (ctx, pd) = (&ctx, &pd);
+            s.spawn(move || {
+                let cq = ctx.create_cq(32).expect("create_cq");
+                let mr = pd.alloc_mr(4096, ALL_ACCESS).expect("alloc_mr");
+                for round in 0..ROUNDS {
+                    let qp = create_qp(pd, &cq, &cq, cap(8, 1, 16), false);
+                    let qpn = qp.qp_num();
+                    connect(ctx, &qp, qpn, &Conn::default());
+                    let max = qp.cap().max_send_wr as u64;
+                    for batch in 0..3u64 {
+                        let value = ((t as u64) << 48 | (round as u64) << 8 | batch).to_le_bytes();
+                        let wrs: Vec<SendWr<'_>> = (0..max)
+                            .map(|i| SendWr {
+                                wr_id: batch * max + i,
+                                op: SendOp::RdmaWrite {
+                                    remote: RemoteAddr {
+                                        addr: mr.addr() + 8 * t as u64,
+                                        rkey: mr.rkey(),
+                                    },
+                                },
+                                payload: Payload::Inline(&value),
+                                flags: if i == max - 1 {
+                                    send_flags::SIGNALED
+                                } else {
+                                    0
+                                },
+                            })
+                            .collect();
+                        qp.post_send(&wrs).unwrap_or_else(|e| {
+                            panic!("thread {t} round {round} batch {batch}: {e}")
+                        });
+                        let wc = poll_one(&cq);
+                        assert_ok(&wc, batch * max + max - 1, WcOpcode::RdmaWrite);
+                        assert_eq!(wc.qp_num, qpn, "thread {t}: completion of another QP");
+                        assert_eq!(read_mr(&mr, 8 * t, 8), value, "thread {t} round {round}");
+                    }
+                    qp.destroy()
+                        .unwrap_or_else(|e| panic!("thread {t}: destroy: {}", e.error));
+                }
+                assert_cq_empty(ctx, &cq);
+            });
+        }
+    });
+    // Events still reach the right QP after all that reuse: a WRITE with a
+    // bad rkey to a QP connected to itself puts it in ERR, and the
+    // responder side's access error names it.
+    let cq = ctx.create_cq(8).expect("create_cq");
+    let qp = create_qp(&pd, &cq, &cq, cap(4, 1, 16), false);
+    connect(&ctx, &qp, qp.qp_num(), &Conn::default());
+    let mr = pd.alloc_mr(64, ALL_ACCESS).expect("alloc_mr");
+    post_send(&qp, write(2, &[sge(&mr, 0, 8)], 0x1000, 0xdead_0000));
+    let wc = poll_one(&cq);
+    assert_eq!(wc.status, WcStatus::RemAccessErr, "{wc:?}");
+    let ev = expect_event(&ctx);
+    assert_eq!(
+        (ev.event_type, ev.obj),
+        (EventType::QpAccessErr, qp.qp_num())
+    );
+    assert_eq!(query_state(&qp), QpState::Err);
+}
+
+both_modes!(
+    concurrent_posters,
+    concurrent_receivers_and_pollers,
+    qp_churn
+);
