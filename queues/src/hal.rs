@@ -47,9 +47,11 @@ impl fmt::Display for HalError {
 ///   allocation, and that the device reaches exactly those bytes at IOVAs
 ///   `iova .. iova + len` until [`Hal::dma_free`];
 /// - after [`Hal::dma_map`] returns `Ok(iova)`, the device reaches the
-///   caller's bytes at `iova .. iova + len` (and nothing else there) until
-///   [`Hal::dma_unmap`]; after `dma_unmap`/`dma_free` returns, the device can
-///   no longer reach them;
+///   caller's bytes at `iova .. iova + len` until [`Hal::dma_unmap`] (an
+///   IOMMU maps whole pages, so the rest of the first and last page may be
+///   reachable too: callers that care map page-aligned buffers); after
+///   `dma_unmap`/`dma_free` returns, the device can no longer reach them, and
+///   an IOVA is handed out again only after its old mapping is gone;
 /// - BAR accesses never touch memory outside the BAR;
 /// - an `mmio_write*` is ordered after every store to DMA memory that the
 ///   calling thread made before it (Linux `writel` semantics): a driver that
