@@ -2,9 +2,13 @@
 # Prepares a machine to build and test rnic: the Rust toolchain with the
 # rustfmt and clippy components, and the Debian packages the VFIO VM test
 # (tests/vm/run.sh) boots from: QEMU, a kernel with its modules, busybox,
-# cpio and kmod. Idempotent, and quick when everything is already there (it
-# only asks rustup or apt when something is missing).
+# cpio, kmod (and xz-utils or zstd if the modules are compressed).
+# Idempotent, and quick when everything is already there (it only asks
+# rustup or apt when something is missing).
 set -euo pipefail
+# depmod (kmod) lives in /usr/sbin, which a non-root user's PATH on Debian
+# lacks.
+export PATH=$PATH:/usr/sbin:/sbin
 
 if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
@@ -43,6 +47,16 @@ if [ ! -x /bin/busybox ] || ldd /bin/busybox 2>/dev/null | grep -q '=>'; then
 fi
 command -v cpio >/dev/null 2>&1 || vm_missing+=(cpio)
 command -v depmod >/dev/null 2>&1 || vm_missing+=(kmod)
+# Compressed modules (Debian 13 ships .ko.xz) are unpacked for the VM.
+if [ -n "$vm_kernel" ]; then
+    mods=/lib/modules/${vm_kernel#/boot/vmlinuz-}/kernel/drivers/vfio
+    if [ -n "$(find "$mods" -name '*.ko.xz' | head -1)" ]; then
+        command -v xz >/dev/null 2>&1 || vm_missing+=(xz-utils)
+    fi
+    if [ -n "$(find "$mods" -name '*.ko.zst' | head -1)" ]; then
+        command -v zstd >/dev/null 2>&1 || vm_missing+=(zstd)
+    fi
+fi
 
 if [ ${#vm_missing[@]} -gt 0 ]; then
     if [ "$(uname -m)" != x86_64 ] || ! command -v apt-get >/dev/null 2>&1; then

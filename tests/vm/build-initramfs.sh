@@ -5,8 +5,13 @@
 # the guest test binary with whatever shared libraries it needs.
 #
 # Usage: build-initramfs.sh KERNEL_VERSION GUEST_BINARY OUTPUT_CPIO_GZ
-# Needs: busybox-static, kmod (modprobe, depmod), cpio, gzip.
+# Needs: busybox-static, kmod (modprobe, depmod), cpio, gzip; xz or zstd
+# when the modules are compressed (.ko.xz, .ko.zst: busybox's insmod cannot
+# load those, so they are decompressed here).
 set -euo pipefail
+# depmod and modprobe live in /usr/sbin, which a non-root user's PATH on
+# Debian lacks.
+export PATH=$PATH:/usr/sbin:/sbin
 
 kver=$1
 guest_bin=$2
@@ -44,11 +49,27 @@ for m in $mods; do
     modprobe -S "$kver" --show-depends "$m" | awk '$1 == "insmod" { print $2 }'
 done | sort -u | while read -r ko; do
     mkdir -p "$root$(dirname "$ko")"
-    cp "$ko" "$root$ko"
+    case $ko in
+        *.ko) cp "$ko" "$root$ko" ;;
+        *.ko.xz | *.ko.zst | *.ko.gz)
+            case $ko in
+                *.xz) tool=xz pkg=xz-utils ;;
+                *.zst) tool=zstd pkg=zstd ;;
+                *) tool=gzip pkg=gzip ;;
+            esac
+            command -v "$tool" >/dev/null 2>&1 || {
+                echo "build-initramfs: $ko is compressed and there is no $tool; install $pkg (scripts/setup.sh does)" >&2
+                exit 1
+            }
+            "$tool" -dc "$ko" > "$root${ko%.*}"
+            ;;
+        *) echo "build-initramfs: unexpected module file $ko" >&2; exit 1 ;;
+    esac
 done
 for f in modules.order modules.builtin modules.builtin.modinfo; do
     [ -f "/lib/modules/$kver/$f" ] && cp "/lib/modules/$kver/$f" "$root/lib/modules/$kver/"
 done
+# modules.dep of the copied (now uncompressed) modules.
 depmod -b "$root" "$kver"
 
 # The guest test binary, plus its shared libraries (ldd closure) if it is

@@ -15,9 +15,13 @@
 #                    that has the vfio-pci module in /lib/modules)
 #   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
 #   RNIC_VM_WORK     work directory (default target/vm)
-# Needs: qemu-system-x86, linux-image-amd64, busybox-static, cpio, kmod
-# (scripts/setup.sh installs them) and a Rust toolchain.
+# Needs: qemu-system-x86, linux-image-amd64, busybox-static, cpio, kmod, and
+# xz-utils or zstd if the kernel's modules are compressed (scripts/setup.sh
+# installs them) and a Rust toolchain.
 set -euo pipefail
+# depmod and modprobe live in /usr/sbin, which a non-root user's PATH on
+# Debian lacks.
+export PATH=$PATH:/usr/sbin:/sbin
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/vm
@@ -47,7 +51,7 @@ fi
     die "no kernel in /boot with VFIO modules in /lib/modules; install linux-image-amd64 (scripts/setup.sh)"
 kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
 [ -r "$kimage" ] ||
-    die "$kimage is not readable by $(id -un) (Debian installs it mode 0600): run as root, or copy it somewhere readable and point RNIC_VM_KERNEL_IMAGE at it"
+    die "$kimage is not readable by $(id -un) (Ubuntu installs kernel images mode 0600; Debian 0644): run as root, or copy it somewhere readable and point RNIC_VM_KERNEL_IMAGE at it"
 echo "vm-test: kernel $kver"
 
 # 1. The guest program, static so the initramfs needs no libraries. Its
@@ -67,26 +71,31 @@ bash "$here/build-initramfs.sh" "$kver" "$guest_bin" "$initrd"
 echo "vm-test: initramfs $(du -h "$initrd" | cut -f1) ($(elapsed) s so far)"
 
 # 3. Boot. qboot is the fastest firmware; SeaBIOS (QEMU's default) works too.
+# The serial console carries only the guest's own output: loglevel=1 keeps
+# kernel messages off it (the guest reads them with dmesg), QEMU's stderr
+# (it reports the IOMMU faults the test provokes) goes to its own file, and
+# shpc=off keeps the SHPC hotplug driver quiet about the pci-bridge.
 bios=()
 [ -r /usr/share/qemu/qboot.rom ] && bios=(-bios /usr/share/qemu/qboot.rom)
 log=$work/serial.log
-echo "vm-test: booting (TCG, timeout ${timeout_s} s); serial log in $log"
+qemu_err=$work/qemu.stderr
+echo "vm-test: booting (TCG, timeout ${timeout_s} s); serial log in $log, QEMU's stderr in $qemu_err"
 t_boot=$(date +%s.%N)
 set +e
 timeout -k 5 "$timeout_s" qemu-system-x86_64 \
     -machine q35,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 1024 \
     "${bios[@]}" -nographic -nodefaults -no-reboot -serial stdio \
     -kernel "$kimage" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 quiet intel_iommu=on hugepages=16" \
+    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16" \
     -device intel-iommu,intremap=on \
     -device edu,addr=01.0 \
     -device pcie-root-port,id=rp1,chassis=1,addr=02.0 \
     -device edu,bus=rp1 \
     -device virtio-rng-pci,addr=03.0 \
-    -device pci-bridge,id=br1,chassis_nr=2,addr=04.0 \
+    -device pci-bridge,id=br1,chassis_nr=2,addr=04.0,shpc=off \
     -device edu,bus=br1,addr=01.0 \
     -device virtio-rng-pci,bus=br1,addr=02.0 \
-    </dev/null 2>&1 | tr -d '\r' | tee "$log"
+    </dev/null 2>"$qemu_err" | tr -d '\r' | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 vm_s=$(awk -v a="$t_boot" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -101,9 +110,13 @@ fi
 if grep -q '^FAIL ' "$log"; then
     grep '^FAIL \|FAILED' "$log" >&2 || true
 fi
-if grep -q '^RNIC-VM-RESULT: PASS' "$log" && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; then
+if grep -qx 'RNIC-VM-RESULT: PASS' "$log" && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; then
     echo "vm-test: PASS"
     exit 0
 fi
 [ "$rc" = 0 ] || echo "vm-test: qemu exited with status $rc" >&2
+if [ -s "$qemu_err" ]; then
+    echo "vm-test: QEMU's stderr ($qemu_err) ends with:" >&2
+    tail -5 "$qemu_err" >&2
+fi
 die "the guest did not report RNIC-VM-RESULT: PASS (see $log)"

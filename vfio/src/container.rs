@@ -1,13 +1,13 @@
 //! The VFIO container (an IOMMU address space) and groups.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use vfio_bindings::bindings::vfio::{
     vfio_group_status, vfio_iommu_type1_dma_map, vfio_iommu_type1_dma_unmap, vfio_iommu_type1_info,
@@ -16,8 +16,10 @@ use vfio_bindings::bindings::vfio::{
     VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE, VFIO_IOMMU_TYPE1_INFO_DMA_AVAIL, VFIO_TYPE1_IOMMU,
 };
 
-use crate::error::VfioError;
+use crate::dma::SharedDma;
+use crate::error::{memlock_may_limit, VfioError};
 use crate::ioctl::*;
+use crate::sysfs::PciAddress;
 
 /// Which type 1 IOMMU backend the container uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,12 +97,26 @@ pub(crate) fn parse_iommu_caps(buf: &[u8], cap_offset: u32) -> (Vec<(u64, u64)>,
     (ranges, avail)
 }
 
-/// A VFIO IOMMU group (`/dev/vfio/N`).
+/// The IOMMU groups this process has open, by node path. An entry is put
+/// in when the group's node is opened and taken out only after it is closed
+/// (a dead `Weak` is a group being closed), so a group is never opened
+/// twice: the kernel lets a group node be opened once at a time.
+static OPEN_GROUPS: Mutex<BTreeMap<PathBuf, Weak<Group>>> = Mutex::new(BTreeMap::new());
+
+fn open_groups() -> MutexGuard<'static, BTreeMap<PathBuf, Weak<Group>>> {
+    OPEN_GROUPS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A VFIO IOMMU group (`/dev/vfio/N`), attached to a container.
 #[derive(Debug)]
 pub struct Group {
-    file: File,
+    /// `None` only while being dropped.
+    file: Option<File>,
     number: u32,
-    _container: Arc<Container>,
+    path: PathBuf,
+    container: Arc<Container>,
+    /// Its devices open in this process.
+    devices: Mutex<BTreeSet<PciAddress>>,
 }
 
 impl Group {
@@ -109,14 +125,38 @@ impl Group {
         self.number
     }
 
+    /// The container the group is attached to.
+    pub fn container(&self) -> &Arc<Container> {
+        &self.container
+    }
+
+    /// Marks device `addr` of this group open in this process, until the
+    /// returned claim is dropped; refuses a device already open (the kernel
+    /// would hand out a second file descriptor for it, and two owners of
+    /// one device would undo each other's interrupt and DMA settings).
+    pub(crate) fn claim_device(
+        self: &Arc<Self>,
+        addr: PciAddress,
+    ) -> Result<DeviceClaim, VfioError> {
+        let mut devices = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        if !devices.insert(addr) {
+            return Err(VfioError::DeviceAlreadyOpen { addr });
+        }
+        Ok(DeviceClaim {
+            group: Arc::clone(self),
+            addr,
+        })
+    }
+
     /// Opens the device `addr` of this group and returns its fd as a file.
     pub(crate) fn device_fd(&self, name: &str) -> Result<File, VfioError> {
         let c = CString::new(name).expect("PCI address has no NUL");
+        let file = self.file.as_ref().expect("a live group is open");
         // SAFETY: GET_DEVICE_FD reads a NUL-terminated string; `c` lives
         // across the call.
         let fd = unsafe {
             ioctl_ptr(
-                self.file.as_fd(),
+                file.as_fd(),
                 VFIO_GROUP_GET_DEVICE_FD,
                 c.as_ptr() as *mut u8,
             )
@@ -128,6 +168,40 @@ impl Group {
     }
 }
 
+impl Drop for Group {
+    fn drop(&mut self) {
+        let mut open = open_groups();
+        // Closing the node detaches the group from its container; the
+        // kernel drops the container's IOMMU backend (and every DMA mapping)
+        // when its last group goes.
+        drop(self.file.take());
+        if self.container.attached.fetch_sub(1, Ordering::AcqRel) == 1 {
+            *self
+                .container
+                .info
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        open.remove(&self.path);
+        log::debug!("IOMMU group {} closed", self.number);
+    }
+}
+
+/// A device of a group marked open in this process
+/// ([`Group::claim_device`]).
+#[derive(Debug)]
+pub(crate) struct DeviceClaim {
+    pub(crate) group: Arc<Group>,
+    addr: PciAddress,
+}
+
+impl Drop for DeviceClaim {
+    fn drop(&mut self) {
+        let mut devices = self.group.devices.lock().unwrap_or_else(|e| e.into_inner());
+        devices.remove(&self.addr);
+    }
+}
+
 /// A VFIO container: one IOMMU address space, shared by the groups (and so
 /// the devices) attached to it.
 #[derive(Debug)]
@@ -135,9 +209,13 @@ pub struct Container {
     file: File,
     dev_root: PathBuf,
     kind: IommuType,
-    info: OnceLock<IommuInfo>,
-    groups: Mutex<HashMap<u32, Weak<Group>>>,
-    dma_claimed: AtomicBool,
+    /// From `VFIO_IOMMU_GET_INFO`, refreshed as groups are attached.
+    info: Mutex<Option<IommuInfo>>,
+    /// Groups attached (changed only under the `OPEN_GROUPS` lock).
+    attached: AtomicUsize,
+    /// The DMA space of its `VfioHal`s: present from its creation until it
+    /// has been torn down (a dead `Weak` is one being torn down).
+    dma: Mutex<Option<Weak<SharedDma>>>,
 }
 
 impl Container {
@@ -174,43 +252,60 @@ impl Container {
             file,
             dev_root,
             kind,
-            info: OnceLock::new(),
-            groups: Mutex::new(HashMap::new()),
-            dma_claimed: AtomicBool::new(false),
+            info: Mutex::new(None),
+            attached: AtomicUsize::new(0),
+            dma: Mutex::new(None),
         }))
     }
 
-    /// Claims the container's IOVA space for one DMA manager; false if
-    /// already claimed.
-    pub(crate) fn claim_dma(&self) -> bool {
-        !self.dma_claimed.swap(true, Ordering::AcqRel)
+    /// The container that group `number` (its node in `dev_root`) is
+    /// attached to, if this process has the group open.
+    pub fn holding_group(dev_root: impl AsRef<Path>, number: u32) -> Option<Arc<Self>> {
+        let path = dev_root.as_ref().join(number.to_string());
+        let open = open_groups();
+        let group = open.get(&path).and_then(Weak::upgrade);
+        drop(open); // before `group`: dropping the last one takes the lock
+        group.map(|g| Arc::clone(&g.container))
     }
 
-    /// Gives the claim back.
-    pub(crate) fn release_dma(&self) {
-        self.dma_claimed.store(false, Ordering::Release);
+    /// The IOMMU's properties; `None` while no group is attached.
+    pub fn iommu_info(&self) -> Option<IommuInfo> {
+        self.info.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// The IOMMU's properties; `None` until a group is attached.
-    pub fn iommu_info(&self) -> Option<&IommuInfo> {
-        self.info.get()
+    /// The slot of the container's shared DMA space.
+    pub(crate) fn dma_slot(&self) -> MutexGuard<'_, Option<Weak<SharedDma>>> {
+        self.dma.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The group `number`, opened and attached to this container (or the
     /// one already attached).
     ///
-    /// `addr` and `sysfs` only serve the error message when the group is
-    /// not viable.
+    /// `not_viable` makes the error for a group that is not viable.
     pub(crate) fn group(
         self: &Arc<Self>,
         number: u32,
         not_viable: impl FnOnce() -> VfioError,
     ) -> Result<Arc<Group>, VfioError> {
-        let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(g) = groups.get(&number).and_then(Weak::upgrade) {
-            return Ok(g);
-        }
         let path = self.dev_root.join(number.to_string());
+        let mut open = loop {
+            let open = open_groups();
+            match open.get(&path).map(Weak::upgrade) {
+                None => break open,
+                Some(Some(g)) => {
+                    drop(open); // before `g`: dropping the last one takes the lock
+                    if Arc::ptr_eq(&g.container, self) {
+                        return Ok(g);
+                    }
+                    return Err(VfioError::GroupInOtherContainer { group: number });
+                }
+                // Being closed by another thread: wait for it to finish.
+                Some(None) => {
+                    drop(open);
+                    std::thread::yield_now();
+                }
+            }
+        };
         let file = match open_node(&path) {
             Err(VfioError::Io { source, .. }) if source.raw_os_error() == Some(libc::EBUSY) => {
                 return Err(VfioError::GroupBusy { group: number })
@@ -233,14 +328,24 @@ impl Container {
         // SAFETY: GROUP_SET_CONTAINER reads one int (the container fd).
         unsafe { ioctl_ptr(file.as_fd(), VFIO_GROUP_SET_CONTAINER, &mut cfd) }
             .map_err(|e| VfioError::ioctl(format!("VFIO_GROUP_SET_CONTAINER group {number}"), e))?;
-        if self.info.get().is_none() {
+        // The kernel drops a container's IOMMU backend when its last group
+        // leaves, so the first group, of a new container or of one whose
+        // groups have all been closed, sets it again. (On an error below,
+        // closing `file` detaches the group again.)
+        let first = self.attached.load(Ordering::Acquire) == 0;
+        if first {
             let kind = match self.kind {
                 IommuType::Type1v2 => VFIO_TYPE1v2_IOMMU,
                 IommuType::Type1 => VFIO_TYPE1_IOMMU,
             };
             ioctl_val(self.file.as_fd(), VFIO_SET_IOMMU, kind as libc::c_ulong)
                 .map_err(|e| VfioError::ioctl(format!("VFIO_SET_IOMMU {:?}", self.kind), e))?;
-            let info = self.query_info()?;
+        }
+        // Each group may narrow the valid IOVA ranges (its reserved
+        // regions), so the information is read again.
+        let info = self.query_info()?;
+        let mut cached = self.info.lock().unwrap_or_else(|e| e.into_inner());
+        if first || cached.as_ref() != Some(&info) {
             log::info!(
                 "IOMMU {:?}: page sizes {:#x}, IOVA ranges {}, DMA mappings available {:?}",
                 info.kind,
@@ -252,14 +357,18 @@ impl Container {
                     .join(" "),
                 info.dma_avail
             );
-            let _ = self.info.set(info);
         }
+        *cached = Some(info);
+        drop(cached);
+        self.attached.fetch_add(1, Ordering::AcqRel);
         let group = Arc::new(Group {
-            file,
+            file: Some(file),
             number,
-            _container: Arc::clone(self),
+            path: path.clone(),
+            container: Arc::clone(self),
+            devices: Mutex::new(BTreeSet::new()),
         });
-        groups.insert(number, Arc::downgrade(&group));
+        open.insert(path, Arc::downgrade(&group));
         Ok(group)
     }
 
@@ -330,10 +439,11 @@ impl Container {
                 log::error!("VFIO_IOMMU_MAP_DMA vaddr {vaddr:#x} iova {iova:#x} len {len:#x}: {e}");
                 Err(match e.raw_os_error() {
                     // type1 pins the pages and charges them to
-                    // RLIMIT_MEMLOCK; going over is ENOMEM.
-                    Some(libc::ENOMEM) => VfioError::memlock(len as usize),
+                    // RLIMIT_MEMLOCK; going over is ENOMEM (but so is
+                    // running out of kernel memory, when no limit applies).
+                    Some(libc::ENOMEM) if memlock_may_limit() => VfioError::memlock(len as usize),
                     Some(libc::ENOSPC) => VfioError::TooManyMappings {
-                        avail: self.info.get().and_then(|i| i.dma_avail),
+                        avail: self.iommu_info().and_then(|i| i.dma_avail),
                     },
                     _ => VfioError::ioctl(
                         format!("VFIO_IOMMU_MAP_DMA iova {iova:#x} len {len:#x}"),
@@ -452,7 +562,11 @@ mod tests {
         let dir = TempDir::new("devvfio");
         let e = Container::open_at(dir.path()).unwrap_err();
         assert!(matches!(e, VfioError::VfioMissing { .. }), "{e}");
-        assert!(e.to_string().contains("modprobe vfio-pci"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("modprobe -a vfio-pci vfio_iommu_type1"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use vfio_bindings::bindings::vfio::{
     VFIO_REGION_INFO_FLAG_MMAP, VFIO_REGION_INFO_FLAG_READ, VFIO_REGION_INFO_FLAG_WRITE,
 };
 
-use crate::container::{Container, Group};
+use crate::container::{Container, DeviceClaim};
 use crate::error::VfioError;
 use crate::ioctl::*;
 use crate::irq::{EventFd, IrqVectors};
@@ -109,20 +109,34 @@ pub struct IrqInfo {
     pub count: u32,
 }
 
-/// A memory BAR: mapped into this process, or reached with pread/pwrite
-/// when the kernel does not allow mmap.
+/// A BAR: a memory BAR mapped into this process, or an I/O port BAR (or a
+/// memory BAR that could not be mapped) reached with pread/pwrite.
 #[derive(Debug)]
 pub struct Bar {
     region: RegionInfo,
+    io: bool,
     // `mmio` points into `_map`; declared first so it is dropped first.
     mmio: Option<MmioRegion>,
     _map: Option<MmapRaw>,
+    /// Why a memory BAR is not mapped.
+    unmapped: Option<String>,
 }
 
 impl Bar {
     /// The region behind the BAR.
     pub fn region(&self) -> RegionInfo {
         self.region
+    }
+
+    /// Whether it is an I/O port BAR (never mapped: reached with
+    /// pread/pwrite).
+    pub fn is_io(&self) -> bool {
+        self.io
+    }
+
+    /// For a memory BAR that is not mapped, why.
+    pub fn unmapped_reason(&self) -> Option<&str> {
+        self.unmapped.as_deref()
     }
 
     /// The BAR's size in bytes.
@@ -145,24 +159,30 @@ impl Bar {
 ///
 /// Opening checks, in order: the address exists, the device has an IOMMU
 /// group, it is bound to vfio-pci, the VFIO nodes can be opened, the group
-/// is viable; each failure is an error that names the fix. Memory BARs are
-/// mmapped at open. Dropping the device disables its interrupts and closes
-/// the device, group and (when the last user goes) container.
+/// is viable, the device is not open in this process already; each failure
+/// is an error that names the fix. Memory BARs are mmapped at open.
+/// Dropping the device disables its interrupts and closes the device,
+/// group and (when the last user goes) container.
 #[derive(Debug)]
 pub struct VfioDevice {
+    // Dropped in this order: BAR mappings (they hold the device file),
+    // interrupts, the device file, then the claim and the group.
     bars: [Option<Bar>; 6],
     irqs: RwLock<Option<Arc<IrqVectors>>>,
     file: File,
+    claim: DeviceClaim,
     addr: PciAddress,
     flags: u32,
     regions: Vec<RegionInfo>,
     irq_info: Vec<IrqInfo>,
-    group: Arc<Group>,
     container: Arc<Container>,
 }
 
 impl VfioDevice {
-    /// Opens the device at `addr` (e.g. `"0000:3b:00.0"`) in a new container.
+    /// Opens the device at `addr` (e.g. `"0000:3b:00.0"`): in the container
+    /// of its IOMMU group if this process has the group open already (for
+    /// another function of a multi-function device, say), else in a new
+    /// container.
     pub fn open(addr: &str) -> Result<Self, VfioError> {
         Self::open_with(addr, &Paths::default())
     }
@@ -172,9 +192,20 @@ impl VfioDevice {
     pub fn open_with(addr: &str, paths: &Paths) -> Result<Self, VfioError> {
         let addr = PciAddress::parse(addr)?;
         // Check sysfs first: its errors are the most precise.
-        Sysfs::new(&paths.sysfs_root).check_vfio_ready(addr)?;
-        let container = Container::open_at(&paths.dev_vfio)?;
-        Self::open_in(&container, addr, paths)
+        let group_no = Sysfs::new(&paths.sysfs_root).check_vfio_ready(addr)?;
+        let mut tries = 0;
+        loop {
+            let container = match Container::holding_group(&paths.dev_vfio, group_no) {
+                Some(c) => c,
+                None => Container::open_at(&paths.dev_vfio)?,
+            };
+            match Self::open_in(&container, addr, paths) {
+                // Another thread opened the group, in a container of its
+                // own, in the meantime: join that one.
+                Err(VfioError::GroupInOtherContainer { .. }) if tries < 3 => tries += 1,
+                r => return r,
+            }
+        }
     }
 
     /// Opens the device at `addr` in an existing container, sharing its
@@ -192,7 +223,9 @@ impl VfioDevice {
             addr,
             others: sysfs.other_group_members(group_no, addr),
         })?;
-        let file = group.device_fd(&addr.to_string())?;
+        let claim = group.claim_device(addr)?;
+        drop(group);
+        let file = claim.group.device_fd(&addr.to_string())?;
 
         let mut info = vfio_device_info {
             argsz: size_of::<vfio_device_info>() as u32,
@@ -243,6 +276,10 @@ impl VfioDevice {
             }
         }
 
+        let config = regions
+            .iter()
+            .find(|r| r.index == VFIO_PCI_CONFIG_REGION_INDEX)
+            .copied();
         let mut bars: [Option<Bar>; 6] = Default::default();
         for (i, slot) in bars.iter_mut().enumerate() {
             let Some(r) = regions.iter().find(|r| r.index == i as u32).copied() else {
@@ -251,7 +288,15 @@ impl VfioDevice {
             if r.size == 0 || !r.readable() {
                 continue;
             }
-            *slot = Some(map_bar(&file, addr, r));
+            // Bit 0 of the BAR register: 1 for I/O space. (vfio-pci
+            // virtualizes the register but keeps its type bits.)
+            let mut reg = [0u8; 4];
+            let io = config.is_some_and(|c| {
+                file.read_exact_at(&mut reg, c.offset + 0x10 + 4 * i as u64)
+                    .is_ok()
+                    && reg[0] & 1 != 0
+            });
+            *slot = Some(map_bar(&file, addr, r, io));
         }
         log::info!(
             "opened {addr} (group {group_no}): {} regions, BARs {}, IRQs {}, reset {}",
@@ -261,7 +306,11 @@ impl VfioDevice {
                 .filter_map(|(i, b)| b.as_ref().map(|b| format!(
                     "{i}:{:#x}{}",
                     b.len(),
-                    if b.mmio.is_some() { "" } else { "(pread)" }
+                    match (b.io, b.mmio.is_some()) {
+                        (true, _) => "(I/O, pread)",
+                        (false, true) => "",
+                        (false, false) => "(not mapped, pread)",
+                    }
                 )))
                 .collect::<Vec<_>>()
                 .join(","),
@@ -276,11 +325,11 @@ impl VfioDevice {
             bars,
             irqs: RwLock::new(None),
             file,
+            claim,
             addr,
             flags: info.flags,
             regions,
             irq_info,
-            group,
             container: Arc::clone(container),
         })
     }
@@ -292,7 +341,7 @@ impl VfioDevice {
 
     /// Its IOMMU group number.
     pub fn group(&self) -> u32 {
-        self.group.number()
+        self.claim.group.number()
     }
 
     /// The container (IOMMU address space) the device is in.
@@ -326,7 +375,7 @@ impl VfioDevice {
     }
 
     /// Reads a 32-bit register of BAR `bar` at `offset` (little-endian).
-    /// A failed pread (non-mmapped BAR) reads as all ones, as a PCI read
+    /// A failed pread (BAR not mapped) reads as all ones, as a PCI read
     /// from a device that went away does.
     pub fn read32(&self, bar: u8, offset: usize) -> u32 {
         let b = self.bar_or_panic(bar);
@@ -334,11 +383,8 @@ impl VfioDevice {
             return m.read32(offset);
         }
         let mut buf = [0u8; 4];
-        self.region_io_check(b, offset, 4);
-        match self
-            .file
-            .read_exact_at(&mut buf, b.region.offset + offset as u64)
-        {
+        let at = self.region_io_at(b, offset, 4);
+        match self.file.read_exact_at(&mut buf, at) {
             Ok(()) => u32::from_le_bytes(buf),
             Err(e) => {
                 log::error!("{}: BAR {bar} read at {offset:#x}: {e}", self.addr);
@@ -353,37 +399,49 @@ impl VfioDevice {
         if let Some(m) = &b.mmio {
             return m.write32(offset, value);
         }
-        self.region_io_check(b, offset, 4);
-        if let Err(e) = self
-            .file
-            .write_all_at(&value.to_le_bytes(), b.region.offset + offset as u64)
-        {
+        let at = self.region_io_at(b, offset, 4);
+        if let Err(e) = self.file.write_all_at(&value.to_le_bytes(), at) {
             log::error!("{}: BAR {bar} write at {offset:#x}: {e}", self.addr);
         }
     }
 
     /// Writes a 64-bit register of BAR `bar` at `offset` with one store.
+    ///
+    /// # Panics
+    ///
+    /// If the BAR is not mapped (an I/O port BAR, or a memory BAR that
+    /// could not be mmapped): vfio-pci's pread/pwrite path does accesses of
+    /// at most 4 bytes before Linux 6.11, so the write would reach the
+    /// device as two 32-bit writes. [`crate::VfioHal`] refuses a device
+    /// with an unmapped memory BAR at open, so it never gets here.
     pub fn write64(&self, bar: u8, offset: usize, value: u64) {
         let b = self.bar_or_panic(bar);
         if let Some(m) = &b.mmio {
             return m.write64(offset, value);
         }
-        self.region_io_check(b, offset, 8);
-        if let Err(e) = self
-            .file
-            .write_all_at(&value.to_le_bytes(), b.region.offset + offset as u64)
-        {
-            log::error!("{}: BAR {bar} write at {offset:#x}: {e}", self.addr);
-        }
+        panic!(
+            "{}: 64-bit write to BAR {bar} at {offset:#x}, which is not mapped ({}): through \
+             pread/pwrite vfio-pci would split it into two 32-bit writes, not the single \
+             64-bit store asked for; this platform cannot do it",
+            self.addr,
+            b.unmapped
+                .as_deref()
+                .unwrap_or("an I/O port BAR, reached with pread/pwrite")
+        );
     }
 
-    fn region_io_check(&self, b: &Bar, offset: usize, size: usize) {
+    /// The file offset of a `size`-byte access at `offset` of a BAR
+    /// reached with pread/pwrite, after checking that it is aligned and
+    /// inside the BAR.
+    fn region_io_at(&self, b: &Bar, offset: usize, size: usize) -> u64 {
+        let inside = offset.checked_add(size).is_some_and(|end| end <= b.len());
         assert!(
-            offset % size == 0 && offset + size <= b.len(),
+            offset % size == 0 && inside,
             "{}: BAR access at {offset:#x} (size {size}) outside a BAR of {:#x} bytes or unaligned",
             self.addr,
             b.len()
         );
+        b.region.offset + offset as u64
     }
 
     fn config(&self) -> Result<RegionInfo, VfioError> {
@@ -510,16 +568,19 @@ impl VfioDevice {
         Ok(v)
     }
 
-    /// Disables the interrupts enabled by [`VfioDevice::enable_irqs`].
+    /// Disables the interrupts enabled by [`VfioDevice::enable_irqs`]. If
+    /// the kernel refuses, they stay enabled (and their eventfds open).
     pub fn disable_irqs(&self) -> Result<(), VfioError> {
         let mut irqs = self.irqs.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(v) = irqs.take() {
+        if let Some(v) = irqs.as_ref() {
+            let kind = v.kind;
             self.set_irqs(
-                v.kind,
+                kind,
                 VFIO_IRQ_SET_DATA_NONE | VFIO_IRQ_SET_ACTION_TRIGGER,
                 &[],
             )?;
-            log::debug!("{}: {:?} interrupts disabled", self.addr, v.kind);
+            *irqs = None;
+            log::debug!("{}: {kind:?} interrupts disabled", self.addr);
         }
         Ok(())
     }
@@ -585,39 +646,51 @@ impl Drop for VfioDevice {
     }
 }
 
-fn map_bar(file: &File, addr: PciAddress, r: RegionInfo) -> Bar {
-    if r.mmappable() {
-        match MmapOptions::new()
-            .offset(r.offset)
-            .len(r.size as usize)
-            .map_raw(file)
-        {
-            Ok(map) => {
-                let base = NonNull::new(map.as_mut_ptr()).expect("mmap never returns null");
-                // SAFETY: `base .. base + size` is a shared mapping of the
-                // BAR, valid for volatile accesses while `map` lives; the
-                // Bar keeps `map` and drops `mmio` before it.
-                let mmio = unsafe { MmioRegion::new(base, r.size as usize) };
-                return Bar {
-                    region: r,
-                    mmio: Some(mmio),
-                    _map: Some(map),
-                };
-            }
-            Err(e) => log::warn!(
-                "{addr}: mmap of BAR {} failed ({e}); using pread/pwrite",
-                r.index
-            ),
-        }
-    } else {
-        log::info!(
-            "{addr}: BAR {} is not mmappable; using pread/pwrite",
-            r.index
-        );
-    }
-    Bar {
+fn map_bar(file: &File, addr: PciAddress, r: RegionInfo, io: bool) -> Bar {
+    let unmapped = |why: String| Bar {
         region: r,
+        io,
         mmio: None,
         _map: None,
+        unmapped: (!io).then_some(why),
+    };
+    if io {
+        log::debug!(
+            "{addr}: BAR {} is an I/O port BAR; using pread/pwrite",
+            r.index
+        );
+        return unmapped(String::new());
+    }
+    if !r.mmappable() {
+        let why = "vfio-pci does not allow mmap of it (no VFIO_REGION_INFO_FLAG_MMAP)".to_string();
+        log::warn!("{addr}: memory BAR {}: {why}; only pread/pwrite", r.index);
+        return unmapped(why);
+    }
+    // The whole BAR, even where the kernel lists sparse mmap areas (around
+    // an MSI-X table): vfio-pci allows that since Linux 4.16.
+    match MmapOptions::new()
+        .offset(r.offset)
+        .len(r.size as usize)
+        .map_raw(file)
+    {
+        Ok(map) => {
+            let base = NonNull::new(map.as_mut_ptr()).expect("mmap never returns null");
+            // SAFETY: `base .. base + size` is a shared mapping of the BAR,
+            // valid for volatile accesses while `map` lives; the Bar keeps
+            // `map` and drops `mmio` before it.
+            let mmio = unsafe { MmioRegion::new(base, r.size as usize) };
+            Bar {
+                region: r,
+                io,
+                mmio: Some(mmio),
+                _map: Some(map),
+                unmapped: None,
+            }
+        }
+        Err(e) => {
+            let why = format!("mmap of its {:#x} bytes failed: {e}", r.size);
+            log::warn!("{addr}: memory BAR {}: {why}; only pread/pwrite", r.index);
+            unmapped(why)
+        }
     }
 }

@@ -2,8 +2,9 @@
 //! into the IOMMU at IOVAs from the allocator.
 
 use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::container::Container;
 use crate::error::VfioError;
@@ -114,9 +115,26 @@ impl<M: IommuMapper> DmaSpace<M> {
         }
     }
 
+    /// Narrows the IOVA space to `ranges` (inclusive), as reported after
+    /// another group joined the container. Live mappings are inside them:
+    /// the kernel refuses a group whose reserved regions overlap one.
+    pub(crate) fn restrict_iova(&mut self, ranges: &[(u64, u64)]) {
+        self.iova.restrict(ranges);
+    }
+
     /// Allocates zeroed pool memory and maps it; returns (vaddr, iova, len).
+    /// The length is rounded up to whole IOMMU pages, and the memory is
+    /// aligned to them, as `VFIO_IOMMU_MAP_DMA` requires.
     pub(crate) fn alloc(&mut self, len: usize) -> Result<(NonNull<u8>, u64, usize), VfioError> {
-        let block = self.pool.alloc(len)?;
+        let page = self.page as usize;
+        let len = len
+            .max(1)
+            .checked_next_multiple_of(page)
+            .ok_or(VfioError::NoIova {
+                len: len as u64,
+                limit: u64::MAX,
+            })?;
+        let block = self.pool.alloc_aligned(len, page)?;
         let blen = block.len() as u64;
         let align =
             if self.huge_iommu_pages && block.huge_aligned() && blen >= HUGE_PAGE_SIZE as u64 {
@@ -238,8 +256,8 @@ impl<M: IommuMapper> DmaSpace<M> {
             );
             self.leaked += m.len;
             // `m` (with its pool block) is not given back to the pool, so the
-            // block is never handed out again; its chunk is unmapped only
-            // when the pool is dropped.
+            // block is never handed out again, and its chunk is never
+            // unmapped from the process (the pool leaks it on drop).
             return Err(e);
         }
         self.iova
@@ -254,14 +272,123 @@ impl<M: IommuMapper> DmaSpace<M> {
 
 impl<M: IommuMapper> Drop for DmaSpace<M> {
     fn drop(&mut self) {
-        // Unmap everything before the pool's memory goes back to the kernel.
+        // Take every mapping out of the IOMMU, so the device cannot reach
+        // the memory any more. Pool blocks still mapped were never given
+        // back with dma_free: a DmaRegion may still point at them, so they
+        // are not returned to the pool, whose drop then leaks their chunks
+        // instead of unmapping memory that is still in use.
         let maps = std::mem::take(&mut self.maps);
-        if !maps.is_empty() {
-            log::debug!("unmapping {} DMA mapping(s) left at close", maps.len());
-        }
+        let mut held = (0usize, 0u64);
         for (iova, m) in maps {
-            let _ = self.release(iova, m);
+            if let Err(e) = self.mapper.unmap(iova, m.len) {
+                // Closing the container removes it in the kernel anyway.
+                log::error!("unmap of iova {iova:#x} len {:#x} at close: {e}", m.len);
+            }
+            if let Origin::Pool(_) = m.origin {
+                held.0 += 1;
+                held.1 += m.len;
+            }
         }
+        if held.0 > 0 {
+            log::warn!(
+                "{} DMA allocation(s) of {} KiB not freed before their VfioHal was dropped; \
+                 unmapped from the IOMMU, their memory left to whoever still holds it",
+                held.0,
+                held.1 / 1024
+            );
+        }
+    }
+}
+
+/// A DMA space shared by the [`crate::VfioHal`]s of one container, with the
+/// options it was made with.
+#[derive(Debug)]
+pub(crate) struct SharedDma {
+    space: ManuallyDrop<Mutex<DmaSpace<Arc<Container>>>>,
+    container: Arc<Container>,
+    pub(crate) hugepages: HugePages,
+    pub(crate) dma_limit: u64,
+}
+
+impl SharedDma {
+    /// The DMA space of `container`: the one its other `VfioHal`s use, or
+    /// a new one. A space being torn down (its last `VfioHal` dropping) is
+    /// waited for, so that a new one never allocates an IOVA the old one
+    /// still has mapped.
+    pub(crate) fn of(
+        container: &Arc<Container>,
+        hugepages: HugePages,
+        dma_limit: u64,
+    ) -> Result<Arc<Self>, VfioError> {
+        loop {
+            let mut slot = container.dma_slot();
+            let found = slot.as_ref().map(Weak::upgrade);
+            match found {
+                Some(Some(shared)) => {
+                    // Unlocked before `shared` may be dropped: dropping the
+                    // last one takes the slot's lock.
+                    drop(slot);
+                    if shared.hugepages != hugepages || shared.dma_limit != dma_limit {
+                        return Err(VfioError::Unsupported {
+                            what: format!(
+                                "a VfioHal with hugepages {hugepages:?} and dma_limit \
+                                 {dma_limit:#x} in a container whose DMA space (shared by the \
+                                 VfioHals of its devices) was made with hugepages {:?} and \
+                                 dma_limit {:#x}; open every device of the container with the \
+                                 same options (the smallest DMA limit of them)",
+                                shared.hugepages, shared.dma_limit
+                            ),
+                        });
+                    }
+                    // A group that joined the container since may have
+                    // narrowed the valid IOVA ranges.
+                    if let Some(info) = container.iommu_info() {
+                        shared.lock().restrict_iova(&info.iova_ranges);
+                    }
+                    return Ok(shared);
+                }
+                Some(None) => {
+                    drop(slot);
+                    std::thread::yield_now();
+                }
+                None => {
+                    let info = container
+                        .iommu_info()
+                        .ok_or_else(|| VfioError::Unsupported {
+                            what: "DMA in a container with no group attached (no IOMMU set)".into(),
+                        })?;
+                    let space = DmaSpace::new(
+                        Arc::clone(container),
+                        hugepages,
+                        &info.iova_ranges,
+                        info.page_sizes,
+                        dma_limit,
+                    );
+                    let shared = Arc::new(Self {
+                        space: ManuallyDrop::new(Mutex::new(space)),
+                        container: Arc::clone(container),
+                        hugepages,
+                        dma_limit,
+                    });
+                    *slot = Some(Arc::downgrade(&shared));
+                    return Ok(shared);
+                }
+            }
+        }
+    }
+
+    /// The space, locked.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, DmaSpace<Arc<Container>>> {
+        self.space.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for SharedDma {
+    fn drop(&mut self) {
+        // SAFETY: dropped once, here, and never used after.
+        unsafe { ManuallyDrop::drop(&mut self.space) };
+        // Only now, with every mapping gone, may a new space be made.
+        *self.container.dma_slot() = None;
     }
 }
 
@@ -269,7 +396,6 @@ impl<M: IommuMapper> Drop for DmaSpace<M> {
 pub(crate) mod tests {
     use super::*;
     use crate::pool::tests::LOCKED;
-    use std::sync::Mutex;
 
     /// Records map and unmap calls; fails the next call when told to.
     #[derive(Debug, Default)]
@@ -356,6 +482,7 @@ pub(crate) mod tests {
         // The IOVA and the memory are reused.
         let (p2, iova2, _) = d.alloc(100).unwrap();
         assert_eq!((p2, iova2), (p, iova));
+        d.free(iova2, p2).unwrap();
     }
 
     #[test]
@@ -410,21 +537,96 @@ pub(crate) mod tests {
         let (p2, iova2, _) = d.alloc(4096).unwrap();
         assert_ne!(p2, p);
         assert_ne!(iova2, iova);
+        d.free(iova2, p2).unwrap();
+        // The quarantined block keeps its chunk (the first, `p` at its
+        // start) mapped past the drop; give it back to stay under
+        // RLIMIT_MEMLOCK in this test process.
+        drop(d);
+        // SAFETY: nothing uses the chunk any more; the pool forgot it.
+        let rc = unsafe { libc::munmap(p.as_ptr().cast(), HUGE_PAGE_SIZE) };
+        assert_eq!(rc, 0);
     }
 
     #[test]
-    fn drop_unmaps_everything() {
+    fn drop_unmaps_everything_and_returns_freed_memory() {
         let _g = LOCKED.lock().unwrap_or_else(|e| e.into_inner());
+        let before = crate::pool::tests::vm_locked_kib();
         let fake = Arc::new(FakeIommu::default());
         let mut d = space(&fake);
-        d.alloc(4096).unwrap();
-        d.alloc(3 << 20).unwrap();
+        let (p, iova, _) = d.alloc(4096).unwrap();
         let buf = vec![0u8; 4096];
         // SAFETY: `buf` outlives `d`.
         unsafe { d.map_user(NonNull::new(buf.as_ptr() as *mut u8).unwrap(), 4096) }.unwrap();
-        assert_eq!(fake.live.lock().unwrap().len(), 3);
+        d.free(iova, p).unwrap();
+        assert_eq!(fake.live.lock().unwrap().len(), 1);
         drop(d);
         assert!(fake.live.lock().unwrap().is_empty());
+        assert_eq!(
+            crate::pool::tests::vm_locked_kib(),
+            before,
+            "pool memory back"
+        );
+    }
+
+    /// A region the caller still holds when the space is dropped (a
+    /// `DmaRegion` outliving its `VfioHal`) is taken out of the IOMMU but
+    /// stays mapped in the process.
+    #[test]
+    fn drop_keeps_memory_still_held() {
+        let _g = LOCKED.lock().unwrap_or_else(|e| e.into_inner());
+        let before = crate::pool::tests::vm_locked_kib();
+        let fake = Arc::new(FakeIommu::default());
+        let mut d = space(&fake);
+        let (p, _, _) = d.alloc(4096).unwrap();
+        let (q, _, qlen) = d.alloc(3 << 20).unwrap();
+        assert_eq!(qlen, 3 << 20);
+        // SAFETY: both are live pool memory, at least a page each.
+        unsafe {
+            p.as_ptr().cast::<u32>().write(0xdead_beef);
+            q.as_ptr().add(qlen - 4).cast::<u32>().write(0x0bad_f00d);
+        }
+        assert_eq!(fake.live.lock().unwrap().len(), 2);
+        drop(d);
+        assert!(
+            fake.live.lock().unwrap().is_empty(),
+            "the device can no longer reach them"
+        );
+        // SAFETY: their chunks were leaked, not unmapped: still readable.
+        unsafe {
+            assert_eq!(p.as_ptr().cast::<u32>().read(), 0xdead_beef);
+            assert_eq!(q.as_ptr().add(qlen - 4).cast::<u32>().read(), 0x0bad_f00d);
+        }
+        // Give the two leaked chunks (2 and 4 MiB, each block at the start
+        // of its own) back, to stay under RLIMIT_MEMLOCK in this process.
+        // SAFETY: nothing uses them any more; the pool forgot them.
+        unsafe {
+            assert_eq!(libc::munmap(p.as_ptr().cast(), HUGE_PAGE_SIZE), 0);
+            assert_eq!(libc::munmap(q.as_ptr().cast(), 2 * HUGE_PAGE_SIZE), 0);
+        }
+        assert_eq!(crate::pool::tests::vm_locked_kib(), before);
+    }
+
+    #[test]
+    fn lengths_round_to_iommu_pages() {
+        let _g = LOCKED.lock().unwrap_or_else(|e| e.into_inner());
+        let fake = Arc::new(FakeIommu::default());
+        // An IOMMU whose smallest page is 64 KiB (a 4 KiB-page host).
+        let mut d = DmaSpace::new(
+            Arc::clone(&fake),
+            HugePages::Never,
+            &RANGES,
+            0x1_0000,
+            1 << 40,
+        );
+        let (p, iova, len) = d.alloc(100).unwrap();
+        assert_eq!(len, 64 << 10);
+        assert_eq!(p.as_ptr() as usize % (64 << 10), 0);
+        assert_eq!(iova % (64 << 10), 0);
+        assert_eq!(
+            fake.live.lock().unwrap().get(&iova),
+            Some(&(p.as_ptr() as usize, 64 << 10))
+        );
+        d.free(iova, p).unwrap();
     }
 
     #[test]
@@ -446,6 +648,9 @@ pub(crate) mod tests {
         );
         let (p, iova, _) = held.pop().unwrap();
         d.free(iova, p).unwrap();
-        d.alloc(4096).unwrap();
+        held.push(d.alloc(4096).unwrap());
+        for (p, iova, _) in held {
+            d.free(iova, p).unwrap();
+        }
     }
 }

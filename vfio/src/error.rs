@@ -60,11 +60,35 @@ pub enum VfioError {
         /// See `euid`.
         egid: u32,
     },
-    /// The group is already open (by another process, or by this one
-    /// without closing it).
+    /// The group's node is already open, by another process (or by this
+    /// one other than through this crate): the kernel lets a group be open
+    /// once at a time.
     GroupBusy {
         /// The group number.
         group: u32,
+    },
+    /// This process has the group open already, attached to another
+    /// container than the one asked for (a group is in one container).
+    GroupInOtherContainer {
+        /// The group number.
+        group: u32,
+    },
+    /// This process has the device open already (a [`crate::VfioDevice`]
+    /// or [`crate::VfioHal`] for it is alive).
+    DeviceAlreadyOpen {
+        /// The device.
+        addr: PciAddress,
+    },
+    /// A memory BAR could not be mapped into the process, which
+    /// [`crate::VfioHal`] needs: through `pread`/`pwrite` a 64-bit doorbell
+    /// write is not one 64-bit store.
+    BarNotMappable {
+        /// The device.
+        addr: PciAddress,
+        /// The BAR (0..=5).
+        bar: u8,
+        /// Why it is not mapped.
+        reason: String,
     },
     /// The group has members bound to host drivers, so VFIO refuses it.
     GroupNotViable {
@@ -232,8 +256,8 @@ impl fmt::Display for VfioError {
             Self::VfioMissing { path } => write!(
                 f,
                 "{} does not exist: the VFIO driver is not loaded or the device is not bound to \
-                 it. Run `modprobe vfio-pci vfio_iommu_type1` and bind the device to vfio-pci \
-                 (see docs/vfio.md)",
+                 it. Run `modprobe -a vfio-pci vfio_iommu_type1` and bind the device to \
+                 vfio-pci (see docs/vfio.md)",
                 path.display()
             ),
             Self::Permission {
@@ -253,16 +277,39 @@ impl fmt::Display for VfioError {
                 write!(
                     f,
                     "). Run as root, or give the user the node: `chown USER {}` (or a udev rule: \
-                     SUBSYSTEM==\"vfio\", OWNER=\"USER\"); /dev/vfio/vfio must be readable and \
-                     writable too, and RLIMIT_MEMLOCK must cover the DMA memory",
+                     SUBSYSTEM==\"vfio\", KERNEL!=\"vfio\", OWNER=\"USER\"); /dev/vfio/vfio must \
+                     be readable and writable too, and RLIMIT_MEMLOCK must cover the DMA memory",
                     path.display()
                 )
             }
             Self::GroupBusy { group } => write!(
                 f,
-                "IOMMU group {group} (/dev/vfio/{group}) is already open, by another process or \
-                 an earlier handle that is still alive; close it first (`fuser -v \
-                 /dev/vfio/{group}` shows who has it)"
+                "IOMMU group {group} (/dev/vfio/{group}) is already open by another process (or \
+                 by this one other than through rnic-vfio), and the kernel lets a group be open \
+                 in one place at a time: `fuser -v /dev/vfio/{group}` shows who has it; stop \
+                 that process, or use the group's devices from it"
+            ),
+            Self::GroupInOtherContainer { group } => write!(
+                f,
+                "IOMMU group {group} is already open in this process, attached to another VFIO \
+                 container, and a group can be in one container only: open its devices in that \
+                 container (VfioDevice::open_in with the container() of a device of the group \
+                 that is open), or with VfioDevice::open / VfioHal::open, which find it"
+            ),
+            Self::DeviceAlreadyOpen { addr } => write!(
+                f,
+                "PCI device {addr} is already open in this process (a VfioDevice or VfioHal for \
+                 it is still alive); use that one, or drop it before opening the device again"
+            ),
+            Self::BarNotMappable { addr, bar, reason } => write!(
+                f,
+                "memory BAR {bar} of {addr} cannot be mapped into the process ({reason}). \
+                 VfioHal needs every memory BAR mmapped: through pread/pwrite every register \
+                 access is a system call, and vfio-pci splits an 8-byte write into two 4-byte \
+                 writes (before Linux 6.11), so a 64-bit doorbell would not be one store. \
+                 vfio-pci lets a process mmap a memory BAR of at least a page, or a smaller \
+                 one that starts on a page boundary (the `pci=resource_alignment=` kernel \
+                 parameter can align it); check the kernel log for vfio-pci messages"
             ),
             Self::GroupNotViable {
                 group,
@@ -389,6 +436,30 @@ impl VfioError {
             source,
         }
     }
+}
+
+/// Whether RLIMIT_MEMLOCK can have stopped a lock or a VFIO pin of this
+/// process: the limit is finite and the process lacks `CAP_IPC_LOCK` (with
+/// it, neither `mlock` nor VFIO checks the limit).
+pub(crate) fn memlock_may_limit() -> bool {
+    let (soft, _) = memlock_limit();
+    soft != libc::RLIM_INFINITY && !has_cap_ipc_lock()
+}
+
+/// Whether `CAP_IPC_LOCK` is in the effective capability set (from
+/// `/proc/self/status`; assumed not when unreadable).
+fn has_cap_ipc_lock() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| cap_ipc_lock_in(&s))
+}
+
+/// Whether a `/proc/PID/status` text has `CAP_IPC_LOCK` in `CapEff`.
+fn cap_ipc_lock_in(status: &str) -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
 /// The soft and hard RLIMIT_MEMLOCK in bytes.
@@ -567,6 +638,16 @@ mod tests {
         let m = VfioError::memlock(1).to_string();
         let (soft, _) = memlock_limit();
         assert!(m.contains(&fmt_limit(soft)), "{m}");
+        // CAP_IPC_LOCK lifts the limit: bit 14 of the effective set.
+        assert!(cap_ipc_lock_in("Name:\tx\nCapEff:\t000001ffffffffff\n"));
+        assert!(cap_ipc_lock_in("CapEff:\t0000000000004000"));
+        assert!(!cap_ipc_lock_in(
+            "CapInh:\t0000000000004000\nCapEff:\t0000000000000000"
+        ));
+        assert!(!cap_ipc_lock_in("no capabilities here"));
+        if soft == libc::RLIM_INFINITY {
+            assert!(!memlock_may_limit(), "no limit to hit");
+        }
 
         let m = VfioError::NoHugePages {
             wanted: 2 << 20,
@@ -591,8 +672,33 @@ mod tests {
         assert!(m.contains("uid 1000"), "{m}");
         assert!(m.contains("mode 0600"), "{m}");
         assert!(m.contains("chown"), "{m}");
+        assert!(
+            m.contains(r#"SUBSYSTEM=="vfio", KERNEL!="vfio", OWNER="USER""#),
+            "{m}"
+        );
         let m = VfioError::GroupBusy { group: 7 }.to_string();
-        assert!(m.contains("already open"), "{m}");
+        assert!(m.contains("already open by another process"), "{m}");
+        assert!(m.contains("fuser -v /dev/vfio/7"), "{m}");
+        let m = VfioError::GroupInOtherContainer { group: 7 }.to_string();
+        assert!(m.contains("already open in this process"), "{m}");
+        assert!(m.contains("VfioDevice::open_in"), "{m}");
+        let m = VfioError::DeviceAlreadyOpen {
+            addr: addr("0000:3b:00.1"),
+        }
+        .to_string();
+        assert!(
+            m.contains("0000:3b:00.1 is already open in this process"),
+            "{m}"
+        );
+        let m = VfioError::BarNotMappable {
+            addr: addr("0000:3b:00.1"),
+            bar: 2,
+            reason: "mmap failed: Invalid argument".into(),
+        }
+        .to_string();
+        assert!(m.contains("memory BAR 2 of 0000:3b:00.1"), "{m}");
+        assert!(m.contains("Invalid argument"), "{m}");
+        assert!(m.contains("two 4-byte writes"), "{m}");
     }
 
     #[test]

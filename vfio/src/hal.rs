@@ -1,13 +1,13 @@
 //! [`VfioHal`]: the driver's platform trait over a real device.
 
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 
 use rnic_queues::{DmaRegion, Hal, HalError};
 
 use crate::container::Container;
 use crate::device::{IrqKind, Paths, VfioDevice};
-use crate::dma::{DmaSpace, DmaStats};
+use crate::dma::{DmaSpace, DmaStats, SharedDma};
 use crate::error::VfioError;
 use crate::pool::HugePages;
 
@@ -82,27 +82,23 @@ impl VfioOptions {
 /// pinned pool mapped through the IOMMU, BARs mapped into the process,
 /// interrupts on eventfds, `CLOCK_MONOTONIC` time.
 ///
-/// It owns the device's container's IOMMU address space: one `VfioHal`
-/// per container. Dropping it unmaps every DMA mapping, returns the pool's
-/// memory to the kernel and closes the device.
+/// The `VfioHal`s of the devices of one container (the functions of one
+/// IOMMU group, for example, which [`VfioHal::open`] puts in one container)
+/// share its IOMMU address space: one DMA pool and IOVA space, so an
+/// allocation of one is reachable by the others' devices too (as the IOMMU
+/// cannot isolate devices of one group anyway). They must be opened with
+/// the same `hugepages` and `dma_limit`. When the last of them is dropped,
+/// every DMA mapping is removed from the IOMMU and the pool's memory goes
+/// back to the kernel, except memory of allocations not freed with
+/// `dma_free`: a [`DmaRegion`] may outlive its `VfioHal`, so that memory
+/// stays mapped in the process (leaked, with a warning).
 #[derive(Debug)]
 pub struct VfioHal {
-    // Fields drop in order: the DMA space unmaps everything, then the claim
-    // on the container's IOVA space is released, then the device (and so
-    // possibly the container) is closed.
-    dma: Mutex<DmaSpace<Arc<Container>>>,
-    _claim: DmaClaim,
+    // Fields drop in order: the DMA space (if this is its last VfioHal)
+    // unmaps everything, then the device (and so possibly the container)
+    // is closed.
+    dma: Arc<SharedDma>,
     dev: VfioDevice,
-}
-
-/// The claim of one [`VfioHal`] on its container's IOVA space.
-#[derive(Debug)]
-struct DmaClaim(Arc<Container>);
-
-impl Drop for DmaClaim {
-    fn drop(&mut self) {
-        self.0.release_dma();
-    }
 }
 
 impl VfioHal {
@@ -111,19 +107,31 @@ impl VfioHal {
         Self::open_with(addr, &VfioOptions::default())
     }
 
-    /// Opens the device at `addr`.
+    /// Opens the device at `addr`: in the container of its IOMMU group if
+    /// this process has the group open already, else in a new container.
     pub fn open_with(addr: &str, opts: &VfioOptions) -> Result<Self, VfioError> {
         let dev = VfioDevice::open_with(addr, &opts.paths)?;
         Self::new(dev, opts)
     }
 
-    /// Sets up an opened device: bus mastering, interrupts, the DMA space.
+    /// Sets up an opened device: bus mastering, interrupts, the DMA space
+    /// (the container's, shared with its other `VfioHal`s).
+    ///
+    /// Fails with [`VfioError::BarNotMappable`] if a memory BAR of the
+    /// device could not be mmapped: the driver's 64-bit doorbell writes
+    /// need a mapped BAR. (I/O port BARs are never mapped; they are
+    /// reached with pread/pwrite and take 32-bit accesses only.)
     pub fn new(dev: VfioDevice, opts: &VfioOptions) -> Result<Self, VfioError> {
-        let container = Arc::clone(dev.container());
-        let info = container
-            .iommu_info()
-            .expect("a container with a device has its IOMMU set")
-            .clone();
+        for i in 0..6 {
+            if let Some(reason) = dev.bar(i).and_then(|b| b.unmapped_reason()) {
+                return Err(VfioError::BarNotMappable {
+                    addr: dev.address(),
+                    bar: i,
+                    reason: reason.to_string(),
+                });
+            }
+        }
+        let dma = SharedDma::of(dev.container(), opts.hugepages, opts.dma_limit)?;
         if opts.bus_master {
             dev.set_bus_master(true)?;
         }
@@ -144,26 +152,7 @@ impl VfioHal {
             }
             IrqMode::Auto => log::info!("{}: no MSI or MSI-X; interrupts off", dev.address()),
         }
-        if !container.claim_dma() {
-            return Err(VfioError::Unsupported {
-                what: "a second VfioHal on one container (their IOVA allocations would collide); \
-                       open each device in its own container"
-                    .into(),
-            });
-        }
-        let claim = DmaClaim(Arc::clone(&container));
-        let dma = DmaSpace::new(
-            container,
-            opts.hugepages,
-            &info.iova_ranges,
-            info.page_sizes,
-            opts.dma_limit,
-        );
-        Ok(Self {
-            dma: Mutex::new(dma),
-            _claim: claim,
-            dev,
-        })
+        Ok(Self { dma, dev })
     }
 
     /// The device.
@@ -171,13 +160,14 @@ impl VfioHal {
         &self.dev
     }
 
-    /// Counters of the DMA space.
+    /// Counters of the DMA space (shared with the container's other
+    /// `VfioHal`s).
     pub fn dma_stats(&self) -> DmaStats {
         self.lock().stats()
     }
 
     fn lock(&self) -> MutexGuard<'_, DmaSpace<Arc<Container>>> {
-        self.dma.lock().unwrap_or_else(|e| e.into_inner())
+        self.dma.lock()
     }
 }
 
@@ -235,20 +225,25 @@ fn hal_err(e: VfioError, what: &str) -> HalError {
 // VFIO_IOMMU_UNMAP_DMA of its previous mapping succeeded (on failure the
 // memory and IOVA are quarantined, never reused), so the device cannot reach
 // a new owner's memory through an old mapping (a driver must not free what
-// the device may still use: the trait's dma_free precondition); dma_map maps
-// the pages of the caller's range (the IOMMU's granularity is a page, so the
-// rest of the first and last page is reachable too); BAR accesses are bounds-checked
-// by MmioRegion or the pread path; mmio_write* issue the store barrier
-// above before the store.
+// the device may still use: the trait's dma_free precondition); the memory
+// of a region stays valid even if the VfioHal is dropped first (its pool
+// chunk is then leaked, never unmapped from the process, though the IOMMU
+// mapping is removed); dma_map maps the pages of the caller's range (the
+// IOMMU's granularity is a page, so the rest of the first and last page is
+// reachable too); BAR accesses are bounds-checked by MmioRegion or the
+// pread path; mmio_write* issue the store barrier above before the store,
+// and mmio_write64 is one 64-bit store because VfioHal::new refuses a
+// memory BAR that is not mmapped (the pread path would split it).
 unsafe impl Hal for VfioHal {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
         let (vaddr, iova, len) = self
             .lock()
             .alloc(len)
             .map_err(|e| hal_err(e, "dma_alloc"))?;
-        // SAFETY: `len` bytes at `vaddr` are pool memory, valid until
-        // dma_free (or until the VfioHal is dropped, which the driver's
-        // objects holding the region outlive only by a bug of the caller).
+        // SAFETY: `len` bytes at `vaddr` are pool memory, valid for reads
+        // and writes until dma_free returns them to the pool; if the
+        // VfioHal is dropped first, the pool leaks (never unmaps) the chunk
+        // holding them, so they stay valid for as long as the region lives.
         Ok(unsafe { DmaRegion::new(vaddr, iova, len) })
     }
 

@@ -71,6 +71,24 @@ impl RangeAllocator {
         self.free.iter().map(|(s, e)| e - s).sum()
     }
 
+    /// Keeps only the free space that `other` has free too.
+    pub(crate) fn intersect(&mut self, other: &RangeAllocator) {
+        let mut out = BTreeMap::new();
+        for (&s, &e) in &self.free {
+            // Free ranges of `other` that overlap [s, e): the one starting
+            // at or before s, and those starting inside.
+            let first = other.free.range(..=s).next_back();
+            let rest = other.free.range(s + 1..e);
+            for (&os, &oe) in first.into_iter().chain(rest) {
+                let (a, b) = (s.max(os), e.min(oe));
+                if a < b {
+                    out.insert(a, b);
+                }
+            }
+        }
+        self.free = out;
+    }
+
     /// Whether all of `[start, end)` is free (one free range covers it).
     pub(crate) fn is_free(&self, start: u64, end: u64) -> bool {
         self.free
@@ -130,6 +148,14 @@ impl IovaAllocator {
             page,
             limit,
         }
+    }
+
+    /// Narrows the space to `ranges` (inclusive `(start, last)` pairs, as
+    /// in [`IovaAllocator::new`]): free space outside them is dropped;
+    /// allocated ranges are left as they are.
+    pub fn restrict(&mut self, ranges: &[(u64, u64)]) {
+        let allowed = Self::new(ranges, self.page, self.limit);
+        self.ranges.intersect(&allowed.ranges);
     }
 
     /// The allocation granule.
@@ -260,6 +286,35 @@ mod tests {
             blocks[0],
             "freed IOVA is reused"
         );
+    }
+
+    #[test]
+    fn restrict_to_narrower_ranges() {
+        let mut a = IovaAllocator::new(&VTD, PAGE, (1 << 32) - 1);
+        let x = a.alloc(PAGE, PAGE).unwrap();
+        let y = a.alloc(PAGE, PAGE).unwrap();
+        a.free(x, PAGE).unwrap();
+        // Another group's reserved region 0x10000..=0x1ffff, and nothing
+        // above 0xfedfffff any more.
+        a.restrict(&[(0, 0xffff), (0x2_0000, 0xfedf_ffff)]);
+        assert_eq!(
+            a.free_bytes(),
+            (0x1_0000 - PAGE) + (0xfee0_0000 - 0x2_0000) - PAGE,
+            "page 0 and the allocated page `y` stay out"
+        );
+        assert!(a.is_free(x, PAGE));
+        assert!(!a.is_free(0x1_0000, PAGE));
+        assert!(!a.is_free(0xfef0_0000, PAGE));
+        // Allocations skip the hole; `y` can still be freed.
+        let mut got = Vec::new();
+        while let Ok(i) = a.alloc(PAGE, PAGE) {
+            if i >= 0x2_0000 {
+                break;
+            }
+            got.push(i);
+        }
+        assert!(got.iter().all(|&i| i < 0x1_0000), "{got:x?}");
+        a.free(y, PAGE).unwrap();
     }
 
     #[test]

@@ -25,22 +25,29 @@
 //! - [`Container`]: `/dev/vfio/vfio`, one IOMMU address space (type 1 v2,
 //!   else type 1): valid IOVA ranges from the `VFIO_IOMMU_GET_INFO`
 //!   capability chain, `VFIO_IOMMU_MAP_DMA` / `UNMAP_DMA`.
-//! - [`VfioDevice`]: a device opened through its group: regions and IRQ
-//!   info, BARs mapped with `memmap2` (pread/pwrite when not mmappable),
-//!   config space, bus mastering, `VFIO_DEVICE_RESET`, MSI and MSI-X on
-//!   eventfds ([`EventFd`]).
+//! - [`VfioDevice`]: a device opened through its group (in the container
+//!   that already holds the group, if this process has it open): regions
+//!   and IRQ info, memory BARs mapped with `memmap2` (I/O port BARs reached
+//!   with pread/pwrite, 32-bit accesses only), config space, bus mastering,
+//!   `VFIO_DEVICE_RESET`, MSI and MSI-X on eventfds ([`EventFd`]).
 //! - [`IovaAllocator`] and [`DmaPool`]: device addresses inside the
 //!   IOMMU's valid ranges and the device's DMA mask; pinned memory from
-//!   2 MiB hugepages or `mlock`ed pages, returned to the kernel on drop.
+//!   2 MiB hugepages or `mlock`ed pages, returned to the kernel on drop
+//!   (except chunks with memory still handed out, which are leaked rather
+//!   than unmapped under their holder).
+//!
+//! The [`VfioHal`]s of the devices of one container share its DMA space.
 //!
 //! Every error ([`VfioError`]) says how to fix it: the device is bound to
 //! another driver (and the sysfs commands to rebind it), the group is not
 //! viable (and which devices share it), there is no IOMMU, no permission on
 //! `/dev/vfio/N`, no hugepages, RLIMIT_MEMLOCK too low (and its value).
 //!
-//! Only the legacy container/group interface is implemented; the iommufd
-//! and VFIO cdev interface (`/dev/iommu`, `/dev/vfio/devices/vfioN`, Linux
-//! 6.6+) is not yet. See `docs/vfio.md` for setting a machine up.
+//! Only the container/group interface is implemented, the one kernels
+//! without `CONFIG_IOMMUFD` (Debian 12's 6.1, Debian 13's 6.12) have; the
+//! iommufd and VFIO cdev interface (`/dev/iommu`,
+//! `/dev/vfio/devices/vfioN`) is not. See `docs/vfio.md` for setting a
+//! machine up.
 #![deny(missing_docs)]
 
 mod container;

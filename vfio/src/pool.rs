@@ -8,7 +8,9 @@
 //! (`MADV_DONTFORK`), as a child's copy-on-write would otherwise move a
 //! page the device writes to. Blocks are handed out page-aligned and
 //! zeroed. Chunks are returned to the kernel when the pool is dropped (or
-//! by [`DmaPool::trim`]).
+//! by [`DmaPool::trim`]), except a chunk that still has a block handed
+//! out: the pool cannot know that no one uses that block any more, so it
+//! leaks the chunk (never unmaps it) and logs a warning.
 //!
 //! The pool only provides memory; the VFIO layer maps each block into the
 //! IOMMU (which pins it again) for as long as it is allocated.
@@ -18,7 +20,7 @@ use std::ptr::NonNull;
 
 use memmap2::{Advice, MmapOptions, MmapRaw};
 
-use crate::error::VfioError;
+use crate::error::{memlock_may_limit, VfioError};
 use crate::iova::RangeAllocator;
 
 /// The size of a hugepage, and the pool's minimum chunk size.
@@ -87,7 +89,20 @@ impl PoolBlock {
 struct Chunk {
     mem: MmapRaw,
     backing: Backing,
+    /// The free parts, as absolute addresses (so alignments are of
+    /// addresses, whatever the chunk's own alignment).
     free: RangeAllocator,
+}
+
+impl Chunk {
+    fn base(&self) -> usize {
+        self.mem.as_mut_ptr() as usize
+    }
+
+    /// Bytes handed out and not given back.
+    fn used(&self) -> usize {
+        self.mem.len() - self.free.free_bytes() as usize
+    }
 }
 
 /// A growable pool of pinned, zeroed, page-aligned DMA memory.
@@ -116,22 +131,50 @@ impl DmaPool {
         self.page
     }
 
-    /// Allocates `len` bytes (rounded up to whole pages) of zeroed memory.
+    /// Allocates `len` bytes (rounded up to whole pages) of zeroed memory,
+    /// page-aligned (2 MiB-aligned when it is at least 2 MiB of hugepage
+    /// memory).
     pub fn alloc(&mut self, len: usize) -> Result<PoolBlock, VfioError> {
-        let len = len.max(1).div_ceil(self.page) * self.page;
-        let align = if len >= HUGE_PAGE_SIZE {
-            HUGE_PAGE_SIZE
-        } else {
-            self.page
+        self.alloc_aligned(len, self.page)
+    }
+
+    /// As [`DmaPool::alloc`], with the block's address aligned to `align`
+    /// too (a power of two; for an IOMMU whose pages are larger than the
+    /// host's).
+    pub fn alloc_aligned(&mut self, len: usize, align: usize) -> Result<PoolBlock, VfioError> {
+        let too_big = || VfioError::Unsupported {
+            what: format!("a DMA allocation of {len:#x} bytes aligned to {align:#x}"),
+        };
+        let align = align
+            .max(self.page)
+            .checked_next_power_of_two()
+            .ok_or_else(too_big)?;
+        let len = len
+            .max(1)
+            .checked_next_multiple_of(self.page)
+            .ok_or_else(too_big)?;
+        // Hugepage memory is aligned to 2 MiB so that the IOMMU can map it
+        // with 2 MiB pages; ordinary locked pages gain nothing from it.
+        let align_in = |c: &Chunk| {
+            if c.backing == Backing::HugePages && len >= HUGE_PAGE_SIZE {
+                align.max(HUGE_PAGE_SIZE)
+            } else {
+                align
+            }
         };
         for (i, slot) in self.chunks.iter_mut().enumerate() {
             if let Some(c) = slot {
-                if let Some(off) = c.free.alloc(len as u64, align as u64) {
-                    return Ok(Self::hand_out(i, c, off as usize, len));
+                if let Some(addr) = c.free.alloc(len as u64, align_in(c) as u64) {
+                    return Ok(Self::hand_out(i, c, addr as usize, len));
                 }
             }
         }
-        let size = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
+        // A chunk's base is only page-aligned (2 MiB for hugepages): leave
+        // room to align the block inside it.
+        let size = len
+            .checked_add(align - self.page)
+            .and_then(|s| s.checked_next_multiple_of(HUGE_PAGE_SIZE))
+            .ok_or_else(too_big)?;
         let chunk = self.new_chunk(size)?;
         let i = match self.chunks.iter().position(Option::is_none) {
             Some(i) => i,
@@ -141,24 +184,23 @@ impl DmaPool {
             }
         };
         let c = self.chunks[i].insert(chunk);
-        let off = c
+        let addr = c
             .free
-            .alloc(len as u64, align as u64)
+            .alloc(len as u64, align_in(c) as u64)
             .expect("a fresh chunk fits the block it was sized for");
-        Ok(Self::hand_out(i, c, off as usize, len))
+        Ok(Self::hand_out(i, c, addr as usize, len))
     }
 
-    fn hand_out(index: usize, c: &Chunk, offset: usize, len: usize) -> PoolBlock {
-        let addr = c.mem.as_mut_ptr() as usize + offset;
-        // SAFETY: `offset .. offset + len` lies inside the chunk's mapping
-        // (the range allocator only hands out parts of `0 .. chunk len`),
-        // which is readable and writable, and no other block overlaps it.
+    fn hand_out(index: usize, c: &Chunk, addr: usize, len: usize) -> PoolBlock {
+        // SAFETY: `addr .. addr + len` lies inside the chunk's mapping (the
+        // range allocator only hands out parts of it), which is readable
+        // and writable, and no other block overlaps it.
         unsafe { std::ptr::write_bytes(addr as *mut u8, 0, len) };
         PoolBlock {
             addr,
             len,
             chunk: index,
-            offset,
+            offset: addr - c.base(),
             backing: c.backing,
         }
     }
@@ -175,23 +217,20 @@ impl DmaPool {
             .and_then(Option::as_mut)
             .expect("PoolBlock freed into a pool it does not belong to");
         assert_eq!(
-            c.mem.as_mut_ptr() as usize + block.offset,
+            c.base() + block.offset,
             block.addr,
             "PoolBlock freed into a pool it does not belong to"
         );
         let ok = c
             .free
-            .add(block.offset as u64, (block.offset + block.len) as u64);
+            .add(block.addr as u64, (block.addr + block.len) as u64);
         assert!(ok, "PoolBlock at {:#x} freed twice", block.addr);
     }
 
     /// Returns chunks with no block in use to the kernel.
     pub fn trim(&mut self) {
         for slot in &mut self.chunks {
-            if slot
-                .as_ref()
-                .is_some_and(|c| c.free.free_bytes() == c.mem.len() as u64)
-            {
+            if slot.as_ref().is_some_and(|c| c.used() == 0) {
                 *slot = None;
             }
         }
@@ -204,11 +243,7 @@ impl DmaPool {
 
     /// Bytes handed out and not yet freed.
     pub fn used_bytes(&self) -> usize {
-        self.chunks
-            .iter()
-            .flatten()
-            .map(|c| c.mem.len() - c.free.free_bytes() as usize)
-            .sum()
+        self.chunks.iter().flatten().map(Chunk::used).sum()
     }
 
     fn new_chunk(&mut self, size: usize) -> Result<Chunk, VfioError> {
@@ -252,8 +287,10 @@ impl DmaPool {
         if let Err(e) = raw.lock() {
             log::error!("mlock of {size} bytes failed: {e}");
             return Err(match e.raw_os_error() {
-                Some(libc::ENOMEM | libc::EPERM | libc::EAGAIN) => VfioError::memlock(size),
-                _ => VfioError::io("mlock of DMA pool memory", e),
+                // Over RLIMIT_MEMLOCK is ENOMEM (EPERM with a limit of 0);
+                // without a limit in force it is something else.
+                Some(libc::ENOMEM | libc::EPERM) if memlock_may_limit() => VfioError::memlock(size),
+                _ => VfioError::io(format!("mlock of {size} bytes of DMA pool memory"), e),
             });
         }
         log::debug!("DMA pool: {} KiB chunk of locked pages", size / 1024);
@@ -264,8 +301,31 @@ impl DmaPool {
         mem.advise(Advice::DontFork)
             .map_err(|e| VfioError::io("madvise(MADV_DONTFORK) on DMA pool memory", e))?;
         let mut free = RangeAllocator::default();
-        free.add(0, size as u64);
+        let base = mem.as_mut_ptr() as u64;
+        free.add(base, base + size as u64);
         Ok(Chunk { mem, backing, free })
+    }
+}
+
+impl Drop for DmaPool {
+    fn drop(&mut self) {
+        for c in self.chunks.drain(..).flatten() {
+            let used = c.used();
+            if used == 0 {
+                continue; // unmapped (and unlocked) by MmapRaw's drop
+            }
+            // A block of it is still handed out (or quarantined after a
+            // failed IOMMU unmap): whoever holds it may still read or write
+            // it, so the memory must stay mapped.
+            log::warn!(
+                "DMA pool dropped while {used} bytes of its {} KiB chunk at {:#x} are still \
+                 allocated (a DMA region outlives its VfioHal, or an IOMMU unmap failed); \
+                 leaking the chunk rather than unmap memory that may still be in use",
+                c.mem.len() / 1024,
+                c.base()
+            );
+            std::mem::forget(c.mem);
+        }
     }
 }
 
@@ -328,14 +388,60 @@ pub(crate) mod tests {
         assert!(bytes(&a).iter().all(|&b| b == 0));
         assert_eq!(pool.reserved_bytes(), HUGE_PAGE_SIZE);
         assert!(vm_locked_kib() >= before + (HUGE_PAGE_SIZE / 1024) as u64);
+        pool.free(a);
         drop(pool);
         assert_eq!(
             vm_locked_kib(),
             before,
             "dropping the pool unlocks its memory"
         );
-        // `a` was never freed: dropping the pool releases it anyway.
-        let _ = a;
+    }
+
+    #[test]
+    fn a_chunk_with_a_block_in_use_outlives_the_pool() {
+        let _g = LOCKED.lock().unwrap_or_else(|e| e.into_inner());
+        let before = vm_locked_kib();
+        let mut pool = DmaPool::new(HugePages::Never);
+        let a = pool.alloc(4096).unwrap();
+        let b = pool.alloc(HUGE_PAGE_SIZE).unwrap(); // a chunk of its own
+        pool.free(b);
+        let p = a.ptr().as_ptr();
+        // SAFETY: `a` is live pool memory of a page.
+        unsafe { p.cast::<u32>().write(0x1234_5678) };
+        drop(pool);
+        // SAFETY: the pool leaked the chunk holding `a` instead of
+        // unmapping it: the page is still mapped and holds what was written.
+        assert_eq!(unsafe { p.cast::<u32>().read() }, 0x1234_5678);
+        assert_eq!(
+            vm_locked_kib(),
+            before + (HUGE_PAGE_SIZE / 1024) as u64,
+            "only the chunk in use is kept (and stays locked)"
+        );
+        // Give the leaked chunk back so that this test process stays under
+        // RLIMIT_MEMLOCK: `a` was its first block, at the chunk's start.
+        // SAFETY: nothing uses the chunk any more; the pool forgot it.
+        assert_eq!(unsafe { libc::munmap(p.cast(), HUGE_PAGE_SIZE) }, 0);
+        assert_eq!(vm_locked_kib(), before);
+    }
+
+    #[test]
+    fn aligned_blocks() {
+        let _g = LOCKED.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pool = DmaPool::new(HugePages::Never);
+        let page = pool.page_size();
+        let small = pool.alloc(1).unwrap();
+        // As for an IOMMU with 64 KiB pages on a 4 KiB-page host.
+        let a = pool.alloc_aligned(1, 64 << 10).unwrap();
+        assert_eq!(a.ptr().as_ptr() as usize % (64 << 10), 0);
+        assert_eq!(a.len(), page, "the length is rounded to host pages only");
+        // A block as large as a chunk still fits a fresh one when aligned.
+        let big = pool.alloc_aligned(HUGE_PAGE_SIZE, 1 << 20).unwrap();
+        assert_eq!(big.ptr().as_ptr() as usize % (1 << 20), 0);
+        assert!(pool.alloc_aligned(usize::MAX - page, page).is_err());
+        for b in [small, a, big] {
+            pool.free(b);
+        }
+        assert_eq!(pool.used_bytes(), 0);
     }
 
     #[test]
@@ -383,8 +489,7 @@ pub(crate) mod tests {
         assert_eq!(c.ptr().as_ptr() as usize, a_addr, "freed block is reused");
         assert!(bytes(&c).iter().all(|&x| x == 0), "reused block is zeroed");
 
-        // A block larger than a chunk gets a chunk of its own, 2 MiB aligned
-        // within it.
+        // A block larger than a chunk gets a chunk of its own.
         let big = pool.alloc(HUGE_PAGE_SIZE + page).unwrap();
         assert_eq!(big.len(), HUGE_PAGE_SIZE + page);
         assert_eq!(pool.reserved_bytes(), 3 * HUGE_PAGE_SIZE);
