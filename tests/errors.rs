@@ -682,9 +682,9 @@ fn rnr_retry_zero_fails(mode: ExecMode) {
 
 /// No receive posted and `rnr_retry` > 0: the send queue stalls (no
 /// completion, still RTS) until the responder posts a receive, then each
-/// stalled SEND completes successfully with its data delivered. With
-/// `rnr_retry` 3 no SEND meets more than two RNR NAKs here (its first
-/// attempt and one retry), within the count; 7 retries without limit.
+/// stalled SEND completes successfully with its data delivered. Each SEND
+/// meets one RNR NAK here (its first attempt): the retry a receive brings
+/// gets through, with `rnr_retry` 3 as with 7 (without limit).
 fn rnr_retry_waits_for_receive(mode: ExecMode) {
     for rnr_retry in [3, 7] {
         let opts = PairOpts {
@@ -700,8 +700,8 @@ fn rnr_retry_waits_for_receive(mode: ExecMode) {
         p.a.post_send(&[send(1, &[sge(&mr_a, 0, 5)]), send(2, &[sge(&mr_a, 8, 6)])])
             .unwrap();
         assert_cq_empty(&p.ctx, &p.cq_a);
-        // Posting while stalled rings the doorbell again: a retry, which
-        // stalls again; nothing overtakes the stalled SEND.
+        // Posting while stalled rings the doorbell again: no retry (the
+        // new SEND queues behind the stalled one, which nothing overtakes).
         write_mr(&mr_a, 16, b"third");
         post_send(&p.a, send(3, &[sge(&mr_a, 16, 5)]));
         assert_cq_empty(&p.ctx, &p.cq_a);
@@ -730,10 +730,14 @@ fn rnr_retry_waits_for_receive(mode: ExecMode) {
     }
 }
 
-/// A finite `rnr_retry` runs out: the device retries a stalled SEND on
-/// each doorbell (there is no RNR timer), and the RNR NAK after `rnr_retry`
-/// retries completes it RNR_RETRY_EXC_ERR and flushes the rest. The
-/// responder is not affected and its receive posted afterwards stays.
+/// A finite `rnr_retry` runs out when every retry meets receiver-not-ready
+/// again. There is no RNR timer: the device retries a stalled SEND only
+/// when the responder has a receive again (or leaves RTR/RTS), so a's own
+/// doorbells retry nothing. Here a second requester, `c`, stalled at b
+/// first, is ahead in line and takes each receive b posts; a's retry after
+/// each meets RNR again, and the RNR NAK after `rnr_retry` (2) retries
+/// completes a's SEND RNR_RETRY_EXC_ERR and flushes the rest. The responder
+/// is not affected and its receive posted afterwards stays.
 fn rnr_retry_runs_out(mode: ExecMode) {
     let opts = PairOpts {
         conn_a: Conn {
@@ -743,23 +747,41 @@ fn rnr_retry_runs_out(mode: ExecMode) {
         ..PairOpts::default()
     };
     let (p, mr_a, mr_b) = setup(mode, opts);
-    // Three doorbells: the first attempt and two retries of SEND 1.
+    let cq_c = p.ctx.create_cq(16).unwrap();
+    let c = create_qp(&p.pd, &cq_c, &cq_c, cap(16, 4, 64), false);
+    connect(&p.ctx, &c, p.b.qp_num(), &Conn::default());
+    write_mr(&mr_a, 0, b"from c 1from c 2");
+    c.post_send(&[send(21, &[sge(&mr_a, 0, 8)]), send(22, &[sge(&mr_a, 8, 8)])])
+        .unwrap();
+    settle(&p.ctx);
+    // a's first attempt meets RNR; its later doorbells are no retries.
     for wr_id in 1..=3 {
-        assert_cq_empty(&p.ctx, &p.cq_a);
-        assert_eq!(
-            query_state(&p.a),
-            QpState::Rts,
-            "stalled before post {wr_id}"
-        );
-        post_send(&p.a, send(wr_id, &[sge(&mr_a, 0, 8)]));
+        post_send(&p.a, send(wr_id, &[sge(&mr_a, 16, 8)]));
+    }
+    assert_cq_empty(&p.ctx, &p.cq_a);
+    assert_eq!(query_state(&p.a), QpState::Rts, "stalled, not failed");
+    for (i, wr_id) in [21, 22].into_iter().enumerate() {
+        // a's SEND stalled again before the receive is published (a SEND
+        // not stalled may find one before the RQ doorbell).
+        settle(&p.ctx);
+        post_recv(&p.b, recv(5 + i as u64, &[sge(&mr_b, 8 * i, 8)]));
+        let r = poll_one(&p.cq_b);
+        assert_ok(&r, 5 + i as u64, WcOpcode::Recv);
+        assert_eq!(r.src_qp, c.qp_num(), "c is first in line");
+        assert_ok(&poll_one(&cq_c), wr_id, WcOpcode::Send);
     }
     let s = poll_n(&p.cq_a, 3);
     assert_err(&s[0], 1, WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded);
     assert_flushed(&s[1..], &[2, 3]);
     assert_states(&p, QpState::Err, QpState::Rts);
-    post_recv(&p.b, recv(5, &[sge(&mr_b, 0, 8)]));
+    assert_eq!(query_state(&c), QpState::Rts);
+    post_recv(&p.b, recv(7, &[sge(&mr_b, 16, 8)]));
     assert_cq_empty(&p.ctx, &p.cq_b);
-    assert_all_sentinel(&mr_b);
+    assert_eq!(read_mr(&mr_b, 0, 16), b"from c 1from c 2");
+    assert!(read_mr(&mr_b, 16, MR_LEN - 16)
+        .iter()
+        .all(|&b| b == SENTINEL));
+    assert_cq_empty(&p.ctx, &cq_c);
     p.assert_quiet();
 }
 

@@ -5,6 +5,11 @@
 //! at its index, the requests before it run, nothing after it does, and
 //! the queues stay consistent.
 
+use std::ptr::NonNull;
+
+use rnic_hw_regs::bar0::{self, Ctrl};
+use rnic_hw_regs::pci::BAR_REGS;
+use rnic_queues::Hal;
 use rnic_tests::*;
 
 /// A device with room for one PD, one MR, one CQ and one QP.
@@ -25,7 +30,7 @@ fn assert_busy<T>(r: Result<(), DestroyError<T>>) -> T {
         Err(e) => {
             assert_eq!(e.error.kind(), ErrorKind::Busy, "{}", e.error);
             assert_eq!(e.error.errno(), 16);
-            e.object
+            e.object.expect("a busy object is handed back")
         }
     }
 }
@@ -579,7 +584,56 @@ fn drop_with_work_outstanding(mode: ExecMode) {
         .expect("dropping a pair with outstanding work did not finish");
 }
 
+/// A device that stops answering commands (reset behind the driver's
+/// back). A destroy that times out gives the object up: it is not handed
+/// back, and its number is never named again (the device may have given
+/// it to a new object); a registered user buffer is cut off from the
+/// device, so it may be freed at once. Once the command queue's entries
+/// are all still the device's, a command is not even issued: the error
+/// says so, and a destroy hands the object back. Dropping everything
+/// afterwards is safe.
+fn unanswered_commands(mode: ExecMode) {
+    let driver = DriverConfig {
+        cmd_timeout_ns: 20_000_000,
+        log_cmdq_size: 1,
+        ..DriverConfig::default()
+    };
+    let ctx = open_with_driver(EmuConfig::default(), driver, mode);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let qp = create_qp(&pd, &cq, &cq, cap(4, 1, 0), false);
+    let mr = pd.alloc_mr(4096, ALL_ACCESS).unwrap();
+    let mut user = vec![0u8; 8192];
+    let ptr = NonNull::new(user.as_mut_ptr()).unwrap();
+    // SAFETY: `user` lives until the MR is gone and its IOVAs retired (the
+    // emulated platform can retire IOVAs).
+    let umr = unsafe { pd.reg_mr(ptr, user.len(), ALL_ACCESS) }.unwrap();
+    let reset = Ctrl::new().with_reset(true).into_bits().to_ne();
+    ctx.hal().mmio_write32(BAR_REGS, bar0::CTRL, reset);
+
+    // Two command queue entries: two commands time out.
+    let e = qp.destroy().unwrap_err();
+    assert!(e.object.is_none(), "the QP is gone: {e}");
+    assert_eq!(e.error.kind(), ErrorKind::TimedOut);
+    assert!(!e.error.is_not_issued());
+    let e = umr.destroy().unwrap_err();
+    assert!(e.object.is_none(), "the MR is gone: {e}");
+    drop(user);
+    // Both entries are still the device's: nothing more is issued.
+    let e = mr.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::TimedOut);
+    assert!(e.error.is_not_issued(), "{}", e.error);
+    let mr = e.object.expect("a command not issued hands the MR back");
+    let e = ctx.create_cq(8).err().unwrap();
+    assert!(e.is_not_issued(), "{e}");
+    let e = cq.destroy().unwrap_err();
+    assert!(e.error.is_not_issued(), "{}", e.error);
+    let cq = e.object.expect("handed back");
+    drop((mr, cq, pd, ctx));
+}
+
 both_modes!(
+    unanswered_commands,
     pd_with_mr_is_busy,
     pd_with_qp_is_busy,
     cq_with_qp_is_busy,

@@ -10,7 +10,7 @@ use rnic_hw_regs::cmd::{CmdOpcode, CMD_ENTRY_SIZE};
 use rnic_hw_regs::eqe::EQE_SIZE;
 use rnic_hw_regs::le32;
 use rnic_hw_regs::pci::{BAR_REGS, MSIX_ASYNC_VECTOR};
-use rnic_queues::{DmaRegion, Hal, Pod};
+use rnic_queues::{DmaRegion, Hal, HalError, Pod};
 use spin::Mutex;
 
 use crate::cmd::{describe_fatal, CmdQueue};
@@ -99,21 +99,13 @@ pub(crate) enum DeviceMem {
 }
 
 impl DeviceMem {
-    /// Bytes of memory.
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Self::Region(r) => r.len(),
-            Self::Mapping { len, .. } => *len,
-        }
-    }
-
     /// Frees the region or removes the mapping.
     ///
     /// # Safety
     ///
     /// `self` came from `hal`, and the device no longer uses it: the
-    /// object using it is destroyed, the device refused the command that
-    /// would have used it, or the device was reset.
+    /// object using it is destroyed, the device refused (or never got)
+    /// the command that would have used it, or the device was reset.
     pub(crate) unsafe fn release<H: Hal>(self, hal: &H) {
         match self {
             // SAFETY: from this platform's dma_alloc (the caller's
@@ -286,12 +278,46 @@ impl<H: Hal> Device<H> {
     /// Keeps `mem`, which the device may still use, until the reset at
     /// shutdown; logs why (`what`, `why`) and how much.
     pub(crate) fn orphan(&self, mem: DeviceMem, what: core::fmt::Arguments<'_>, why: &Error) {
-        log::error!(
-            "{what}: {why}; the device may still use its {} bytes of memory, so they are \
-             leaked until the device is reset when the context is closed",
-            mem.len()
-        );
+        match mem {
+            DeviceMem::Region(ref r) => log::error!(
+                "{what}: {why}; the device may still use its {} bytes of memory, so they are \
+                 leaked until the device is reset when the context is closed",
+                r.len()
+            ),
+            DeviceMem::Mapping { iova, len } => log::error!(
+                "{what}: {why}; the device may still use the {len} bytes of caller memory at \
+                 IOVA {iova:#x}, and its IOVAs could not be retired, so they stay mapped, \
+                 and must stay valid, until the device is reset when the context is closed"
+            ),
+        }
         self.orphans.lock().push(mem);
+    }
+
+    /// Gives up `mem`, which the device may still reference (a destroy
+    /// failed, or a create timed out), logging why (`what`, `why`). A
+    /// mapping of the caller's memory is retired
+    /// ([`Hal::dma_unmap_retired`]): cut off from the device at once and
+    /// its IOVAs never reused, so the caller may free the memory. Where the
+    /// platform cannot retire IOVAs, and for driver memory, `mem` is kept
+    /// until the reset at shutdown ([`Device::orphan`]).
+    pub(crate) fn abandon(&self, mem: DeviceMem, what: core::fmt::Arguments<'_>, why: &Error) {
+        let DeviceMem::Mapping { iova, len } = mem else {
+            return self.orphan(mem, what, why);
+        };
+        // SAFETY: a Mapping is exactly the IOVA range of an earlier dma_map
+        // on this platform, not yet unmapped.
+        match unsafe { self.hal.dma_unmap_retired(iova, len) } {
+            Ok(()) => log::error!(
+                "{what}: {why}; the device may still reference the {len} bytes of caller \
+                 memory at IOVA {iova:#x}: the IOVAs are retired (unmapped, never reused), so \
+                 the device can reach neither that memory nor any other through them"
+            ),
+            Err(HalError::Unsupported) => self.orphan(mem, what, why),
+            Err(e) => {
+                log::error!("retiring the {len} bytes of caller memory at IOVA {iova:#x}: {e}");
+                self.orphan(mem, what, why);
+            }
+        }
     }
 
     /// Executes a command.

@@ -58,11 +58,12 @@ impl CmdQueue {
         // Acquire: the device finished with the entry (its last output) before
         // it cleared the owner byte; the entry is rewritten below.
         if self.mem.load_u8_acquire(base + CMD_OWNER_OFFSET) == OWNER_DEVICE {
-            return Err(Error::new(
+            // Not issued: the caller knows the device never saw it.
+            return Err(Error::not_issued(
                 ErrorKind::TimedOut,
                 format!(
-                    "command {op:?}: command queue entry {slot} is still owned by the device \
-                     (an earlier command timed out)"
+                    "command {op:?} not issued: command queue entry {slot} is still owned by \
+                     the device (an earlier command timed out)"
                 ),
             ));
         }

@@ -80,9 +80,10 @@ impl<H: Hal> Shared<H> {
     }
 
     /// Disposes of `mem`, given to the device by a create command that
-    /// failed with `err`: frees it if the device refused the command, and
-    /// otherwise (a timeout, a malformed answer) keeps it until shutdown,
-    /// since the device may yet execute the command and use the memory.
+    /// failed with `err`: frees it if the device refused the command or
+    /// never got it, and otherwise (a timeout, a malformed answer) gives it
+    /// up as [`Shared::abandon`] does, since the device may yet execute the
+    /// command and use the memory.
     ///
     /// # Safety
     ///
@@ -94,12 +95,13 @@ impl<H: Hal> Shared<H> {
         what: fmt::Arguments<'_>,
         err: &Error,
     ) {
-        if err.command().is_some() {
-            // SAFETY: from this platform (the caller's contract); the device
-            // refused the command, so nothing on it refers to the memory.
-            unsafe { mem.release(self.hal()) };
+        if err.outcome_unknown() {
+            self.abandon(mem, what, err);
         } else {
-            self.dev.orphan(mem, what, err);
+            // SAFETY: from this platform (the caller's contract); the device
+            // refused the command or never saw it, so nothing on it refers
+            // to the memory.
+            unsafe { mem.release(self.hal()) };
         }
     }
 
@@ -107,6 +109,13 @@ impl<H: Hal> Shared<H> {
     /// failed), until shutdown.
     pub(crate) fn orphan(&self, mem: DeviceMem, what: fmt::Arguments<'_>, err: &Error) {
         self.dev.orphan(mem, what, err);
+    }
+
+    /// Gives up `mem`, which the device may still reference: retires a
+    /// mapping of caller memory where the platform can, else keeps it until
+    /// shutdown (`Device::abandon`).
+    pub(crate) fn abandon(&self, mem: DeviceMem, what: fmt::Arguments<'_>, err: &Error) {
+        self.dev.abandon(mem, what, err);
     }
 
     /// Runs the test hook, if one is set, after DESTROY_QP or DESTROY_CQ.

@@ -76,6 +76,11 @@ impl QpTable {
         self.qps.binary_search_by_key(&qpn, |q| q.qpn)
     }
 
+    /// The QP of number `qpn`, if the table has one.
+    fn get(&self, qpn: u32) -> Option<&Arc<QpShared>> {
+        self.search(qpn).ok().map(|i| &self.qps[i])
+    }
+
     fn find(&mut self, qpn: u32) -> Option<&QpShared> {
         if self.qps.get(self.last).map_or(true, |q| q.qpn != qpn) {
             self.last = self.search(qpn).ok()?;
@@ -270,8 +275,13 @@ impl<H: Hal> Cq<H> {
         cq.ctx.ring_doorbell(cq.uar_page, CQ_DB, db.into_bits());
     }
 
-    /// Destroys the CQ (DESTROY_CQ). A CQ that QPs still use is busy; on
-    /// any failure the CQ is handed back.
+    /// Destroys the CQ (DESTROY_CQ). A CQ that QPs still use is busy.
+    ///
+    /// If the device refuses, or never gets the command, the CQ is handed
+    /// back. If the outcome is unknown (a timeout), the CQ is gone
+    /// ([`DestroyError::object`] is `None`): DESTROY_CQ is not sent again,
+    /// since its number may by then belong to a new CQ, and its memory is
+    /// kept until the context is closed (the device may still write to it).
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
         let result = match Arc::get_mut(&mut self.inner) {
             Some(inner) => inner.release(),
@@ -280,7 +290,10 @@ impl<H: Hal> Cq<H> {
                 format!("CQ {} is still used by queue pairs", self.inner.cqn),
             )),
         };
-        DestroyError::hand_back(self, result)
+        match result {
+            Err(e) if self.inner.mem.is_none() => Err(DestroyError::gone(e)),
+            result => DestroyError::hand_back(self, result),
+        }
     }
 }
 
@@ -317,15 +330,50 @@ impl<H: Hal> CqShared<H> {
         }
     }
 
-    /// Routes the completions of `qp`, just created, to its state. The
-    /// device gives a number to a new QP as soon as the QP that had it is
-    /// destroyed, possibly before that QP's owner has cleaned this CQ of
-    /// its completions: those are removed first, so they are never taken
-    /// for the new QP's (which has none yet).
-    pub(crate) fn attach(&self, qp: &Arc<QpShared>) {
+    /// Routes the completions of `qp`, just created, to its state.
+    ///
+    /// The device gives a number to a new QP as soon as the QP that had it
+    /// is destroyed, possibly before that QP's owner has cleaned this CQ of
+    /// its completions: if the table still has a QP of the number, its
+    /// completions are removed first, so they are never taken for the new
+    /// QP's (which has none yet). That QP must have been destroyed (or its
+    /// destruction's outcome be unknown); if it was not, the device gave
+    /// out a number in use, and the new QP is refused with
+    /// [`ErrorKind::Io`] rather than take over the live QP's completions.
+    pub(crate) fn attach(&self, qp: &Arc<QpShared>) -> Result<()> {
         let mut p = self.poll.lock();
-        self.clean_locked(&mut p, qp.qpn);
+        if let Some(old) = p.qps.get(qp.qpn) {
+            if !old.destroyed() {
+                log::error!(
+                    "CQ {}: the device gave QP number {} to a new QP while the QP that has \
+                     it is not destroyed",
+                    self.cqn,
+                    qp.qpn
+                );
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    format!(
+                        "the device created a QP with number {}, which a live QP of CQ {} has",
+                        qp.qpn, self.cqn
+                    ),
+                ));
+            }
+            self.clean_locked(&mut p, qp.qpn);
+        }
         p.qps.insert(Arc::clone(qp));
+        Ok(())
+    }
+
+    /// Whether completions of QP `qpn` are routed to a QP.
+    #[cfg(test)]
+    pub(crate) fn routes(&self, qpn: u32) -> bool {
+        self.poll.lock().qps.get(qpn).is_some()
+    }
+
+    /// Undoes [`CqShared::attach`] of `qp`, a QP being refused that has no
+    /// completions.
+    pub(crate) fn unattach(&self, qp: &Arc<QpShared>) {
+        self.poll.lock().qps.remove(qp);
     }
 
     /// Stops routing completions to `qp`, destroyed, and removes its
@@ -335,6 +383,17 @@ impl<H: Hal> CqShared<H> {
     pub(crate) fn detach(&self, qp: &Arc<QpShared>) {
         let mut p = self.poll.lock();
         if p.qps.remove(qp) {
+            self.clean_locked(&mut p, qp.qpn);
+        }
+    }
+
+    /// Removes the completions of `qp`, whose destruction has an unknown
+    /// outcome, if its number is still its own here; its table entry
+    /// stays, so that a new QP given the number cleans the completions the
+    /// old one may still write before taking it over.
+    pub(crate) fn abandon(&self, qp: &Arc<QpShared>) {
+        let mut p = self.poll.lock();
+        if p.qps.get(qp.qpn).is_some_and(|q| Arc::ptr_eq(q, qp)) {
             self.clean_locked(&mut p, qp.qpn);
         }
     }
@@ -391,7 +450,17 @@ impl<H: Hal> CqShared<H> {
             id: le32::from_ne(self.cqn),
         };
         if let Err(e) = self.ctx.exec::<_, ()>(CmdOpcode::DestroyCq, &input) {
-            self.mem = Some(mem);
+            if e.outcome_unknown() {
+                // Never asked again: the number may go to a new CQ.
+                remove_if_ours(&self.ctx.cqs, self.cqn, &self.arm);
+                self.ctx.orphan(
+                    DeviceMem::Region(mem),
+                    format_args!("destroying CQ {}", self.cqn),
+                    &e,
+                );
+            } else {
+                self.mem = Some(mem);
+            }
             return Err(e);
         }
         #[cfg(test)]

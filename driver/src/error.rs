@@ -105,6 +105,8 @@ pub struct Error {
     kind: ErrorKind,
     message: Cow<'static, str>,
     command: Option<CmdFailure>,
+    /// A command that was never given to the device.
+    not_issued: bool,
 }
 
 impl Error {
@@ -114,6 +116,16 @@ impl Error {
             kind,
             message: message.into(),
             command: None,
+            not_issued: false,
+        }
+    }
+
+    /// An error of a command the driver did not give to the device (its
+    /// command queue entry was still the device's).
+    pub(crate) fn not_issued(kind: ErrorKind, message: impl Into<Cow<'static, str>>) -> Self {
+        Self {
+            not_issued: true,
+            ..Self::new(kind, message)
         }
     }
 
@@ -138,6 +150,7 @@ impl Error {
                 failure.opcode
             )),
             command: Some(failure),
+            not_issued: false,
         }
     }
 
@@ -169,6 +182,21 @@ impl Error {
     /// The failed command, if the device refused one.
     pub fn command(&self) -> Option<&CmdFailure> {
         self.command.as_ref()
+    }
+
+    /// Whether the failed command never reached the device: the command
+    /// queue entry it needed was still the device's (an earlier command
+    /// timed out and the device has not finished it). The kind is
+    /// [`ErrorKind::TimedOut`], but nothing happened on the device.
+    pub fn is_not_issued(&self) -> bool {
+        self.not_issued
+    }
+
+    /// For the error of a command: whether the device may have executed
+    /// it, or may still, although the driver saw no answer (a timeout, a
+    /// malformed answer). False when the device refused it or never got it.
+    pub(crate) fn outcome_unknown(&self) -> bool {
+        self.command.is_none() && !self.not_issued
     }
 }
 
@@ -203,10 +231,25 @@ impl core::error::Error for PostError {
     }
 }
 
-/// A failed `destroy`: the object was not destroyed and is handed back.
+/// A failed `destroy`.
+///
+/// If the device refused to destroy the object (it answered with a failure
+/// status, [`Error::command`]) or never got the command
+/// ([`Error::is_not_issued`]), the object is still alive and is handed
+/// back in `object`: the caller may keep using it, or destroy or drop it
+/// later.
+///
+/// If the outcome is unknown (the command timed out: the device may have
+/// destroyed the object, or may yet), `object` is `None`: the object is
+/// gone. Asking again could destroy another object, since the device gives
+/// a destroyed object's number to the next one created; instead the driver
+/// keeps the object's memory until the device is reset when the context is
+/// closed (retiring the IOVAs of a registered user buffer at once where
+/// the platform can, see [`crate::Pd::reg_mr`]).
 pub struct DestroyError<T> {
-    /// The object, still alive.
-    pub object: T,
+    /// The object, still alive, if the device certainly did not destroy
+    /// it; `None` if it is gone.
+    pub object: Option<T>,
     /// Why it could not be destroyed.
     pub error: Error,
 }
@@ -215,21 +258,37 @@ impl<T> DestroyError<T> {
     /// The outcome of destroying `object`: on failure, the object is handed
     /// back with the error.
     pub(crate) fn hand_back(object: T, result: Result<()>) -> Result<(), Self> {
-        result.map_err(|error| Self { object, error })
+        result.map_err(|error| Self {
+            object: Some(object),
+            error,
+        })
+    }
+
+    /// A destroy whose outcome is unknown: the object is gone.
+    pub(crate) fn gone(error: Error) -> Self {
+        Self {
+            object: None,
+            error,
+        }
     }
 }
 
 impl<T> fmt::Debug for DestroyError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("DestroyError")
+            .field("handed_back", &self.object.is_some())
             .field("error", &self.error)
-            .finish_non_exhaustive()
+            .finish()
     }
 }
 
 impl<T> fmt::Display for DestroyError<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.error, f)
+        fmt::Display::fmt(&self.error, f)?;
+        if self.object.is_none() {
+            f.write_str("; the object is gone (the device may have destroyed it)")?;
+        }
+        Ok(())
     }
 }
 

@@ -56,7 +56,9 @@
 //! Objects hold reference-counted handles on what the device makes them
 //! depend on (an MR or QP on its PD, a QP on its CQs, everything on the
 //! context), so dropping in any order is safe; `destroy` reports the
-//! device's answer and hands the object back on failure.
+//! device's answer and hands the object back if the device refused (a
+//! destroy that timed out gives the object up instead: see
+//! [`DestroyError`]).
 //!
 //! The data path (`post_send`, `post_recv`, `poll`) allocates nothing and
 //! takes one spin lock per call: that of the send queue, receive queue or

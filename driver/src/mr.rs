@@ -91,13 +91,19 @@ impl<H: Hal> Pd<H> {
     /// [`Mr::write`]) may access it at any time until then, so the caller
     /// must not hold Rust references to it that assume exclusive access.
     ///
-    /// Where the device does not confirm that it is done with the memory,
-    /// the memory stays mapped for it, and must stay valid, until the
+    /// Where the device does not confirm that it is done with the memory
+    /// (`reg_mr` fails with an error whose outcome is unknown, such as a
+    /// command timeout: [`Error::command`] is `None` and
+    /// [`Error::is_not_issued`] false; or deregistering fails when the MR
+    /// is destroyed or dropped), the driver retires the memory's IOVAs
+    /// ([`Hal::dma_unmap_retired`]): the device is cut off from it at once
+    /// and the stale registration can never reach other memory, so the rule
+    /// above still holds. Only on a platform that cannot retire IOVAs does
+    /// the memory then stay mapped, and have to stay valid, until the
     /// context is closed (the last handle on it dropped, which resets the
-    /// device): when `reg_mr` fails with an error that is not the device's
-    /// refusal ([`Error::command`] is `None`, e.g. a command timeout), and
-    /// when dropping the MR fails to deregister it (logged as an error).
-    /// [`Mr::destroy`] hands a still-registered MR back instead.
+    /// device); the driver logs an error when that happens. An MR whose
+    /// deregistration the device refused is handed back by [`Mr::destroy`],
+    /// still registered.
     pub unsafe fn reg_mr(&self, ptr: NonNull<u8>, len: usize, access: u32) -> Result<Mr<H>> {
         check_access(access)?;
         if len == 0 {
@@ -105,8 +111,9 @@ impl<H: Hal> Pd<H> {
         }
         let ctx = &self.inner.ctx;
         // SAFETY: the caller keeps the memory valid until the MR is gone,
-        // and the MR unmaps it when it goes (or, if the device may still
-        // use it, the context at shutdown).
+        // and the MR unmaps (or, if the device may still use it, retires)
+        // it when it goes; only a platform that cannot retire IOVAs keeps
+        // it mapped until shutdown, which the caller's contract covers.
         let iova = unsafe { ctx.hal().dma_map(ptr, len) }
             .map_err(|e| Error::hal(e, "mapping MR memory for the device"))?;
         // SAFETY: the caller keeps `ptr .. ptr + len` valid for reads and
@@ -258,13 +265,27 @@ impl<H: Hal> Mr<H> {
         Ok(())
     }
 
-    /// Deregisters the region (DEREG_MR) and frees or unmaps its memory;
-    /// on failure the MR is handed back.
+    /// Deregisters the region (DEREG_MR) and frees or unmaps its memory.
+    ///
+    /// If the device refuses, or never gets the command, the MR is handed
+    /// back, still registered. If the outcome is unknown (a timeout), the
+    /// MR is gone ([`DestroyError::object`] is `None`) and DEREG_MR is not
+    /// sent again (the key may by then name another MR): registered user
+    /// memory is cut off from the device by retiring its IOVAs, or kept
+    /// mapped until the context closes where the platform cannot
+    /// ([`Pd::reg_mr`]); allocated memory is kept until the context closes.
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
-        let result = self.release();
-        DestroyError::hand_back(self, result)
+        match self.release() {
+            Ok(()) => Ok(()),
+            Err(e) if self.mem.is_some() => DestroyError::hand_back(self, Err(e)),
+            Err(e) => Err(DestroyError::gone(e)),
+        }
     }
 
+    /// Deregisters the MR and releases its memory. On a refusal (or a
+    /// command not issued) the MR stays registered and keeps its memory;
+    /// when the outcome is unknown the memory is given up (`Shared::abandon`)
+    /// and the MR is left released.
     fn release(&mut self) -> Result<()> {
         if self.mem.is_none() {
             return Ok(());
@@ -272,13 +293,31 @@ impl<H: Hal> Mr<H> {
         let input = ObjIn {
             id: le32::from_ne(self.lkey),
         };
-        self.pd.ctx.exec::<_, ()>(CmdOpcode::DeregMr, &input)?;
-        if let Some(mem) = self.take_memory() {
-            // SAFETY: from reg_mr's dma_map or alloc_mr's dma_alloc on this
-            // context's platform, and the MR using it is deregistered.
-            unsafe { mem.release(self.pd.ctx.hal()) };
+        match self.pd.ctx.exec::<_, ()>(CmdOpcode::DeregMr, &input) {
+            Ok(()) => {
+                if let Some(mem) = self.take_memory() {
+                    // SAFETY: from reg_mr's dma_map or alloc_mr's dma_alloc
+                    // on this context's platform, and the MR using it is
+                    // deregistered.
+                    unsafe { mem.release(self.pd.ctx.hal()) };
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if e.outcome_unknown() {
+                    let lkey = self.lkey;
+                    self.give_up(format_args!("deregistering MR {lkey:#x}"), &e);
+                }
+                Err(e)
+            }
         }
-        Ok(())
+    }
+
+    /// Gives up the memory of an MR that may still be registered.
+    fn give_up(&mut self, what: core::fmt::Arguments<'_>, err: &Error) {
+        if let Some(mem) = self.take_memory() {
+            self.pd.ctx.abandon(mem, what, err);
+        }
     }
 
     /// The memory, as the platform gave it: a region, or the mapping of
@@ -299,14 +338,14 @@ impl<H: Hal> Mr<H> {
 impl<H: Hal> Drop for Mr<H> {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            // The device's MR entry may still be live: freeing or
-            // unmapping the memory would let the device (or a peer with
-            // the rkey) reach whatever the platform puts there next.
-            if let Some(mem) = self.take_memory() {
-                self.pd
-                    .ctx
-                    .orphan(mem, format_args!("dropping MR {:#x}", self.lkey), &e);
-            }
+            // The device's MR entry may still be live: freeing or plainly
+            // unmapping the memory would let the device (or a peer with the
+            // rkey) reach whatever the platform puts there next. User
+            // memory is retired (cut off, its IOVAs never reused), since
+            // its owner frees it once the MR is gone; if the platform
+            // cannot, and for allocated memory, it is kept until shutdown.
+            let lkey = self.lkey;
+            self.give_up(format_args!("dropping MR {lkey:#x}"), &e);
         }
     }
 }

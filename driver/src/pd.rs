@@ -26,12 +26,20 @@ pub(crate) struct PdInner<H: Hal> {
 }
 
 impl<H: Hal> PdInner<H> {
+    /// Deallocates the PD. When the outcome is unknown (a timeout) the PD
+    /// counts as released all the same: DESTROY_PD is never sent again, as
+    /// its number may by then belong to a new PD.
     fn release(&mut self) -> Result<()> {
         if self.live {
             let input = ObjIn {
                 id: le32::from_ne(self.pdn),
             };
-            self.ctx.exec::<_, ()>(CmdOpcode::DestroyPd, &input)?;
+            if let Err(e) = self.ctx.exec::<_, ()>(CmdOpcode::DestroyPd, &input) {
+                if e.outcome_unknown() {
+                    self.live = false;
+                }
+                return Err(e);
+            }
             self.live = false;
         }
         Ok(())
@@ -67,7 +75,10 @@ impl<H: Hal> Pd<H> {
     }
 
     /// Deallocates the PD (DESTROY_PD). A PD that still has MRs or QPs is
-    /// busy; on any failure the PD is handed back.
+    /// busy. If the device refuses, or never gets the command, the PD is
+    /// handed back; if the outcome is unknown (a timeout), the PD is gone
+    /// ([`DestroyError::object`] is `None`) and DESTROY_PD is not sent again
+    /// (the number may by then belong to a new PD).
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
         let users = Arc::strong_count(&self.inner) - 1;
         let result = match Arc::get_mut(&mut self.inner) {
@@ -80,6 +91,9 @@ impl<H: Hal> Pd<H> {
                 ),
             )),
         };
-        DestroyError::hand_back(self, result)
+        match result {
+            Err(e) if !self.inner.live => Err(DestroyError::gone(e)),
+            result => DestroyError::hand_back(self, result),
+        }
     }
 }

@@ -31,7 +31,9 @@ impl EmuHal {
 // memory only through IOMMU translations made under the device lock, which
 // dma_free/dma_unmap also take before removing a mapping (and bump the
 // generation that invalidates cached translations), so nothing is reachable
-// after they return; BAR accesses only touch the model's register file.
+// after they return; the IOMMU never hands out an IOVA twice, so a range
+// unmapped by dma_unmap_retired is never reused; BAR accesses only touch the
+// model's register file.
 unsafe impl Hal for EmuHal {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
         let (host, iova) = self.dev.shared().lock().iommu.alloc(len)?;
@@ -61,6 +63,13 @@ unsafe impl Hal for EmuHal {
 
     unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
         self.dev.shared().lock().iommu.unmap(iova, len)
+    }
+
+    /// The IOMMU never hands an IOVA out twice, so unmapping retires it.
+    unsafe fn dma_unmap_retired(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        // SAFETY: forwarded contract (exactly an earlier dma_map, not yet
+        // unmapped).
+        unsafe { self.dma_unmap(iova, len) }
     }
 
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {

@@ -30,12 +30,17 @@
 //! - Every WQE executes to completion before the next starts, so fences and
 //!   outstanding-READ limits are trivially honoured.
 //! - Receiver-not-ready with `rnr_retry` 1..=7 stalls the send queue at the
-//!   WQE. There is no RNR timer: the WQE is retried when the responder's RQ
-//!   doorbell rings, when the requester's SQ doorbell rings again (standing
-//!   in for a timer expiry), or when the responder leaves RTR/RTS. Each
-//!   retry that meets RNR again counts; after `rnr_retry` of them (1..=6)
-//!   the WQE completes `RNR_RETRY_EXC_ERR`, while 7 retries without limit.
-//!   Timed retries belong to the RC wire transport.
+//!   WQE. There is no RNR timer: the WQE is retried only on an event that
+//!   can change the answer, when the responder's RQ doorbell leaves receive
+//!   WQEs available or the responder leaves RTR/RTS or is destroyed. The
+//!   requester's own SQ doorbells do not retry (new WQEs queue behind the
+//!   stalled one), nor does an RQ doorbell that publishes nothing. Stalled
+//!   requesters retry in the order they last stalled, so a retry meets RNR
+//!   again only when another requester took the receive WQEs first; each
+//!   such retry counts, and after `rnr_retry` of them (1..=6) the WQE
+//!   completes `RNR_RETRY_EXC_ERR`, while 7 retries without limit. A stall
+//!   nothing ends lasts forever. Timed retries belong to the RC wire
+//!   transport.
 //! - Producer indices are read from a doorbell record on each SQ/RQ
 //!   doorbell and otherwise only once the WQEs already known from it are
 //!   consumed; a CQ's consumer index only when the CQ looks full from the

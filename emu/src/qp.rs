@@ -139,7 +139,11 @@ pub(crate) fn to_reset(st: &mut State, qpn: u32) {
 }
 
 /// Wakes the requesters stalled on receiver-not-ready at QP `qpn`: their
-/// send queues run again (and retry the stalled WQE).
+/// send queues run again, in the order they stalled, and retry the stalled
+/// WQE (one retry each, which counts as an RNR NAK if it meets
+/// receiver-not-ready again). Called only when the answer may have changed:
+/// the responder's RQ doorbell published receive WQEs, or the responder
+/// left RTR/RTS or is being destroyed.
 pub(crate) fn wake_waiters(st: &mut State, qpn: u32) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
@@ -246,7 +250,9 @@ pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
 /// An RQ doorbell on page `page`: flush in the error state; otherwise take
 /// note of the receive WQEs the doorbell record publishes (a malformed or
 /// unmapped record moves the QP to the error state with a `QpFatal` event)
-/// and wake requesters waiting for receive WQEs.
+/// and, if receive WQEs are available, wake requesters waiting for them. A
+/// doorbell that leaves none available (its producer index unchanged)
+/// wakes nobody: a retry could only meet receiver-not-ready again.
 pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
     let qpn = db.qpn();
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -265,6 +271,7 @@ pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
         // The doorbell record is not in use before the QP leaves RESET.
         QpState::Reset => {}
         _ => match published(qp, &st.iommu, Wq::Rq) {
+            Ok(0) => {}
             Ok(_) => wake_waiters(st, qpn),
             Err(e) => to_err(st, qpn, Some((EventType::QpFatal, e.syndrome()))),
         },

@@ -18,7 +18,9 @@ const RNR_RETRY_INFINITE: u8 = 7;
 
 /// An SQ doorbell on page `page`: reads the doorbell record (a malformed or
 /// unmapped one moves the QP to the error state with a `QpFatal` event) and
-/// runs the send queue, retrying a WQE stalled on receiver-not-ready.
+/// runs the send queue. A send queue stalled on receiver-not-ready stays
+/// stalled: the new WQEs queue behind the stalled one, which only an event
+/// at the responder retries (see [`crate::qp::wake_waiters`]).
 pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
     let qpn = db.qpn();
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -41,9 +43,6 @@ pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
             return;
         }
     }
-    // A doorbell is also a retry attempt for a send queue stalled on
-    // receiver-not-ready (standing in for an RNR timer expiry).
-    qp.rnr_stalled_on = None;
     process_sq(st, qpn);
     st.run_kicked();
 }
@@ -138,7 +137,9 @@ fn execute(st: &mut State, qpn: u32, w: &SendWqe, local: &mut Sgl) -> bool {
             Some(qp) => {
                 // The first attempt and each retry count one RNR NAK:
                 // `rnr_retry` retries are allowed after the first attempt,
-                // 7 meaning without limit.
+                // 7 meaning without limit. Retries happen only when the
+                // responder has a receive WQE again (another requester may
+                // take it first) or leaves RTR/RTS.
                 qp.rnr_naks = qp.rnr_naks.saturating_add(1);
                 if rnr_retry < RNR_RETRY_INFINITE && qp.rnr_naks > rnr_retry {
                     Outcome::Failed(WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded)

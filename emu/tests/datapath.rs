@@ -6,13 +6,13 @@ mod common;
 
 use common::*;
 use rnic_emu::ExecMode;
-use rnic_hw_regs::cmd::{AddressVector, CmdOpcode, CreateQpOut, QpAttrs};
+use rnic_hw_regs::cmd::{AddressVector, CmdOpcode, CreateQpOut, QpAttrs, RegMrOut};
 use rnic_hw_regs::cqe::{Cqe, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::{CqArmCmd, QP_DBREC_RQ};
 use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus, WrOpcode};
-use rnic_queues::Hal;
+use rnic_queues::{DmaRegion, Hal};
 
 both_modes!(
     send_recv_sgl,
@@ -21,12 +21,14 @@ both_modes!(
     read_and_atomics,
     unsignaled_and_wqe_wrap,
     unmapped_iova_refused,
+    retired_mapping_is_cut_off,
     local_errors,
     remote_access_error,
     write_imm_access_error,
     no_rd_atomic_resources,
     rnr_stall_and_resume,
     rnr_retry_zero,
+    rnr_retry_waits_for_events,
     rnr_retry_exhausted,
     rnr_retry_counts_per_wqe,
     sq_dbrec_beyond_ring,
@@ -319,6 +321,53 @@ fn unmapped_iova_refused(mode: ExecMode) {
     assert_cqe(&c, 7, WcStatus::RemOpErr, WcOpcode::RdmaWrite);
     assert_eq!(state(&mut q.t, q.b.qpn), QpState::Err);
     assert!(status(&q.t.hal).enabled());
+}
+
+/// `dma_unmap_retired` cuts the device off from caller memory that an MR
+/// still registered points at: an RDMA WRITE to the MR faults at the
+/// responder instead of landing in the memory, and the retired IOVAs are
+/// not handed out again.
+fn retired_mapping_is_cut_off(mode: ExecMode) {
+    let mut p = pair(mode, 7);
+    let hal = p.t.hal.clone();
+    let src = p.t.reg_mr(p.pdn, 4096, 0);
+    src.region.write_bytes(0, b"payload!");
+    let mut user = vec![0x5au8; 4096];
+    let ptr = std::ptr::NonNull::new(user.as_mut_ptr()).unwrap();
+    // SAFETY: `user` outlives the mapping (retired below).
+    let iova = unsafe { hal.dma_map(ptr, user.len()) }.unwrap();
+    // SAFETY: the view is used only to describe the MR (va == IOVA).
+    let view = unsafe { DmaRegion::new(ptr, iova, user.len()) };
+    let i = p.t.reg_mr_in(p.pdn, &view, ALL);
+    let rkey = p.t.cmd(CmdOpcode::RegMr, &i).ok::<RegMrOut>().rkey.to_ne();
+    // SAFETY: exactly the mapping above, not yet unmapped.
+    unsafe { hal.dma_unmap_retired(iova, user.len()) }.unwrap();
+    // SAFETY: as above; it is gone now.
+    let again = unsafe { hal.dma_unmap(iova, user.len()) };
+    assert_eq!(again, Err(rnic_queues::HalError::NotMapped));
+    let w = Wqe::new(WrOpcode::RdmaWrite, 1)
+        .raddr(iova, rkey)
+        .sge(src.key, src.addr(0), 8);
+    p.a.post_send(&hal, &w);
+    let c = p.acq.wait(&hal);
+    assert_cqe(&c, 1, WcStatus::RemOpErr, WcOpcode::RdmaWrite);
+    assert_eq!(syndrome(&c), Some(Syndrome::DmaFault));
+    assert!(user.iter().all(|&b| b == 0x5a), "nothing landed");
+    // Later mappings start past the retired pages.
+    let end = iova + user.len() as u64;
+    // SAFETY: `user` outlives the mapping, removed right after.
+    let next = unsafe { hal.dma_map(ptr, 64) }.unwrap();
+    assert!(
+        next >= end,
+        "{next:#x} reuses a retired IOVA below {end:#x}"
+    );
+    // SAFETY: the mapping just made.
+    unsafe { hal.dma_unmap(next, 64) }.unwrap();
+    let region = hal.dma_alloc(4096).unwrap();
+    assert!(region.iova() >= end);
+    // SAFETY: from dma_alloc, never given to the device.
+    unsafe { hal.dma_free(region) };
+    drop(user);
 }
 
 fn local_errors(mode: ExecMode) {
@@ -633,37 +682,99 @@ fn rnr_retry_zero(mode: ExecMode) {
     assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
 }
 
-/// `rnr_retry` 2: the first attempt and two retries (each SQ doorbell is
-/// one) meet receiver-not-ready; the third RNR NAK completes the WQE
+/// A third QP, `c`, connected to `p.b` with `rnr_retry` 7: a second
+/// requester competing for b's receive WQEs.
+fn competitor(p: &mut Pair) -> (TQp, TCq) {
+    let ccq = p.t.create_cq(6);
+    let c = p.t.create_qp(p.pdn, &ccq, &ccq);
+    p.t.connect(c.qpn, p.b.qpn, 7);
+    (c, ccq)
+}
+
+/// A stalled SEND is retried only when the answer may change: the
+/// requester's own SQ doorbells and RQ doorbells of the responder that
+/// publish no receive WQE are no retries, however many, so `rnr_retry` 1
+/// is not spent by them; each receive posted lets one SEND through.
+fn rnr_retry_waits_for_events(mode: ExecMode) {
+    let mut p = pair(mode, 1);
+    let hal = p.t.hal.clone();
+    for wr_id in 1..=4 {
+        p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, wr_id));
+        p.a.ring_sq(&hal);
+        p.b.ring_rq(&hal);
+    }
+    p.t.sync();
+    assert!(p.acq.poll().is_none(), "stalled, not failed");
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+    for wr_id in 1..=4 {
+        p.b.post_recv(&hal, 10 + wr_id, &[]);
+        assert_cqe(&p.acq.wait(&hal), wr_id, WcStatus::Success, WcOpcode::Send);
+        let r = p.bcq.wait(&hal);
+        assert_cqe(&r, 10 + wr_id, WcStatus::Success, WcOpcode::Recv);
+        assert_eq!(r.src_qp.to_ne(), p.a.qpn);
+        p.t.sync();
+        assert!(p.acq.poll().is_none(), "one receive, one SEND");
+    }
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+}
+
+/// `rnr_retry` 2 runs out when every retry meets receiver-not-ready again:
+/// `c`, stalled at b before `a`, is first in line and takes each receive
+/// b posts, so a's retry after it finds none. The first attempt and two
+/// such retries are three RNR NAKs: the third completes the WQE
 /// RNR_RETRY_EXC_ERR and flushes the rest. The responder is not affected.
 fn rnr_retry_exhausted(mode: ExecMode) {
     let mut p = pair(mode, 2);
     let hal = p.t.hal.clone();
-    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 1).inline(b"x"));
-    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 2).inline(b"y"));
+    let (mut c, mut ccq) = competitor(&mut p);
+    c.write_wqe(&Wqe::new(WrOpcode::Send, 21));
+    c.write_wqe(&Wqe::new(WrOpcode::Send, 22));
+    c.ring_sq(&hal);
+    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 1));
+    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 2));
     p.a.ring_sq(&hal);
-    for retry in 1..=2 {
+    for round in 1..=2 {
         p.t.sync();
-        assert!(p.acq.poll().is_none(), "stalled before retry {retry}");
+        assert!(p.acq.poll().is_none(), "stalled before round {round}");
         assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
-        p.a.ring_sq(&hal);
+        p.b.post_recv(&hal, 10 + round, &[]);
+        let r = p.bcq.wait(&hal);
+        assert_cqe(&r, 10 + round, WcStatus::Success, WcOpcode::Recv);
+        assert_eq!(r.src_qp.to_ne(), c.qpn, "c is first in line");
+        assert_cqe(
+            &ccq.wait(&hal),
+            20 + round,
+            WcStatus::Success,
+            WcOpcode::Send,
+        );
     }
-    let c = p.acq.wait(&hal);
-    assert_cqe(&c, 1, WcStatus::RnrRetryExcErr, WcOpcode::Send);
-    assert_eq!(syndrome(&c), Some(Syndrome::RnrExceeded));
+    let e = p.acq.wait(&hal);
+    assert_cqe(&e, 1, WcStatus::RnrRetryExcErr, WcOpcode::Send);
+    assert_eq!(syndrome(&e), Some(Syndrome::RnrExceeded));
     assert_cqe(&p.acq.wait(&hal), 2, WcStatus::WrFlushErr, WcOpcode::Send);
     assert!(p.acq.poll().is_none());
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
     assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
+    assert_eq!(state(&mut p.t, c.qpn), QpState::Rts);
     assert!(p.bcq.poll().is_none());
     assert!(p.t.events().is_empty(), "the error CQE reports it");
 
-    // 7 retries without limit.
+    // 7 retries without limit: a loses every receive to c, and still gets
+    // the one after.
     let mut p = pair(mode, 7);
     let hal = p.t.hal.clone();
+    let (mut c, mut ccq) = competitor(&mut p);
+    for wr_id in 21..=30 {
+        c.write_wqe(&Wqe::new(WrOpcode::Send, wr_id));
+    }
+    c.ring_sq(&hal);
     p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1));
-    for _ in 0..20 {
-        p.a.ring_sq(&hal);
+    for wr_id in 21..=30 {
+        // Every retry done before the next receive is published (a SEND
+        // not stalled may find a receive before its RQ doorbell).
+        p.t.sync();
+        p.b.post_recv(&hal, wr_id, &[]);
+        assert_cqe(&ccq.wait(&hal), wr_id, WcStatus::Success, WcOpcode::Send);
     }
     p.t.sync();
     assert!(p.acq.poll().is_none(), "still stalled");
@@ -671,30 +782,46 @@ fn rnr_retry_exhausted(mode: ExecMode) {
     assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
 }
 
-/// `rnr_retry` 2: a receive posted before the retries run out lets the
-/// stalled SEND through (the responder's RQ doorbell is a retry). The count
-/// starts afresh for each WQE.
+/// `rnr_retry` 2: the count starts afresh for each WQE. a's first SEND
+/// meets two RNR NAKs (its first attempt, and a retry after which `c` took
+/// the receive) and then gets through; a's second SEND meets its first RNR
+/// NAK right after, which would be the third had the count not restarted.
 fn rnr_retry_counts_per_wqe(mode: ExecMode) {
     let mut p = pair(mode, 2);
     let hal = p.t.hal.clone();
+    let (mut c, mut ccq) = competitor(&mut p);
     let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
-    for (i, payload) in [b"one", b"two"].iter().enumerate() {
-        let wr_id = i as u64 + 1;
-        // First attempt and one retry: two RNR NAKs of the three allowed.
-        p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, wr_id).inline(*payload));
-        p.a.ring_sq(&hal);
+    let recv = |p: &mut Pair, wr_id: u64, off: u64| {
+        // The SENDs posted so far have stalled before the receive is
+        // published: a SEND not stalled may find a receive before its RQ
+        // doorbell, ahead of those waiting.
         p.t.sync();
-        assert!(p.acq.poll().is_none(), "SEND {wr_id} stalled");
-        let off = 4 * i as u32;
-        p.b.post_recv(&hal, 10 + wr_id, &[dseg(d.key, d.addr(0) + off as u64, 3)]);
-        assert_cqe(&p.acq.wait(&hal), wr_id, WcStatus::Success, WcOpcode::Send);
-        assert_cqe(
-            &p.bcq.wait(&hal),
-            10 + wr_id,
-            WcStatus::Success,
-            WcOpcode::Recv,
-        );
-    }
+        p.b.post_recv(&hal, wr_id, &[dseg(d.key, d.addr(0) + off, 3)]);
+        let r = p.bcq.wait(&hal);
+        assert_cqe(&r, wr_id, WcStatus::Success, WcOpcode::Recv);
+        r.src_qp.to_ne()
+    };
+    c.post_send(&hal, &Wqe::new(WrOpcode::Send, 21));
+    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 1).inline(b"one"));
+    p.a.write_wqe(&Wqe::new(WrOpcode::Send, 2).inline(b"two"));
+    p.a.ring_sq(&hal);
+    // RNR NAK 2 for SEND 1: c is first in line.
+    assert_eq!(recv(&mut p, 11, 100), c.qpn);
+    assert_cqe(&ccq.wait(&hal), 21, WcStatus::Success, WcOpcode::Send);
+    p.t.sync();
+    assert!(p.acq.poll().is_none(), "SEND 1 stalled");
+    // SEND 1 gets through; SEND 2 meets its first RNR NAK.
+    assert_eq!(recv(&mut p, 12, 0), p.a.qpn);
+    assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
+    p.t.sync();
+    assert!(p.acq.poll().is_none(), "SEND 2 stalled, not failed");
+    assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+    // c stalls behind a now: a gets the next receive, c the one after.
+    c.post_send(&hal, &Wqe::new(WrOpcode::Send, 22));
+    assert_eq!(recv(&mut p, 13, 4), p.a.qpn);
+    assert_cqe(&p.acq.wait(&hal), 2, WcStatus::Success, WcOpcode::Send);
+    assert_eq!(recv(&mut p, 14, 200), c.qpn);
+    assert_cqe(&ccq.wait(&hal), 22, WcStatus::Success, WcOpcode::Send);
     let mut got = [0u8; 7];
     d.region.read_bytes(0, &mut got);
     assert_eq!(&got, b"one\0two");

@@ -52,6 +52,10 @@ impl fmt::Display for HalError {
 ///   reachable too: callers that care map page-aligned buffers); after
 ///   `dma_unmap`/`dma_free` returns, the device can no longer reach them, and
 ///   an IOVA is handed out again only after its old mapping is gone;
+/// - after [`Hal::dma_unmap_retired`] returns `Ok`, the device can no longer
+///   reach the caller's bytes, and no IOVA of the pages the mapping covered
+///   is ever handed out again (by `dma_map` or `dma_alloc`) for as long as
+///   the platform lives;
 /// - BAR accesses never touch memory outside the BAR;
 /// - an `mmio_write*` is ordered after every store to DMA memory that the
 ///   calling thread made before it (Linux `writel` semantics): a driver that
@@ -89,6 +93,29 @@ pub unsafe trait Hal: Send + Sync {
     /// `iova` and `len` are exactly those of an earlier `dma_map` that has not
     /// been unmapped.
     unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError>;
+
+    /// Removes a mapping made by [`Hal::dma_map`] whose IOVA range the
+    /// device may still reference (an object the device failed to destroy
+    /// points at it): the caller's memory is cut off now, and the IOVA range
+    /// is never handed out again, so the stale reference can never reach
+    /// another buffer. After `Ok` the mapping is gone (no `dma_unmap`
+    /// follows) and the caller may free the memory; after an error it is
+    /// left as it was.
+    ///
+    /// The default returns [`HalError::Unsupported`]: a platform that may
+    /// reuse an unmapped IOVA cannot retire one. Platforms that can (that
+    /// never reuse IOVAs, or can set a range aside for good) override it. A
+    /// driver on a platform that cannot must keep the mapping, and the
+    /// caller's memory, until the device is reset.
+    ///
+    /// # Safety
+    ///
+    /// `iova` and `len` are exactly those of an earlier `dma_map` that has not
+    /// been unmapped.
+    unsafe fn dma_unmap_retired(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        let _ = (iova, len);
+        Err(HalError::Unsupported)
+    }
 
     /// Reads a 32-bit register of BAR `bar` at byte `offset`.
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32;

@@ -37,6 +37,11 @@ pub(crate) struct Knobs {
     /// Number for the next CQ or QP created, which must be free (a real
     /// device reuses numbers as soon as their object is destroyed).
     pub(crate) next_number: Option<u32>,
+    /// Number for the next QP created even if a live QP has it (a device
+    /// bug); the fake's record of the live QP is replaced.
+    pub(crate) duplicate_number: Option<u32>,
+    /// `dma_unmap_retired` is not supported (the trait's default).
+    pub(crate) retire_unsupported: bool,
 }
 
 impl Default for Knobs {
@@ -49,6 +54,8 @@ impl Default for Knobs {
             hang_commands: false,
             fail_next: None,
             next_number: None,
+            duplicate_number: None,
+            retire_unsupported: false,
         }
     }
 }
@@ -83,11 +90,15 @@ pub(crate) struct State {
     fatal: u32,
     regs: BTreeMap<usize, u32>,
     cmd_ci: u32,
+    /// The last command queue producer index rung.
+    cmd_pi: u32,
     eq_pi: u32,
     /// Every BAR 2 write: (offset, value).
     pub(crate) doorbells: Vec<(usize, u64)>,
     /// Every command executed.
     pub(crate) commands: Vec<CmdOpcode>,
+    /// Every range removed by `dma_unmap_retired`: (IOVA, length).
+    pub(crate) retired: Vec<(u64, usize)>,
     next_obj: u32,
     pub(crate) pds: Vec<u32>,
     pub(crate) mrs: BTreeMap<u32, u32>,
@@ -223,7 +234,15 @@ impl State {
         .to_ne();
     }
 
+    /// Stops hanging and executes the commands rung meanwhile, as a
+    /// device that was only slow would.
+    pub(crate) fn resume_commands(&mut self) {
+        self.knobs.hang_commands = false;
+        self.run_commands(self.cmd_pi);
+    }
+
     fn run_commands(&mut self, pi: u32) {
+        self.cmd_pi = pi;
         if self.knobs.hang_commands {
             return;
         }
@@ -404,12 +423,18 @@ impl State {
                 if !cqns.iter().all(|c| self.cqs.contains_key(c)) {
                     return Err((CmdStatus::BadResource, 9));
                 }
-                let qpn = self
-                    .knobs
-                    .next_number
-                    .take()
-                    .unwrap_or_else(|| self.obj() + 1);
-                assert!(!self.qps.contains_key(&qpn), "QP number {qpn} is in use");
+                let qpn = match self.knobs.duplicate_number.take() {
+                    Some(n) => n,
+                    None => {
+                        let qpn = self
+                            .knobs
+                            .next_number
+                            .take()
+                            .unwrap_or_else(|| self.obj() + 1);
+                        assert!(!self.qps.contains_key(&qpn), "QP number {qpn} is in use");
+                        qpn
+                    }
+                };
                 self.qps.insert(
                     qpn,
                     FakeQp {
@@ -489,7 +514,8 @@ fn bytes<T: Copy>(v: &T) -> Vec<u8> {
 
 // SAFETY: regions from dma_alloc are fresh zeroed page-aligned heap blocks,
 // reachable by the fake device only through their recorded IOVA range until
-// dma_free; dma_map records exactly the caller's range; BAR accesses only
+// dma_free; dma_map records exactly the caller's range; IOVAs are never
+// handed out twice, so dma_unmap_retired can be dma_unmap; BAR accesses only
 // touch the fake's register state.
 unsafe impl Hal for FakeHal {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
@@ -540,10 +566,24 @@ unsafe impl Hal for FakeHal {
     }
 
     unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
-        match self.state().maps.remove(&iova) {
-            Some(m) if !m.allocated && m.len == len => Ok(()),
+        let mut st = self.state();
+        match st.maps.get(&iova) {
+            Some(m) if !m.allocated && m.len == len => {
+                st.maps.remove(&iova);
+                Ok(())
+            }
             _ => Err(HalError::NotMapped),
         }
+    }
+
+    unsafe fn dma_unmap_retired(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        if self.state().knobs.retire_unsupported {
+            return Err(HalError::Unsupported);
+        }
+        // SAFETY: forwarded contract.
+        unsafe { self.dma_unmap(iova, len) }?;
+        self.state().retired.push((iova, len));
+        Ok(())
     }
 
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {

@@ -241,10 +241,10 @@ fn pd_busy_until_its_mrs_and_qps_are_gone() {
     let q = qp(&pd, &cq, cap(4, 4));
     let e = pd.destroy().unwrap_err();
     assert_eq!(e.error.kind(), ErrorKind::Busy);
-    let pd = e.object;
+    let pd = e.object.expect("handed back");
     let e = cq.destroy().unwrap_err();
     assert_eq!(e.error.kind(), ErrorKind::Busy);
-    let cq = e.object;
+    let cq = e.object.expect("handed back");
     mr.destroy().unwrap();
     q.destroy().unwrap();
     cq.destroy().unwrap();
@@ -863,7 +863,8 @@ fn cq_number_reused_during_destroy_belongs_to_the_new_cq() {
 
 /// Memory a failed command leaves with the device: freed when the device
 /// refused the command, kept until the reset at shutdown when it may still
-/// use it (a timed-out create, a failed destroy or deregistration).
+/// use it (a timed-out create, a failed destroy or deregistration), except
+/// registered user memory, whose IOVAs are retired at once.
 #[test]
 fn memory_the_device_may_use_is_kept_until_the_reset() {
     let hal = FakeHal::new();
@@ -903,27 +904,289 @@ fn memory_the_device_may_use_is_kept_until_the_reset() {
         let objects = maps();
         fail(CmdStatus::Internal);
         drop(umr);
+        assert_eq!(maps(), objects - 1, "user memory retired at once");
+        assert_eq!(hal.state().retired.len(), 1);
         fail(CmdStatus::Internal);
         drop(mr);
         fail(CmdStatus::Busy);
         drop(q);
-        assert_eq!(maps(), objects, "not released: the device may use them");
+        assert_eq!(maps(), objects - 1, "not released: the device may use them");
         let e = cq.destroy().unwrap_err();
         assert_eq!(e.error.kind(), ErrorKind::Busy, "the QP still exists");
-        let cq = e.object;
+        let cq = e.object.expect("handed back");
 
         hal.state().knobs.hang_commands = true;
         let e = ctx.create_cq(8).err().unwrap();
         assert_eq!(e.kind(), ErrorKind::TimedOut);
-        assert_eq!(maps(), objects + 1, "the device may yet create the CQ");
+        assert!(!e.is_not_issued());
+        assert_eq!(maps(), objects, "the device may yet create the CQ");
         drop((cq, pd));
-        assert_eq!(maps(), objects + 1);
+        assert_eq!(maps(), objects);
     }
     assert!(
         hal.state().maps.is_empty(),
         "everything freed or unmapped after the reset"
     );
     drop(user);
+}
+
+/// Registered user memory the device may still reference (a deregistration
+/// that failed or timed out, a registration that timed out) is cut off at
+/// once by retiring its IOVAs, so its owner may free it; where the platform
+/// cannot retire IOVAs it stays mapped until the reset at shutdown.
+#[test]
+fn user_memory_the_device_may_reference_is_retired() {
+    let hal = FakeHal::new();
+    let ctx = Context::open_with(hal.clone(), short()).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let maps = || hal.state().maps.len();
+    let retired = || hal.state().retired.clone();
+    let reg = |buf: &mut Vec<u8>| {
+        let ptr = core::ptr::NonNull::new(buf.as_mut_ptr()).unwrap();
+        // SAFETY: each buffer outlives its MR, or its IOVAs are retired
+        // (checked) before it is freed.
+        unsafe { pd.reg_mr(ptr, buf.len(), access::LOCAL_WRITE) }
+    };
+    let before = maps();
+
+    // DEREG_MR refused when the MR is dropped.
+    let mut buf = std::vec![0u8; 3000];
+    let mr = reg(&mut buf).unwrap();
+    let lkey = mr.lkey();
+    hal.state().knobs.fail_next = Some((CmdStatus::Internal, 0));
+    drop(mr);
+    assert_eq!(maps(), before, "unmapped");
+    assert_eq!(retired().len(), 1);
+    assert_eq!(retired()[0].1, 3000);
+    assert!(hal.state().mrs.contains_key(&lkey), "still registered");
+    drop(buf);
+
+    // DEREG_MR timed out on destroy: the MR is gone, its memory retired.
+    let mut buf = std::vec![0u8; 100];
+    let mr = reg(&mut buf).unwrap();
+    hal.state().knobs.hang_commands = true;
+    let e = mr.destroy().unwrap_err();
+    assert!(e.object.is_none(), "the MR is gone");
+    assert_eq!(e.error.kind(), ErrorKind::TimedOut);
+    assert_eq!((maps(), retired().len()), (before, 2));
+    drop(buf);
+
+    // REG_MR timed out: the device may yet register the memory.
+    let mut buf = std::vec![0u8; 100];
+    assert_eq!(reg(&mut buf).err().unwrap().kind(), ErrorKind::TimedOut);
+    assert_eq!((maps(), retired().len()), (before, 3));
+    drop(buf);
+    hal.state().resume_commands();
+    let ops = hal.state().commands.clone();
+    assert_eq!(ops[ops.len() - 2..], [CmdOpcode::DeregMr, CmdOpcode::RegMr]);
+
+    // A platform that cannot retire IOVAs keeps the mapping until the
+    // reset, and the caller's memory must live until then.
+    hal.state().knobs.retire_unsupported = true;
+    let mut kept = std::vec![0u8; 100];
+    let mr = reg(&mut kept).unwrap();
+    hal.state().knobs.fail_next = Some((CmdStatus::Internal, 0));
+    drop(mr);
+    assert_eq!((maps(), retired().len()), (before + 1, 3), "kept mapped");
+    drop((pd, ctx));
+    assert!(hal.state().maps.is_empty(), "unmapped after the reset");
+    drop(kept);
+}
+
+/// A destroy whose outcome is unknown (the command timed out) gives the
+/// object up: it is not handed back, and the driver never names its number
+/// again, since the device may have given it to a new object. A destroy
+/// the device refuses hands the object back.
+#[test]
+fn destroy_with_unknown_outcome_gives_the_object_up() {
+    let hal = FakeHal::new();
+    let ctx = Context::open_with(hal.clone(), short()).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let cqn = cq.cq_num();
+    let maps = || hal.state().maps.len();
+    let count = |op| hal.state().commands.iter().filter(|c| **c == op).count();
+    let hang = || hal.state().knobs.hang_commands = true;
+    let resume = || hal.state().resume_commands();
+
+    // A QP with a completion still in the CQ.
+    let a = qp(&pd, &cq, cap(4, 4));
+    to_rts(&a);
+    let n = a.qp_num();
+    a.post_send(&[inline_send(1, 0)]).unwrap();
+    hal.state()
+        .push_cqe(cqn, send_cqe(n, 1, 1, WcStatus::Success));
+    let objects = maps();
+    hang();
+    let e = a.destroy().unwrap_err();
+    assert!(e.object.is_none(), "the QP is gone");
+    assert_eq!(e.error.kind(), ErrorKind::TimedOut);
+    assert!(e.to_string().contains("gone"), "{e}");
+    assert_eq!(maps(), objects, "its queues are kept until the reset");
+    assert!(poll_all(&cq).is_empty(), "its completions are removed");
+    // The device executes the DESTROY_QP late, and gives the number to B.
+    resume();
+    hal.state().knobs.next_number = Some(n);
+    let b = qp(&pd, &cq, cap(4, 4));
+    assert_eq!(b.qp_num(), n);
+    to_rts(&b);
+    b.post_send(&[inline_send(2, 0)]).unwrap();
+    hal.state()
+        .push_cqe(cqn, send_cqe(n, 2, 1, WcStatus::Success));
+    let wc = poll_all(&cq);
+    assert_eq!((wc.len(), wc[0].wr_id), (1, 2), "B's completion reaches B");
+    assert_eq!(count(CmdOpcode::DestroyQp), 1, "never sent again");
+    assert!(hal.state().qps.contains_key(&n), "B lives");
+
+    // The same for a CQ, an MR and a PD.
+    let c = ctx.create_cq(8).unwrap();
+    let m = c.cq_num();
+    hang();
+    assert!(c.destroy().unwrap_err().object.is_none());
+    resume();
+    hal.state().knobs.next_number = Some(m);
+    let c2 = ctx.create_cq(8).unwrap();
+    assert_eq!(c2.cq_num(), m);
+    let mr = pd.alloc_mr(64, 0).unwrap();
+    hang();
+    assert!(mr.destroy().unwrap_err().object.is_none());
+    resume();
+    let pd2 = ctx.alloc_pd().unwrap();
+    hang();
+    assert!(pd2.destroy().unwrap_err().object.is_none());
+    resume();
+    let sent = [
+        CmdOpcode::DestroyCq,
+        CmdOpcode::DeregMr,
+        CmdOpcode::DestroyPd,
+    ]
+    .map(count);
+    assert_eq!(sent, [1, 1, 1]);
+    assert!(hal.state().cqs.contains_key(&m), "the new CQ lives");
+
+    // Refused: handed back, and destroyed later.
+    hal.state().knobs.fail_next = Some((CmdStatus::Internal, 0));
+    let e = b.destroy().unwrap_err();
+    assert!(!e.to_string().contains("gone"), "{e}");
+    let b = e.object.expect("handed back");
+    b.destroy().unwrap();
+    hal.state().knobs.fail_next = Some((CmdStatus::Internal, 0));
+    let c2 = c2.destroy().unwrap_err().object.expect("handed back");
+    c2.destroy().unwrap();
+    assert_eq!(count(CmdOpcode::DestroyQp), 2);
+    drop((cq, pd, ctx));
+    assert!(hal.state().maps.is_empty(), "freed after the reset");
+}
+
+/// A command the driver could not issue (its command queue entry is still
+/// the device's after a timeout) is known not to have run: a create frees
+/// its memory at once, a destroy hands the object back.
+#[test]
+fn commands_not_issued_free_their_memory_at_once() {
+    let hal = FakeHal::new();
+    let config = Config {
+        log_cmdq_size: 0,
+        ..short()
+    };
+    let ctx = Context::open_with(hal.clone(), config).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8).unwrap();
+    let q = qp(&pd, &cq, cap(4, 4));
+    let mut user = std::vec![0u8; 256];
+    let ptr = core::ptr::NonNull::new(user.as_mut_ptr()).unwrap();
+    // SAFETY: `user` outlives the context.
+    let umr = unsafe { pd.reg_mr(ptr, user.len(), 0) }.unwrap();
+    let maps = || hal.state().maps.len();
+    let before = maps();
+
+    hal.state().knobs.hang_commands = true;
+    let e = ctx.alloc_pd().err().unwrap();
+    assert!(!e.is_not_issued(), "issued, and timed out");
+    // The only command queue entry is the device's now.
+    let not_issued = |e: crate::Error| {
+        assert_eq!(e.kind(), ErrorKind::TimedOut);
+        assert!(e.is_not_issued(), "{e}");
+        assert!(e.to_string().contains("not issued"), "{e}");
+    };
+    not_issued(ctx.create_cq(8).err().unwrap());
+    not_issued(pd.alloc_mr(64, 0).err().unwrap());
+    // SAFETY: `user` outlives the context.
+    not_issued(unsafe { pd.reg_mr(ptr, 64, 0) }.err().unwrap());
+    not_issued(
+        pd.create_qp(&QpInitAttr {
+            send_cq: &cq,
+            recv_cq: &cq,
+            cap: cap(4, 4),
+            qp_type: QpType::Rc,
+            sq_sig_all: false,
+        })
+        .err()
+        .unwrap(),
+    );
+    assert_eq!(maps(), before, "freed or unmapped at once");
+    assert!(hal.state().retired.is_empty());
+    let e = q.destroy().unwrap_err();
+    not_issued(e.error.clone());
+    let q = e.object.expect("handed back");
+    let e = umr.destroy().unwrap_err();
+    not_issued(e.error.clone());
+    let umr = e.object.expect("handed back");
+    assert_eq!(maps(), before);
+
+    hal.state().resume_commands();
+    q.destroy().unwrap();
+    umr.destroy().unwrap();
+    let st = hal.state();
+    let creates = st.commands.iter().filter(|c| **c == CmdOpcode::CreateCq);
+    assert_eq!(creates.count(), 1, "only the first CQ was created");
+    assert!(st.qps.is_empty() && st.mrs.is_empty());
+    drop(st);
+    drop((cq, pd, ctx));
+    drop(user);
+}
+
+/// A device that gives a new QP the number of a live QP (a device bug)
+/// gets the create refused with EIO: the live QP keeps its completions.
+#[test]
+fn qp_number_in_use_is_refused() {
+    let hal = FakeHal::new();
+    let ctx = Context::open(hal.clone()).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let other = ctx.create_cq(16).unwrap();
+    let a = qp(&pd, &cq, cap(4, 4));
+    to_rts(&a);
+    let n = a.qp_num();
+    a.post_send(&[inline_send(1, 0)]).unwrap();
+    hal.state()
+        .push_cqe(cq.cq_num(), send_cqe(n, 1, 1, WcStatus::Success));
+    let maps = hal.state().maps.len();
+    for (send_cq, recv_cq) in [(&cq, &cq), (&other, &cq), (&cq, &other)] {
+        hal.state().knobs.duplicate_number = Some(n);
+        let e = pd
+            .create_qp(&QpInitAttr {
+                send_cq,
+                recv_cq,
+                cap: cap(4, 4),
+                qp_type: QpType::Rc,
+                sq_sig_all: false,
+            })
+            .err()
+            .unwrap();
+        assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+        assert!(!other.inner.routes(n), "nothing left attached");
+    }
+    assert_eq!(
+        hal.state().maps.len(),
+        maps + 3,
+        "the device may use the refused QPs' memory"
+    );
+    let wc = poll_all(&cq);
+    assert_eq!((wc.len(), wc[0].qp_num), (1, n), "A's completion kept");
+    assert!(ctx.shared.qps.read().get(&n).is_some());
+    // A's queue accounting was untouched: it can fill its send queue.
+    let four: Vec<_> = (0..4).map(|i| inline_send(i, 0)).collect();
+    a.post_send(&four).unwrap();
 }
 
 #[test]

@@ -135,6 +135,29 @@ impl<H: Hal> Pd<H> {
             }
         };
         let qpn = out.qpn.to_ne() & 0xff_ffff;
+        let shared = Arc::new(QpShared::new(qpn, layout.log_sq_bbs));
+        let send_cq = &init.send_cq.inner;
+        let recv_cq = &init.recv_cq.inner;
+        let attached = send_cq.attach(&shared).and_then(|()| {
+            if Arc::ptr_eq(send_cq, recv_cq) {
+                return Ok(());
+            }
+            recv_cq
+                .attach(&shared)
+                .inspect_err(|_| send_cq.unattach(&shared))
+        });
+        if let Err(e) = attached {
+            // The device claims a number a live QP has: the new QP cannot
+            // be told apart from it, so it is neither used nor destroyed
+            // (DESTROY_QP would name both), and the device may use its
+            // memory until the reset.
+            ctx.orphan(
+                DeviceMem::Region(mem),
+                format_args!("creating QP {qpn}"),
+                &e,
+            );
+            return Err(e);
+        }
         // SAFETY: rings and records point into `mem`, which the Qp owns and
         // frees only when released, after which they are unused.
         let (sq_ring, rq_ring, sq_db, rq_db) = unsafe {
@@ -146,11 +169,6 @@ impl<H: Hal> Pd<H> {
                 DbRec::new(&mem, layout.dbrec_offset + QP_DBREC_RQ),
             )
         };
-        let shared = Arc::new(QpShared::new(qpn, layout.log_sq_bbs));
-        init.send_cq.inner.attach(&shared);
-        if !Arc::ptr_eq(&init.send_cq.inner, &init.recv_cq.inner) {
-            init.recv_cq.inner.attach(&shared);
-        }
         ctx.qps.write().insert(qpn, Arc::clone(&shared));
         let cap = layout.cap();
         log::debug!(
@@ -264,14 +282,29 @@ impl<H: Hal> Qp<H> {
         Ok(attr)
     }
 
-    /// Destroys the QP (DESTROY_QP); on failure the QP is handed back.
+    /// Destroys the QP (DESTROY_QP).
+    ///
+    /// If the device refuses, or never gets the command, the QP is handed
+    /// back. If the outcome is unknown (a timeout), the QP is gone
+    /// ([`DestroyError::object`] is `None`): DESTROY_QP is not sent again,
+    /// since the device gives a destroyed QP's number to the next QP
+    /// created and a retry could destroy that one. Its queues are kept
+    /// until the context is closed (the device may still use them), and
+    /// its CQs keep the number's entry so that a new QP given the number
+    /// first removes the completions the old one may still write.
     // Handing the QP back by value is the point; destroy is a cold path.
     #[allow(clippy::result_large_err)]
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
-        let result = self.release();
-        DestroyError::hand_back(self, result)
+        match self.release() {
+            Ok(()) => Ok(()),
+            Err(e) if self.mem.is_some() => DestroyError::hand_back(self, Err(e)),
+            Err(e) => Err(DestroyError::gone(e)),
+        }
     }
 
+    /// Destroys the QP and frees its queues. On a refusal (or a command not
+    /// issued) the QP keeps its memory; when the outcome is unknown the
+    /// memory is kept until shutdown and the QP is left released.
     fn release(&mut self) -> Result<()> {
         let Some(mem) = self.mem.take() else {
             return Ok(());
@@ -280,8 +313,28 @@ impl<H: Hal> Qp<H> {
         let input = ObjIn {
             id: le32::from_ne(self.qpn),
         };
+        // Before the command: once the device destroys the QP, a QP created
+        // with its number may attach to the CQs at any time.
+        self.shared.set_destroyed(true);
         if let Err(e) = ctx.exec::<_, ()>(CmdOpcode::DestroyQp, &input) {
-            self.mem = Some(mem);
+            if e.outcome_unknown() {
+                // The QP may still exist, or its number may already be a
+                // new QP's: only what is still ours is touched, and the CQ
+                // entries stay (see `CqShared::abandon`).
+                self.send_cq.abandon(&self.shared);
+                if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
+                    self.recv_cq.abandon(&self.shared);
+                }
+                remove_if_ours(&ctx.qps, self.qpn, &self.shared);
+                ctx.orphan(
+                    DeviceMem::Region(mem),
+                    format_args!("destroying QP {}", self.qpn),
+                    &e,
+                );
+            } else {
+                self.shared.set_destroyed(false);
+                self.mem = Some(mem);
+            }
             return Err(e);
         }
         #[cfg(test)]

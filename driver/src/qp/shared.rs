@@ -3,7 +3,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 use rnic_hw_regs::verbs::QpState;
 
@@ -16,6 +16,9 @@ use rnic_hw_regs::verbs::QpState;
 pub(crate) struct QpShared {
     pub(crate) qpn: u32,
     state: AtomicU8,
+    /// DESTROY_QP was sent and not refused: the device may have destroyed
+    /// the QP and given its number to a new one.
+    destroyed: AtomicBool,
     sq_mask: u32,
     /// Send queue producer index, published before each doorbell.
     sq_head: AtomicU32,
@@ -39,6 +42,7 @@ impl QpShared {
         Self {
             qpn,
             state: AtomicU8::new(QpState::Reset.raw()),
+            destroyed: AtomicBool::new(false),
             sq_mask: (n - 1) as u32,
             sq_head: AtomicU32::new(0),
             sq_tail: AtomicU32::new(0),
@@ -56,6 +60,20 @@ impl QpShared {
 
     pub(crate) fn set_state(&self, s: QpState) {
         self.state.store(s.raw(), Ordering::Release);
+    }
+
+    /// Whether the device may have destroyed the QP (and reused its
+    /// number): DESTROY_QP was sent and not refused.
+    pub(crate) fn destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
+    /// Marks the QP as possibly destroyed, before DESTROY_QP is sent (so a
+    /// QP created with its number as soon as the device frees it finds the
+    /// mark: commands are serialized), or unmarks it if the device refused
+    /// the command or never got it.
+    pub(crate) fn set_destroyed(&self, destroyed: bool) {
+        self.destroyed.store(destroyed, Ordering::Release);
     }
 
     /// Records that the device moved the QP to the error state (an error
