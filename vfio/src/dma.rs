@@ -63,6 +63,9 @@ pub struct DmaStats {
     pub pool_used: usize,
     /// Bytes leaked because an unmap failed (never reused).
     pub leaked: u64,
+    /// Bytes of IOVA space retired: unmapped, but never handed out again
+    /// because the device may still hold a reference to it.
+    pub retired: u64,
 }
 
 /// The DMA side of a device: pinned pool, IOVA allocator, live mappings.
@@ -75,6 +78,7 @@ pub(crate) struct DmaSpace<M: IommuMapper> {
     page: u64,
     huge_iommu_pages: bool,
     leaked: u64,
+    retired: u64,
 }
 
 impl<M: IommuMapper> DmaSpace<M> {
@@ -102,6 +106,7 @@ impl<M: IommuMapper> DmaSpace<M> {
             page,
             huge_iommu_pages: page_sizes & HUGE_PAGE_SIZE as u64 != 0,
             leaked: 0,
+            retired: 0,
         }
     }
 
@@ -112,6 +117,7 @@ impl<M: IommuMapper> DmaSpace<M> {
             pool_reserved: self.pool.reserved_bytes(),
             pool_used: self.pool.used_bytes(),
             leaked: self.leaked,
+            retired: self.retired,
         }
     }
 
@@ -231,6 +237,30 @@ impl<M: IommuMapper> DmaSpace<M> {
 
     /// Unmaps a range from [`DmaSpace::map_user`].
     pub(crate) fn unmap_user(&mut self, iova: u64, len: usize) -> Result<(), VfioError> {
+        let (start, m) = self.take_user(iova, len)?;
+        self.release(start, m)
+    }
+
+    /// Unmaps a range from [`DmaSpace::map_user`] whose IOVAs the device may
+    /// still reference: the memory is cut off, and the IOVA range is never
+    /// allocated again, so the stale reference can reach nothing else.
+    pub(crate) fn retire_user(&mut self, iova: u64, len: usize) -> Result<(), VfioError> {
+        let (start, m) = self.take_user(iova, len)?;
+        if let Err(e) = self.mapper.unmap(start, m.len) {
+            log::error!(
+                "unmap of retired iova {start:#x} len {:#x} failed ({e})",
+                m.len
+            );
+            self.leaked += m.len;
+            return Err(e);
+        }
+        self.retired += m.len;
+        Ok(())
+    }
+
+    /// Removes the [`DmaSpace::map_user`] mapping of `iova .. iova + len`
+    /// from the table.
+    fn take_user(&mut self, iova: u64, len: usize) -> Result<(u64, Mapping), VfioError> {
         let start = iova & !(self.page - 1);
         let want = (iova - start + len.max(1) as u64).div_ceil(self.page) * self.page;
         match self.maps.get(&start) {
@@ -243,7 +273,7 @@ impl<M: IommuMapper> DmaSpace<M> {
             }
         }
         let m = self.maps.remove(&start).expect("checked above");
-        self.release(start, m)
+        Ok((start, m))
     }
 
     fn release(&mut self, iova: u64, m: Mapping) -> Result<(), VfioError> {
@@ -510,6 +540,29 @@ pub(crate) mod tests {
         d.unmap_user(iova, 4096).unwrap();
         assert!(fake.live.lock().unwrap().is_empty());
         assert!(d.unmap_user(iova, 4096).is_err(), "already unmapped");
+        drop(buf);
+    }
+
+    #[test]
+    fn retired_user_ranges_are_unmapped_and_never_reused() {
+        let fake = Arc::new(FakeIommu::default());
+        let mut d = space(&fake);
+        let buf = vec![0u8; 2 * 4096];
+        let at = (buf.as_ptr() as usize).div_ceil(4096) * 4096;
+        let ptr = NonNull::new(at as *mut u8).unwrap();
+        let before = d.stats().iova_free;
+        // SAFETY: `buf` outlives the mapping (retired below).
+        let iova = unsafe { d.map_user(ptr, 4096) }.unwrap();
+        d.retire_user(iova, 4096).unwrap();
+        assert!(fake.live.lock().unwrap().is_empty(), "device cut off");
+        let s = d.stats();
+        assert_eq!((s.retired, s.iova_free), (4096, before - 4096));
+        assert!(d.unmap_user(iova, 4096).is_err(), "no longer mapped");
+        // Mapping the same memory again gets a different IOVA.
+        // SAFETY: as above.
+        let again = unsafe { d.map_user(ptr, 4096) }.unwrap();
+        assert_ne!(again, iova);
+        d.unmap_user(again, 4096).unwrap();
         drop(buf);
     }
 

@@ -225,7 +225,8 @@ fn hal_err(e: VfioError, what: &str) -> HalError {
 // VFIO_IOMMU_UNMAP_DMA of its previous mapping succeeded (on failure the
 // memory and IOVA are quarantined, never reused), so the device cannot reach
 // a new owner's memory through an old mapping (a driver must not free what
-// the device may still use: the trait's dma_free precondition); the memory
+// the device may still use: the trait's dma_free precondition);
+// dma_unmap_retired unmaps and never frees the IOVA range; the memory
 // of a region stays valid even if the VfioHal is dropped first (its pool
 // chunk is then leaked, never unmapped from the process, though the IOMMU
 // mapping is removed); dma_map maps the pages of the caller's range (the
@@ -263,6 +264,12 @@ unsafe impl Hal for VfioHal {
         self.lock()
             .unmap_user(iova, len)
             .map_err(|e| hal_err(e, "dma_unmap"))
+    }
+
+    unsafe fn dma_unmap_retired(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        self.lock()
+            .retire_user(iova, len)
+            .map_err(|e| hal_err(e, "dma_unmap_retired"))
     }
 
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
