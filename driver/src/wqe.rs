@@ -2,14 +2,18 @@
 //!
 //! Checking a request ([`plan_send`], [`check_recv`]) is separate from
 //! writing it, so a post can test queue space with the exact WQE size
-//! before touching the ring. Segments are stored as pairs of little-endian
-//! 64-bit words built in registers; the tests check the bytes against the
-//! `hw-regs` segment structs.
+//! before touching the ring. Segments are the `hw-regs` segment structs,
+//! each stored as two 64-bit words; inline payload is packed into
+//! little-endian words in registers.
 
 use alloc::format;
 use rnic_hw_regs::verbs::WrOpcode;
-use rnic_hw_regs::wqe::{CtrlWord, InlineHdr, INLINE_MARK, SEG_SIZE, SEND_WQE_BB};
-use rnic_queues::{DmaRegion, ProducerRing};
+use rnic_hw_regs::wqe::{
+    AtomicSeg, CtrlSeg, CtrlWord, DataSeg, InlineHdr, RaddrSeg, RecvWqeHdr, INLINE_MARK, SEG_SIZE,
+    SEND_WQE_BB,
+};
+use rnic_hw_regs::{le32, le64};
+use rnic_queues::{DmaRegion, Pod, ProducerRing};
 
 use crate::error::{Error, Result};
 use crate::wr::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge};
@@ -113,6 +117,19 @@ impl WqRing {
     /// (a multiple of 16) of the slot of index `idx`.
     #[inline]
     fn put(&mut self, idx: u32, off: usize, lo: u64, hi: u64) {
+        self.put_words(idx, off, [lo.to_le(), hi.to_le()]);
+    }
+
+    /// Writes the 16-byte segment `seg` (a `hw-regs` layout) at byte `off`
+    /// of the slot of index `idx`.
+    #[inline]
+    fn put_seg<T: Pod>(&mut self, idx: u32, off: usize, seg: T) {
+        self.put_words(idx, off, seg_words(seg));
+    }
+
+    /// Stores two words holding a segment's bytes in memory order.
+    #[inline]
+    fn put_words(&mut self, idx: u32, off: usize, words: [u64; 2]) {
         assert!(off + SEG_SIZE <= self.stride, "segment outside its slot");
         let p = self.ring.slot(idx).as_ptr().cast::<u64>();
         // SAFETY: `slot` points at a slot of `stride` bytes inside the
@@ -120,9 +137,31 @@ impl WqRing {
         // stride` (checked) keeps both words in it, and the 8-byte aligned
         // base with 16-byte multiple strides and offsets aligns them.
         unsafe {
-            p.byte_add(off).write_volatile(lo.to_le());
-            p.byte_add(off + 8).write_volatile(hi.to_le());
+            p.byte_add(off).write_volatile(words[0]);
+            p.byte_add(off + 8).write_volatile(words[1]);
         }
+    }
+}
+
+/// The bytes of a 16-byte segment as two words in memory order, so a
+/// segment is built with its `hw-regs` type and stored with two stores.
+#[inline]
+fn seg_words<T: Pod>(seg: T) -> [u64; 2] {
+    const { assert!(core::mem::size_of::<T>() == SEG_SIZE) };
+    // SAFETY: `T` is 16 bytes (checked above) of plain data with no padding
+    // (Pod), so all 16 bytes are initialised and any bit pattern is a
+    // valid `[u64; 2]`; transmute_copy reads unaligned.
+    unsafe { core::mem::transmute_copy(&seg) }
+}
+
+/// A data segment for `sge` (never zero-length: those are left out).
+#[inline]
+fn data_seg(sge: &Sge) -> DataSeg {
+    DataSeg {
+        // 2^31 is encoded as 0.
+        byte_count: le32::from_ne(sge.length & !MAX_SGE_LEN),
+        lkey: le32::from_ne(sge.lkey),
+        addr: le64::from_ne(sge.addr),
     }
 }
 
@@ -147,19 +186,30 @@ struct SendSegs<'r> {
 }
 
 impl SendSegs<'_> {
+    /// Where the next segment goes: its BB index and byte offset in the BB.
     #[inline]
-    fn put(&mut self, lo: u64, hi: u64) {
+    fn next(&mut self) -> (u32, usize) {
         let per_bb = SEND_WQE_BB / SEG_SIZE;
-        let bb = self.idx.wrapping_add((self.seg / per_bb) as u32);
-        self.ring.put(bb, (self.seg % per_bb) * SEG_SIZE, lo, hi);
+        let at = (
+            self.idx.wrapping_add((self.seg / per_bb) as u32),
+            (self.seg % per_bb) * SEG_SIZE,
+        );
         self.seg += 1;
+        at
     }
 
+    /// Appends a segment of inline payload, two little-endian words.
     #[inline]
-    fn data(&mut self, sge: &Sge) {
-        // 2^31 is encoded as 0; zero-length entries never get here.
-        let byte_count = sge.length & !MAX_SGE_LEN;
-        self.put(u64::from(byte_count) | u64::from(sge.lkey) << 32, sge.addr);
+    fn put(&mut self, lo: u64, hi: u64) {
+        let (bb, off) = self.next();
+        self.ring.put(bb, off, lo, hi);
+    }
+
+    /// Appends a `hw-regs` segment.
+    #[inline]
+    fn seg<T: Pod>(&mut self, seg: T) {
+        let (bb, off) = self.next();
+        self.ring.put_seg(bb, off, seg);
     }
 }
 
@@ -202,27 +252,33 @@ pub(crate) fn write_send(ring: &mut WqRing, idx: u32, wr: &SendWr<'_>, ds: usize
         .with_fence(wr.flags & send_flags::FENCE != 0)
         .with_inline(matches!(wr.payload, Payload::Inline(_)))
         .with_ds(ds as u8)
-        .with_wqe_index(idx as u8)
-        .into_bits()
-        .to_ne();
+        .with_wqe_index(idx as u8);
     let mut w = SendSegs { ring, idx, seg: 0 };
-    // CtrlSeg: word, then the immediate bytes as they are, then wr_id.
-    w.put(
-        u64::from(word0) | u64::from(u32::from_le_bytes(imm)) << 32,
-        wr.wr_id,
-    );
+    w.seg(CtrlSeg {
+        word: word0,
+        imm,
+        wr_id: le64::from_ne(wr.wr_id),
+    });
     if let Some(remote) = wr.op.remote() {
-        w.put(remote.addr, u64::from(remote.rkey));
+        w.seg(RaddrSeg {
+            raddr: le64::from_ne(remote.addr),
+            rkey: le32::from_ne(remote.rkey),
+            reserved: le32::from_ne(0),
+        });
     }
+    let atomic = |swap_add: u64, compare: u64| AtomicSeg {
+        swap_add: le64::from_ne(swap_add),
+        compare: le64::from_ne(compare),
+    };
     match wr.op {
-        SendOp::AtomicCmpAndSwp { compare, swap, .. } => w.put(swap, compare),
-        SendOp::AtomicFetchAndAdd { add, .. } => w.put(add, 0),
+        SendOp::AtomicCmpAndSwp { compare, swap, .. } => w.seg(atomic(swap, compare)),
+        SendOp::AtomicFetchAndAdd { add, .. } => w.seg(atomic(add, 0)),
         _ => {}
     }
     match wr.payload {
         Payload::Sgl(sgl) => {
             for sge in sgl.iter().filter(|s| s.length != 0) {
-                w.data(sge);
+                w.seg(data_seg(sge));
             }
         }
         Payload::Inline(data) => {
@@ -252,16 +308,17 @@ pub(crate) fn write_recv(ring: &mut WqRing, idx: u32, wr: &RecvWr<'_>) {
     let mut n = 0u32;
     for sge in wr.sg_list.iter().filter(|s| s.length != 0) {
         n += 1;
-        let byte_count = sge.length & !MAX_SGE_LEN;
-        ring.put(
-            idx,
-            SEG_SIZE * n as usize,
-            u64::from(byte_count) | u64::from(sge.lkey) << 32,
-            sge.addr,
-        );
+        ring.put_seg(idx, SEG_SIZE * n as usize, data_seg(sge));
     }
-    // RecvWqeHdr: wr_id, sge_count, reserved.
-    ring.put(idx, 0, wr.wr_id, u64::from(n));
+    ring.put_seg(
+        idx,
+        0,
+        RecvWqeHdr {
+            wr_id: le64::from_ne(wr.wr_id),
+            sge_count: le32::from_ne(n),
+            reserved: le32::from_ne(0),
+        },
+    );
 }
 
 #[cfg(test)]
