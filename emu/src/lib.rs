@@ -87,6 +87,7 @@ mod iommu;
 mod irq;
 mod objects;
 mod op;
+pub mod pcap;
 mod port;
 mod qp;
 mod regs;
@@ -94,6 +95,7 @@ mod requester;
 mod responder;
 mod sgl;
 mod state;
+pub mod wire;
 mod wqe;
 
 pub use config::{ConfigError, EmuConfig, ExecMode};
