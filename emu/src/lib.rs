@@ -76,6 +76,7 @@
 //! (keys to host memory), `requester`, `op` (request/response messages),
 //! `port` (loopback delivery) and `responder`.
 
+mod clock;
 mod cmd;
 mod cmdq;
 mod config;
@@ -85,6 +86,7 @@ mod eq;
 mod hal;
 mod iommu;
 mod irq;
+pub mod net;
 mod objects;
 mod op;
 pub mod pcap;
@@ -98,6 +100,7 @@ mod state;
 pub mod wire;
 mod wqe;
 
+pub use clock::{Clock, VirtualClock};
 pub use config::{ConfigError, EmuConfig, ExecMode};
 pub use device::EmuDevice;
 pub use hal::EmuHal;

@@ -1,0 +1,99 @@
+//! Wires: what a NIC's port sends Ethernet frames into and receives them
+//! from, and middleware that wraps any wire.
+//!
+//! A NIC reaches another NIC only through a [`Wire`]: frames are byte
+//! buffers that cross through queues, never references to the peer. The
+//! implementations:
+//!
+//! - [`Loopback`]: every frame sent comes back (a NIC alone, talking to
+//!   itself);
+//! - [`Switch`]: an in-memory Ethernet switch joining any number of NICs in
+//!   one process, forwarding by destination MAC (learned from source MACs)
+//!   and flooding broadcast, multicast and unknown destinations;
+//!
+//! and the middleware, in smoltcp's style a wire around a wire:
+//!
+//! - [`Faults`]: drops, duplicates, reorders, delays and corrupts frames,
+//!   each at its own rate from a seed, changeable while running;
+//! - [`Capture`]: writes every frame sent and received to a pcap file.
+
+mod capture;
+mod faults;
+mod loopback;
+mod switch;
+
+use std::sync::Arc;
+
+pub use capture::{Capture, CaptureHandle};
+pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
+pub use loopback::Loopback;
+pub use switch::{Switch, SwitchPort};
+
+/// An Ethernet frame, from the destination MAC to the end of the payload
+/// (no FCS).
+pub type Frame = Vec<u8>;
+
+/// What a wire calls when frames arrive for its NIC. It may be called from
+/// any thread, with the wire's own locks held: it only notes that there is
+/// work and wakes the NIC, and never calls back into the wire.
+pub type Waker = Arc<dyn Fn() + Send + Sync>;
+
+/// The link a NIC's port speaks: batches of frames out, batches in.
+///
+/// A NIC calls these from its device thread (or, in inline mode, from the
+/// thread driving it), never while holding its own state lock across a
+/// call into another NIC: a wire delivers into queues and calls wakers.
+pub trait Wire: Send {
+    /// Sends every frame of `frames`, leaving it empty. A wire that cannot
+    /// take a frame drops it (and counts it), as a congested link would.
+    fn send(&mut self, frames: &mut Vec<Frame>);
+
+    /// Moves up to `max` received frames into `out`; returns how many.
+    fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize;
+
+    /// Sets the function to call when frames arrive.
+    fn set_waker(&mut self, waker: Waker);
+
+    /// Runs time-driven work due at `now_ns` (frames a middleware held
+    /// back). The NIC calls it on each turn.
+    fn poll(&mut self, now_ns: u64) {
+        let _ = now_ns;
+    }
+
+    /// When [`Wire::poll`] next has work, if ever.
+    fn next_deadline(&self) -> Option<u64> {
+        None
+    }
+
+    /// Whether the wire needs no thread of its own to move frames, so a
+    /// NIC in inline mode can use it: in-memory wires do, sockets do not.
+    fn in_memory(&self) -> bool {
+        true
+    }
+}
+
+impl<W: Wire + ?Sized> Wire for Box<W> {
+    fn send(&mut self, frames: &mut Vec<Frame>) {
+        (**self).send(frames)
+    }
+
+    fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
+        (**self).recv(out, max)
+    }
+
+    fn set_waker(&mut self, waker: Waker) {
+        (**self).set_waker(waker)
+    }
+
+    fn poll(&mut self, now_ns: u64) {
+        (**self).poll(now_ns)
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        (**self).next_deadline()
+    }
+
+    fn in_memory(&self) -> bool {
+        (**self).in_memory()
+    }
+}

@@ -1,0 +1,285 @@
+//! An in-memory Ethernet switch joining NICs of one process.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::{Frame, Waker, Wire};
+use crate::wire::ethernet::{EthernetAddress, EthernetFrame};
+
+/// A learning L2 switch: a frame goes to the port its destination MAC was
+/// last seen on (as a source), or to every other port if the destination
+/// is broadcast, multicast or not yet known. A frame addressed to its
+/// sender's own MAC goes back to the sender. Each port queues what it
+/// receives up to its capacity and drops (and counts) the rest, as a
+/// switch with full buffers does.
+///
+/// ```
+/// use rnic_emu::net::{Switch, Wire};
+///
+/// let sw = Switch::new();
+/// let (mut a, mut b) = (sw.port(), sw.port());
+/// let frame = |dst: u8, src: u8| {
+///     let mut f = vec![0u8; 60];
+///     f[..6].copy_from_slice(&[2, 0, 0, 0, 0, dst]);
+///     f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+///     f
+/// };
+/// a.send(&mut vec![frame(0xb, 0xa)]); // unknown: flooded to b
+/// b.send(&mut vec![frame(0xa, 0xb)]); // a's MAC was learned
+/// let mut got = Vec::new();
+/// assert_eq!(b.recv(&mut got, 8), 1);
+/// assert_eq!(a.recv(&mut got, 8), 1);
+/// ```
+#[derive(Clone, Default)]
+pub struct Switch {
+    inner: Arc<Mutex<Inner>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    ports: Vec<Option<Arc<PortQueue>>>,
+    /// Forwarding database: MAC -> port index.
+    fdb: HashMap<EthernetAddress, usize>,
+}
+
+struct PortQueue {
+    frames: Mutex<VecDeque<Frame>>,
+    capacity: usize,
+    waker: Mutex<Option<Waker>>,
+    dropped: AtomicU64,
+}
+
+impl PortQueue {
+    fn frames(&self) -> MutexGuard<'_, VecDeque<Frame>> {
+        self.frames.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn wake(&self) {
+        let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some(w) = w {
+            w();
+        }
+    }
+}
+
+/// Frames a port queues by default before it drops.
+pub const DEFAULT_PORT_CAPACITY: usize = 1 << 16;
+
+impl Switch {
+    /// A switch with no ports.
+    pub fn new() -> Switch {
+        Switch::default()
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new port queueing up to [`DEFAULT_PORT_CAPACITY`] frames.
+    pub fn port(&self) -> SwitchPort {
+        self.port_with_capacity(DEFAULT_PORT_CAPACITY)
+    }
+
+    /// A new port queueing up to `capacity` frames.
+    pub fn port_with_capacity(&self, capacity: usize) -> SwitchPort {
+        let queue = Arc::new(PortQueue {
+            frames: Mutex::new(VecDeque::new()),
+            capacity,
+            waker: Mutex::new(None),
+            dropped: AtomicU64::new(0),
+        });
+        let mut inner = self.inner();
+        let index = match inner.ports.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                inner.ports.push(None);
+                inner.ports.len() - 1
+            }
+        };
+        inner.ports[index] = Some(queue.clone());
+        SwitchPort {
+            switch: self.clone(),
+            index,
+            queue,
+        }
+    }
+
+    /// Number of attached ports.
+    pub fn ports(&self) -> usize {
+        self.inner().ports.iter().flatten().count()
+    }
+}
+
+impl std::fmt::Debug for Switch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.inner();
+        f.debug_struct("Switch")
+            .field("ports", &inner.ports.iter().flatten().count())
+            .field("learned", &inner.fdb.len())
+            .finish()
+    }
+}
+
+/// One port of a [`Switch`]: the wire of one NIC. Dropping it detaches it.
+pub struct SwitchPort {
+    switch: Switch,
+    index: usize,
+    queue: Arc<PortQueue>,
+}
+
+impl SwitchPort {
+    /// Frames dropped because this port's queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.queue.dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for SwitchPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwitchPort")
+            .field("index", &self.index)
+            .field("dropped", &self.dropped())
+            .finish()
+    }
+}
+
+impl Drop for SwitchPort {
+    fn drop(&mut self) {
+        let mut inner = self.switch.inner();
+        inner.ports[self.index] = None;
+        let me = self.index;
+        inner.fdb.retain(|_, p| *p != me);
+    }
+}
+
+impl Wire for SwitchPort {
+    fn send(&mut self, frames: &mut Vec<Frame>) {
+        let mut woken: Vec<Arc<PortQueue>> = Vec::new();
+        {
+            let mut inner = self.switch.inner();
+            for f in frames.drain(..) {
+                let Ok(eth) = EthernetFrame::new_checked(&f[..]) else {
+                    continue;
+                };
+                let (src, dst) = (eth.src_addr(), eth.dst_addr());
+                if !src.is_multicast() {
+                    inner.fdb.insert(src, self.index);
+                }
+                let known = (!dst.is_multicast())
+                    .then(|| inner.fdb.get(&dst).copied())
+                    .flatten();
+                let targets: Vec<usize> = match known {
+                    Some(p) => vec![p],
+                    None => (0..inner.ports.len())
+                        .filter(|&p| p != self.index)
+                        .collect(),
+                };
+                let last = targets.len();
+                let mut frame = Some(f);
+                for (i, p) in targets.into_iter().enumerate() {
+                    let Some(q) = inner.ports[p].clone() else {
+                        continue;
+                    };
+                    // The last target takes the frame, the others a copy.
+                    let f = if i + 1 == last {
+                        frame.take().unwrap_or_default()
+                    } else {
+                        frame.clone().unwrap_or_default()
+                    };
+                    let mut fr = q.frames();
+                    if fr.len() < q.capacity {
+                        fr.push_back(f);
+                        drop(fr);
+                        if !woken.iter().any(|w| Arc::ptr_eq(w, &q)) {
+                            woken.push(q);
+                        }
+                    } else {
+                        q.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+        for q in woken {
+            q.wake();
+        }
+    }
+
+    fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
+        let mut q = self.queue.frames();
+        let n = max.min(q.len());
+        out.extend(q.drain(..n));
+        n
+    }
+
+    fn set_waker(&mut self, waker: Waker) {
+        *self.queue.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(dst: [u8; 6], src: u8, tag: u8) -> Frame {
+        let mut f = vec![0u8; 60];
+        f[..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, src]);
+        f[14] = tag;
+        f
+    }
+
+    fn mac(n: u8) -> [u8; 6] {
+        [2, 0, 0, 0, 0, n]
+    }
+
+    fn take(p: &mut SwitchPort) -> Vec<u8> {
+        let mut v = Vec::new();
+        p.recv(&mut v, 100);
+        v.iter().map(|f| f[14]).collect()
+    }
+
+    #[test]
+    fn floods_then_forwards_by_learned_mac() {
+        let sw = Switch::new();
+        let (mut a, mut b, mut c) = (sw.port(), sw.port(), sw.port());
+        a.send(&mut vec![frame(mac(2), 1, 10)]);
+        assert_eq!(
+            (take(&mut b), take(&mut c)),
+            (vec![10], vec![10]),
+            "flooded"
+        );
+        b.send(&mut vec![frame(mac(1), 2, 11)]);
+        assert_eq!(
+            (take(&mut a), take(&mut c)),
+            (vec![11], vec![]),
+            "a learned"
+        );
+        a.send(&mut vec![frame(mac(2), 1, 12)]);
+        assert_eq!(
+            (take(&mut b), take(&mut c)),
+            (vec![12], vec![]),
+            "b learned"
+        );
+        a.send(&mut vec![frame([0xff; 6], 1, 13)]);
+        assert_eq!(
+            (take(&mut b), take(&mut c), take(&mut a)),
+            (vec![13], vec![13], vec![])
+        );
+        // A frame to the sender's own MAC comes back to it.
+        a.send(&mut vec![frame(mac(1), 1, 14)]);
+        assert_eq!(take(&mut a), vec![14]);
+        drop(c);
+        assert_eq!(sw.ports(), 2);
+    }
+
+    #[test]
+    fn full_port_drops_and_counts() {
+        let sw = Switch::new();
+        let mut a = sw.port();
+        let mut b = sw.port_with_capacity(2);
+        a.send(&mut (0..5).map(|i| frame(mac(9), 1, i)).collect());
+        assert_eq!(b.dropped(), 3);
+        assert_eq!(take(&mut b), vec![0, 1]);
+    }
+}
