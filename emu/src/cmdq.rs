@@ -54,8 +54,6 @@ pub(crate) fn doorbell(st: &mut State, v: u32) {
         }
         run_one(st);
     }
-    // Run send queues that commands made runnable (a QP reaching RTS).
-    st.run_kicked();
 }
 
 fn run_one(st: &mut State) {

@@ -1,26 +1,59 @@
-//! The device: state lock, execution mode, device thread, and the BAR
-//! access entry points.
+//! The device: its locks, its wire, one step of work, the inline driver
+//! and the device thread, and the BAR access entry points.
+//!
+//! A step takes the state lock, receives a batch from the wire, runs the
+//! work item it was given (a register or doorbell write), then one turn
+//! of the device (received frames, due timers, a quantum of every QP with
+//! something to send), and hands the frames built to the wire, taking the
+//! wire's lock before it lets go of the state's so that frames leave in
+//! the order they were built. A wire never takes a device's state lock: it
+//! delivers into queues and calls wakers, so no NIC ever calls into
+//! another while holding its own state.
+//!
+//! Inline mode: the thread that writes a register or doorbell runs the
+//! step, then every step the frames it sent made runnable, on this or any
+//! other inline NIC (a thread-local run list), until nothing is left or
+//! [`INLINE_BUDGET`] steps ran. Thread mode: the device thread runs steps
+//! until nothing is left, at most [`STREAK`] of them between two work
+//! items, then takes the next item, so that commands and resets are served
+//! while a send queue keeps itself busy.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
 use std::sync::atomic::{fence, AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
+use rnic_hw_regs::bar0::FatalSyndrome;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS, BAR_REGS_SIZE};
 use rnic_hw_regs::uar::{CqDoorbell, RqDoorbell, SqDoorbell, CQ_DB, RQ_DB, SQ_DB, UAR_PAGE_SIZE};
 
+use crate::clock::Clock;
 use crate::irq::IrqLines;
+use crate::net::{Capture, Frame, Loopback, Wire};
 use crate::state::State;
-use crate::{cq, qp, regs, requester, EmuConfig, EmuHal, ExecMode};
+use crate::transport::requester;
+use crate::{cq, qp, regs, ConfigError, EmuConfig, EmuHal, ExecMode};
 
 /// Capacity of the thread-mode work queue.
 const QUEUE_DEPTH: usize = 4096;
-/// Idle device thread: busy-spin this long after the last work item...
+/// Frames received per step.
+const RX_BATCH: usize = 64;
+/// Steps one inline call runs at most (the rest waits for the next call).
+pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
+/// Steps the device thread runs between two work items at most.
+pub(crate) const STREAK: u32 = 64;
+/// Idle device thread: busy-spin this long after the last work...
 const SPIN: Duration = Duration::from_micros(10);
 /// ...then yield the CPU until this long...
 const YIELD: Duration = Duration::from_micros(200);
-/// ...then sleep in steps of this (a doorbell wakes it early).
+/// ...then sleep in steps of at most this (a doorbell or a frame wakes it
+/// early).
 const SLEEP: Duration = Duration::from_micros(50);
 
 /// A write that triggers device work.
@@ -32,21 +65,134 @@ enum Work {
     Doorbell(usize, u64),
 }
 
-/// What the device thread and every handle share.
+/// How a device is told that it has work: frames from its wire, a
+/// doorbell, a clock that jumped. Kept apart from [`Shared`] so that a
+/// wire's waker never holds the device itself.
 #[derive(Debug)]
-pub(crate) struct Shared {
-    state: Mutex<State>,
-    mode: ExecMode,
-    cfg: EmuConfig,
-    queue: ArrayQueue<Work>,
-    shutdown: AtomicBool,
+struct Notify {
+    /// The wire may hold frames.
+    rx_pending: AtomicBool,
     /// The device thread is (about to be) parked.
     sleeping: AtomicBool,
-    /// The device thread is running (cleared when it exits, even by panic).
-    alive: AtomicBool,
+    /// Inline mode: on some thread's run list.
+    scheduled: AtomicBool,
     thread: OnceLock<Thread>,
+    mode: ExecMode,
+    shared: OnceLock<Weak<Shared>>,
+}
+
+impl Notify {
+    fn wake_rx(&self) {
+        self.rx_pending.store(true, Ordering::Release);
+        self.nudge();
+    }
+
+    fn nudge(&self) {
+        match self.mode {
+            ExecMode::Inline => schedule(self),
+            ExecMode::Thread => {
+                // Pairs with the device thread's fence between announcing
+                // sleep and checking for work: one side sees the other.
+                fence(Ordering::SeqCst);
+                if self.sleeping.load(Ordering::Relaxed) {
+                    if let Some(t) = self.thread.get() {
+                        t.unpark();
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Inline NICs with work, run by the thread that made them runnable.
+#[derive(Default)]
+struct RunList {
+    driving: bool,
+    list: VecDeque<Weak<Shared>>,
+}
+
+thread_local! {
+    static RUN: RefCell<RunList> = RefCell::new(RunList::default());
+}
+
+fn schedule(n: &Notify) {
+    if n.scheduled.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    if let Some(w) = n.shared.get() {
+        RUN.with(|r| r.borrow_mut().list.push_back(w.clone()));
+    }
+}
+
+/// Ends a drive: whatever is still listed waits for a later call.
+struct DriveGuard;
+
+impl Drop for DriveGuard {
+    fn drop(&mut self) {
+        let left = RUN.with(|r| {
+            let mut r = r.borrow_mut();
+            r.driving = false;
+            std::mem::take(&mut r.list)
+        });
+        for w in left {
+            if let Some(s) = w.upgrade() {
+                s.notify.scheduled.store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Runs the listed NICs until none is left or the budget is spent, unless
+/// this thread is already doing so further up the stack.
+fn run_list() {
+    let entered = RUN.with(|r| {
+        let mut r = r.borrow_mut();
+        !std::mem::replace(&mut r.driving, true)
+    });
+    if !entered {
+        return;
+    }
+    let _guard = DriveGuard;
+    for _ in 0..INLINE_BUDGET {
+        let Some(w) = RUN.with(|r| r.borrow_mut().list.pop_front()) else {
+            return;
+        };
+        let Some(s) = w.upgrade() else {
+            continue;
+        };
+        s.notify.scheduled.store(false, Ordering::Release);
+        if s.step(None) {
+            schedule(&s.notify);
+        }
+    }
+}
+
+/// What the device thread and every handle share.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    wire: Mutex<Box<dyn Wire>>,
+    mode: ExecMode,
+    cfg: EmuConfig,
+    clock: Clock,
+    queue: ArrayQueue<Work>,
+    shutdown: AtomicBool,
+    /// The device thread is running (cleared when it exits).
+    alive: AtomicBool,
+    notify: Arc<Notify>,
     pub(crate) irq: Arc<IrqLines>,
     epoch: Instant,
+    /// What the device's clock calls when it jumps (held here so that it
+    /// lives as long as the device).
+    on_clock: OnceLock<Arc<dyn Fn() + Send + Sync>>,
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Shared")
+            .field("mode", &self.mode)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
@@ -56,11 +202,15 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn wire(&self) -> MutexGuard<'_, Box<dyn Wire>> {
+        self.wire.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn mode(&self) -> ExecMode {
         self.mode
     }
 
-    /// Nanoseconds since the device was created.
+    /// Nanoseconds of host time since the device was created.
     pub(crate) fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }
@@ -77,33 +227,37 @@ impl Shared {
         }
     }
 
-    pub(crate) fn write32(&self, bar: u8, off: usize, v: u32) {
+    pub(crate) fn write32(self: &Arc<Self>, bar: u8, off: usize, v: u32) {
         if bar != BAR_REGS || off % 4 != 0 || off >= BAR_REGS_SIZE {
             log::warn!("32-bit write {v:#x} to BAR {bar} offset {off:#x} ignored");
             return;
         }
-        if !regs::is_work(off) || self.mode == ExecMode::Inline {
-            let mut st = self.lock();
-            regs::write(&mut st, off, v);
+        if !regs::is_work(off) {
+            regs::write(&mut self.lock(), off, v);
             return;
         }
-        if off == rnic_hw_regs::bar0::CTRL {
-            // The reset runs on the device thread, but STATUS.ready must drop
-            // now, or the driver could see the old ready bit and configure
-            // registers the reset then clears.
-            regs::begin_reset(&mut self.lock(), v);
+        match self.mode {
+            ExecMode::Inline => self.drive(Some(Work::Reg(off, v))),
+            ExecMode::Thread => {
+                if off == rnic_hw_regs::bar0::CTRL {
+                    // The reset runs on the device thread, but STATUS.ready
+                    // must drop now, or the driver could see the old ready
+                    // bit and configure registers the reset then clears.
+                    regs::begin_reset(&mut self.lock(), v);
+                }
+                self.push(Work::Reg(off, v));
+            }
         }
-        self.push(Work::Reg(off, v));
     }
 
-    pub(crate) fn write64(&self, bar: u8, off: usize, v: u64) {
+    pub(crate) fn write64(self: &Arc<Self>, bar: u8, off: usize, v: u64) {
         let uar_bytes = self.cfg.uar_pages as usize * UAR_PAGE_SIZE;
         if bar != BAR_DOORBELL || off % 8 != 0 || off >= uar_bytes {
             log::warn!("64-bit write {v:#x} to BAR {bar} offset {off:#x} ignored");
             return;
         }
         match self.mode {
-            ExecMode::Inline => doorbell(&mut self.lock(), off, v),
+            ExecMode::Inline => self.drive(Some(Work::Doorbell(off, v))),
             ExecMode::Thread => self.push(Work::Doorbell(off, v)),
         }
     }
@@ -117,18 +271,62 @@ impl Shared {
             w = back;
             thread::yield_now();
         }
-        // Pairs with the device thread's fence between announcing sleep and
-        // checking the queue: one of the two sides sees the other. It stays
-        // even while the thread is busy: skipping it needs to know the
-        // thread is not going to sleep, which is the load it orders. (The
-        // queue push just before is a locked RMW, so on x86 this fence
-        // finds the store buffer drained and costs little.)
-        fence(Ordering::SeqCst);
-        if self.sleeping.load(Ordering::Relaxed) {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
+        self.notify.nudge();
+    }
+
+    /// Inline mode: runs `work` and everything it makes runnable.
+    fn drive(self: &Arc<Self>, work: Option<Work>) {
+        if self.step(work) {
+            schedule(&self.notify);
+        }
+        run_list();
+    }
+
+    /// One step (see the module documentation); returns whether the device
+    /// has more to do. A panic in the model is caught here: the device
+    /// enters the fatal state, which a reset clears.
+    fn step(&self, work: Option<Work>) -> bool {
+        let r = catch_unwind(AssertUnwindSafe(|| self.step_inner(work)));
+        r.unwrap_or_else(|_| {
+            log::error!("panic in the device model: device fatal");
+            regs::fatal(&mut self.lock(), FatalSyndrome::Internal);
+            false
+        })
+    }
+
+    fn step_inner(&self, work: Option<Work>) -> bool {
+        let now = self.clock.now_ns();
+        let mut rx: Vec<Frame> = Vec::new();
+        let mut st = self.lock();
+        {
+            let mut wire = self.wire();
+            wire.poll(now);
+            if self.notify.rx_pending.swap(false, Ordering::AcqRel) {
+                if wire.recv(&mut rx, RX_BATCH) == RX_BATCH {
+                    self.notify.rx_pending.store(true, Ordering::Release);
+                }
             }
         }
+        if let Some(w) = work {
+            run(&mut st, w);
+        }
+        let more = st.turn(&rx, now);
+        let mut tx = std::mem::take(&mut st.port.tx);
+        if !tx.is_empty() {
+            let mut wire = self.wire();
+            drop(st);
+            wire.send(&mut tx);
+        }
+        more || self.notify.rx_pending.load(Ordering::Acquire)
+    }
+
+    /// The earliest deadline of the device's timers or its wire.
+    fn next_deadline(&self) -> Option<u64> {
+        let st = self.lock();
+        let t = st.next_deadline();
+        drop(st);
+        let w = self.wire().next_deadline();
+        t.into_iter().chain(w).min()
     }
 }
 
@@ -148,10 +346,7 @@ fn doorbell(st: &mut State, off: usize, v: u64) {
     let page = (off / UAR_PAGE_SIZE) as u32;
     match off % UAR_PAGE_SIZE {
         SQ_DB => requester::sq_doorbell(st, page, SqDoorbell::from_bits(v)),
-        RQ_DB => {
-            qp::rq_doorbell(st, page, RqDoorbell::from_bits(v));
-            st.run_kicked();
-        }
+        RQ_DB => qp::rq_doorbell(st, page, RqDoorbell::from_bits(v)),
         CQ_DB => cq::arm(st, page, CqDoorbell::from_bits(v)),
         other => log::warn!("doorbell write {v:#x} to undefined page offset {other:#x} ignored"),
     }
@@ -170,18 +365,20 @@ fn device_thread(shared: Arc<Shared>) {
     let guard = AliveGuard(shared);
     let shared = &guard.0;
     let mut idle_since: Option<Instant> = None;
+    let mut more = false;
+    let mut streak = 0;
     loop {
-        if let Some(w) = shared.queue.pop() {
-            let mut st = shared.lock();
-            run(&mut st, w);
-            // Drain what queued up meanwhile under the same lock, bounded so
-            // that BAR reads and DMA mapping are not starved.
-            for _ in 0..64 {
-                match shared.queue.pop() {
-                    Some(w) => run(&mut st, w),
-                    None => break,
-                }
-            }
+        let work = if more && streak < STREAK {
+            None
+        } else {
+            shared.queue.pop()
+        };
+        let had_work = work.is_some();
+        more = shared.step(work);
+        // Inline NICs this thread's frames made runnable.
+        run_list();
+        streak = if had_work || !more { 0 } else { streak + 1 };
+        if had_work || more {
             idle_since = None;
             continue;
         }
@@ -194,19 +391,194 @@ fn device_thread(shared: Arc<Shared>) {
         } else if idle < YIELD {
             thread::yield_now();
         } else {
-            shared.sleeping.store(true, Ordering::Relaxed);
-            // Pairs with the fence in `push`.
+            let n = &shared.notify;
+            n.sleeping.store(true, Ordering::Relaxed);
+            // Pairs with the fence in `Notify::nudge`.
             fence(Ordering::SeqCst);
-            if shared.queue.is_empty() && !shared.shutdown.load(Ordering::Acquire) {
-                thread::park_timeout(SLEEP);
+            let idle_now = shared.queue.is_empty()
+                && !n.rx_pending.load(Ordering::Acquire)
+                && !shared.shutdown.load(Ordering::Acquire);
+            if idle_now {
+                // Sleep no longer than the next deadline of a real clock.
+                let mut nap = SLEEP;
+                if !shared.clock.is_virtual() {
+                    if let Some(d) = shared.next_deadline() {
+                        let left = d.saturating_sub(shared.clock.now_ns());
+                        nap = nap.min(Duration::from_nanos(left));
+                    }
+                }
+                thread::park_timeout(nap);
             }
-            shared.sleeping.store(false, Ordering::Relaxed);
+            n.sleeping.store(false, Ordering::Relaxed);
+            // Timers may be due: run a step.
+            more = true;
+            streak = STREAK;
         }
     }
 }
 
-/// An emulated rnic device: BAR 0 registers, BAR 2 doorbell pages, and DMA
-/// through an emulated IOMMU, reached only through [`EmuHal`].
+/// Why a device could not be built.
+#[derive(Debug)]
+pub enum BuildError {
+    /// The configuration is invalid.
+    Config(ConfigError),
+    /// Inline mode drives its wire from the threads that ring doorbells,
+    /// which only an in-memory wire allows.
+    InlineNeedsMemoryWire,
+    /// The capture file `RNIC_PCAP` names could not be created.
+    Capture(PathBuf, std::io::Error),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::Config(e) => e.fmt(f),
+            BuildError::InlineNeedsMemoryWire => f.write_str(
+                "inline mode needs an in-memory wire (loopback or switch); \
+                 use ExecMode::Thread for a socket wire",
+            ),
+            BuildError::Capture(p, e) => write!(f, "RNIC_PCAP: cannot create {}: {e}", p.display()),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// Builds an [`EmuDevice`]: its configuration, execution mode, clock and
+/// wire.
+///
+/// ```
+/// use rnic_emu::net::Switch;
+/// use rnic_emu::{EmuConfig, EmuDevice, ExecMode, VirtualClock};
+///
+/// let sw = Switch::new();
+/// let clock = VirtualClock::new();
+/// let a = EmuDevice::builder(EmuConfig::default())
+///     .mode(ExecMode::Inline)
+///     .clock(clock.clock())
+///     .wire(sw.port())
+///     .build()
+///     .unwrap();
+/// # drop(a);
+/// ```
+pub struct EmuBuilder {
+    config: EmuConfig,
+    mode: ExecMode,
+    clock: Clock,
+    wire: Option<Box<dyn Wire>>,
+}
+
+impl fmt::Debug for EmuBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmuBuilder")
+            .field("config", &self.config)
+            .field("mode", &self.mode)
+            .field("clock", &self.clock)
+            .field("wire", &self.wire.is_some())
+            .finish()
+    }
+}
+
+impl EmuBuilder {
+    /// The execution mode (default: [`ExecMode::Thread`]).
+    pub fn mode(mut self, mode: ExecMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// The device clock (default: [`Clock::real`]).
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The port's wire (default: a [`Loopback`]).
+    pub fn wire(mut self, wire: impl Wire + 'static) -> Self {
+        self.wire = Some(Box::new(wire));
+        self
+    }
+
+    /// Builds the device, in the reset state (`STATUS.ready` set). With
+    /// `RNIC_PCAP` set in the environment the port's frames are captured
+    /// to a pcap file: in `$RNIC_PCAP/rnic-<MAC>.pcap` if it names a
+    /// directory, else to `$RNIC_PCAP` with `{mac}` replaced by the MAC.
+    /// In [`ExecMode::Thread`] this starts the device thread, which stops
+    /// when the device is dropped (with the last [`EmuHal`] handle).
+    pub fn build(self) -> Result<Arc<EmuDevice>, BuildError> {
+        self.config.validate().map_err(BuildError::Config)?;
+        let mut wire = self.wire.unwrap_or_else(|| Box::new(Loopback::default()));
+        if self.mode == ExecMode::Inline && !wire.in_memory() {
+            return Err(BuildError::InlineNeedsMemoryWire);
+        }
+        if let Some(p) = std::env::var_os("RNIC_PCAP") {
+            let mac: String = self.config.mac.iter().map(|b| format!("{b:02x}")).collect();
+            let p = PathBuf::from(p);
+            let path = if p.is_dir() {
+                p.join(format!("rnic-{mac}.pcap"))
+            } else {
+                PathBuf::from(p.to_string_lossy().replace("{mac}", &mac))
+            };
+            let (c, _) = Capture::create(wire, &path).map_err(|e| BuildError::Capture(path, e))?;
+            wire = Box::new(c);
+        }
+        let notify = Arc::new(Notify {
+            rx_pending: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            scheduled: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            mode: self.mode,
+            shared: OnceLock::new(),
+        });
+        let n = notify.clone();
+        wire.set_waker(Arc::new(move || n.wake_rx()));
+        let irq = Arc::new(IrqLines::default());
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::new(self.config.clone(), irq.clone())),
+            wire: Mutex::new(wire),
+            mode: self.mode,
+            cfg: self.config,
+            clock: self.clock,
+            queue: ArrayQueue::new(QUEUE_DEPTH),
+            shutdown: AtomicBool::new(false),
+            alive: AtomicBool::new(self.mode == ExecMode::Thread),
+            notify: notify.clone(),
+            irq,
+            epoch: Instant::now(),
+            on_clock: OnceLock::new(),
+        });
+        let _ = notify.shared.set(Arc::downgrade(&shared));
+        // A virtual clock that jumps runs due timers: inline devices at once
+        // in the advancing thread, device threads on their next turn.
+        let weak = Arc::downgrade(&shared);
+        let on_clock: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                match s.mode {
+                    ExecMode::Inline => s.drive(None),
+                    ExecMode::Thread => s.notify.nudge(),
+                }
+            }
+        });
+        shared.clock.on_advance(Arc::downgrade(&on_clock));
+        let _ = shared.on_clock.set(on_clock);
+        let thread = (self.mode == ExecMode::Thread).then(|| {
+            let s = shared.clone();
+            let handle = thread::Builder::new()
+                .name("rnic-emu".into())
+                .spawn(move || device_thread(s))
+                .expect("cannot spawn the device thread");
+            let _ = notify.thread.set(handle.thread().clone());
+            handle
+        });
+        Ok(Arc::new(EmuDevice {
+            shared,
+            thread: Mutex::new(thread),
+        }))
+    }
+}
+
+/// An emulated rnic device: BAR 0 registers, BAR 2 doorbell pages, DMA
+/// through an emulated IOMMU (reached only through [`EmuHal`]), and a
+/// RoCEv2 port on a [`Wire`].
 #[derive(Debug)]
 pub struct EmuDevice {
     shared: Arc<Shared>,
@@ -214,44 +586,27 @@ pub struct EmuDevice {
 }
 
 impl EmuDevice {
-    /// Creates a device in the reset state (`STATUS.ready` set). In
-    /// [`ExecMode::Thread`] this starts the device thread, which stops when
-    /// the device is dropped (with the last [`EmuHal`] handle).
+    /// A device on a [`Loopback`] wire with the host clock.
     ///
     /// # Panics
     ///
     /// If `config` is invalid (see [`EmuConfig::validate`]) or the device
     /// thread cannot be spawned.
     pub fn new(config: EmuConfig, mode: ExecMode) -> Arc<EmuDevice> {
-        if let Err(e) = config.validate() {
-            panic!("{e}");
+        match Self::builder(config).mode(mode).build() {
+            Ok(d) => d,
+            Err(e) => panic!("{e}"),
         }
-        let irq = Arc::new(IrqLines::default());
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::new(config.clone(), irq.clone())),
-            mode,
-            cfg: config,
-            queue: ArrayQueue::new(QUEUE_DEPTH),
-            shutdown: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
-            alive: AtomicBool::new(mode == ExecMode::Thread),
-            thread: OnceLock::new(),
-            irq,
-            epoch: Instant::now(),
-        });
-        let thread = (mode == ExecMode::Thread).then(|| {
-            let s = shared.clone();
-            let handle = thread::Builder::new()
-                .name("rnic-emu".into())
-                .spawn(move || device_thread(s))
-                .expect("cannot spawn the device thread");
-            let _ = shared.thread.set(handle.thread().clone());
-            handle
-        });
-        Arc::new(EmuDevice {
-            shared,
-            thread: Mutex::new(thread),
-        })
+    }
+
+    /// A builder for a device with configuration `config`.
+    pub fn builder(config: EmuConfig) -> EmuBuilder {
+        EmuBuilder {
+            config,
+            mode: ExecMode::Thread,
+            clock: Clock::real(),
+            wire: None,
+        }
     }
 
     /// A platform handle for a driver.
@@ -269,7 +624,25 @@ impl EmuDevice {
         self.shared.mode
     }
 
-    pub(crate) fn shared(&self) -> &Shared {
+    /// The device clock.
+    pub fn clock(&self) -> &Clock {
+        &self.shared.clock
+    }
+
+    /// Lets the device make progress: in inline mode, runs its due timers
+    /// and the frames waiting on its wire, and whatever that makes runnable,
+    /// in the calling thread; in thread mode, wakes the device thread.
+    pub fn poll(&self) {
+        match self.shared.mode {
+            ExecMode::Inline => {
+                self.shared.notify.rx_pending.store(true, Ordering::Release);
+                self.shared.drive(None);
+            }
+            ExecMode::Thread => self.shared.notify.nudge(),
+        }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }
 }

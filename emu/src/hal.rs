@@ -96,8 +96,9 @@ unsafe impl Hal for EmuHal {
         match self.dev.shared().mode() {
             // Let the device thread run on a machine with few cores.
             ExecMode::Thread => std::thread::yield_now(),
-            // The work is already done: nothing to wait for.
-            ExecMode::Inline => std::hint::spin_loop(),
+            // The waiting thread lends itself to the device: frames that
+            // arrived and timers that fell due run now.
+            ExecMode::Inline => self.dev.poll(),
         }
     }
 }

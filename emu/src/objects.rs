@@ -5,7 +5,10 @@ use rnic_hw_regs::cmd::QpAttrs;
 use rnic_hw_regs::uar::CqArmCmd;
 use rnic_hw_regs::verbs::QpState;
 
+use crate::counters::Counters;
 use crate::iommu::DmaRange;
+use crate::port::Path;
+use crate::transport::{QpTimers, ReqState, RespState};
 
 /// A table of objects numbered from `first` to `first + capacity - 1`; new
 /// objects get the lowest free number.
@@ -176,9 +179,14 @@ pub(crate) struct Qp {
     pub state: QpState,
     /// Attributes as last modified (state fields unused).
     pub attrs: QpAttrs,
-    /// Device's free-running send consumer index, in BBs.
+    /// Device's free-running send consumer index, in BBs: the oldest WQE
+    /// not completed (WQEs before it have their completions).
     pub sq_ci: u32,
-    /// Device's free-running receive consumer index, in WQEs.
+    /// The next BB the requester takes a WQE from (`sq_ci` plus the BBs of
+    /// the WQEs in flight).
+    pub sq_fetch: u32,
+    /// Device's free-running receive consumer index, in WQEs (a receive
+    /// WQE a message is filling stays at it until the message completes).
     pub rq_ci: u32,
     /// Send producer index last accepted from the doorbell record (never
     /// more than the SQ size ahead of `sq_ci`): the BBs up to it are posted
@@ -187,25 +195,18 @@ pub(crate) struct Qp {
     /// Receive producer index last accepted from the doorbell record (never
     /// more than the RQ size ahead of `rq_ci`).
     pub rq_pi: u32,
-    /// The requester is executing a WQE: a flush of the send queue waits for
-    /// it to complete.
-    pub sq_busy: bool,
-    /// The send queue is stalled on receiver-not-ready at this responder QP.
-    pub rnr_stalled_on: Option<u32>,
-    /// RNR NAKs the WQE at `sq_ci` has received (its first attempt and its
-    /// retries); 0 once it completes.
-    pub rnr_naks: u8,
-    /// Requester QPs stalled on receiver-not-ready at this QP.
-    pub rnr_waiters: Vec<u32>,
     /// Queued in the device's list of send queues to run.
     pub kicked: bool,
-}
-
-impl Qp {
-    /// Whether the QP accepts incoming requests.
-    pub(crate) fn receiving(&self) -> bool {
-        matches!(self.state, QpState::Rtr | QpState::Rts)
-    }
+    /// Where packets go (set when the QP moves to RTR).
+    pub path: Option<Path>,
+    /// Requester and completer.
+    pub req: ReqState,
+    /// Responder.
+    pub resp: RespState,
+    /// Deadlines.
+    pub timers: QpTimers,
+    /// This QP's counters.
+    pub counters: Counters,
 }
 
 /// Every object of the device.

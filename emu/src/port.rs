@@ -1,28 +1,451 @@
-//! Port 1: delivers requests to their destination QP and returns the
-//! response. This version loops back to QPs of the same device; a RoCEv2
-//! wire (packets, PSNs, ACK/NAK, retransmission) would sit here, between
-//! the requester and the responder.
+//! Port 1: the NIC's Ethernet side.
+//!
+//! Sending: a QP's [`Path`] (from its address vector: source and
+//! destination IP from the GIDs, the destination MAC given or resolved,
+//! the UDP source port from the flow label or the QP numbers) turns a
+//! transport packet into a frame in the port's transmit batch.
+//!
+//! Receiving: [`receive`] classifies each frame, drops (and counts) what
+//! is malformed, fails its ICRC, has another BTH version or P_Key, or is
+//! not for this port, answers ARP and neighbour solicitations for the
+//! port's GIDs, learns the neighbours that answer its own, and hands
+//! RoCEv2 packets to the responder (requests) or the completer (responses)
+//! of their QP.
+//!
+//! Neighbour resolution: a QP whose address vector has no destination MAC
+//! waits, sending an ARP request (IPv4-mapped GID) or a neighbour
+//! solicitation (IPv6 GID) every [`RESOLVE_RETRY_NS`], until the neighbour
+//! answers; a destination that is one of the port's own GIDs resolves to
+//! the port's own MAC at once.
 
-use crate::op::{Request, Response};
-use crate::responder;
+use std::collections::HashMap;
+
+use rnic_hw_regs::counters::counter;
+use rnic_hw_regs::verbs::QpState;
+
+use crate::counters::Counters;
+use crate::net::Frame;
 use crate::state::State;
+use crate::transport::{completer, responder};
+use crate::wire::arp::{ArpOperation, ArpRepr};
+use crate::wire::bth::DEFAULT_PKEY;
+use crate::wire::ethernet::{EthernetAddress, EthernetRepr};
+use crate::wire::frame::{self, FrameRepr, IpRepr, Received};
+use crate::wire::icmpv6::{na_flags, NdiscRepr};
+use crate::wire::ip::IpAddress;
+use crate::wire::ipv4::{protocol, Ipv4Repr};
+use crate::wire::ipv6::{Ipv6Address, Ipv6Repr};
+use crate::wire::opcode::{self, Op, Transport};
+use crate::wire::roce::RoceRepr;
+use crate::wire::udp::{roce_src_port, UdpChecksum, UdpRepr};
+use crate::wire::{Error, ROCE_V2_PORT};
 
-/// Delivers `req` to QP `req.dest_qpn` of this device.
-pub(crate) fn deliver(st: &mut State, req: &Request<'_>) -> Response {
-    // A destination HCA silently drops requests for a QP that does not
-    // exist or does not receive: the requester sees no response at all.
-    let receiving = st
-        .objs
-        .qps
-        .get(req.dest_qpn)
-        .is_some_and(|qp| qp.receiving());
-    if !receiving {
-        log::debug!(
-            "QP {} -> QP {}: destination missing or not receiving",
-            req.src_qpn,
-            req.dest_qpn
-        );
-        return Response::Timeout;
+/// How often a QP waiting for a neighbour asks again.
+pub(crate) const RESOLVE_RETRY_NS: u64 = 1_000_000;
+
+/// The IP TTL or hop limit used when the address vector gives 0.
+const DEFAULT_HOP_LIMIT: u8 = 64;
+
+/// Where a QP's packets go, from its address vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Path {
+    pub src_ip: IpAddress,
+    pub dst_ip: IpAddress,
+    /// Destination MAC: given by the address vector, or resolved.
+    pub dmac: Option<EthernetAddress>,
+    pub src_port: u16,
+    pub traffic_class: u8,
+    pub hop_limit: u8,
+    pub flow_label: u32,
+}
+
+impl Path {
+    /// The path of a QP `qpn` connected to `dest_qpn` through address
+    /// vector fields; `None` if the source GID is missing or the two GIDs
+    /// are of different IP versions.
+    pub(crate) fn new(
+        sgid: [u8; 16],
+        av: &rnic_hw_regs::cmd::AddressVector,
+        qpn: u32,
+        dest_qpn: u32,
+    ) -> Option<Path> {
+        let src_ip = IpAddress::from_gid(sgid);
+        let dst_ip = IpAddress::from_gid(av.dgid);
+        if matches!(src_ip, IpAddress::V4(_)) != matches!(dst_ip, IpAddress::V4(_)) {
+            return None;
+        }
+        let dmac = EthernetAddress(av.dmac);
+        let flow_label = av.flow_label.to_ne() & 0xf_ffff;
+        Some(Path {
+            src_ip,
+            dst_ip,
+            dmac: (!dmac.is_zero()).then_some(dmac),
+            src_port: roce_src_port(flow_label, qpn, dest_qpn),
+            traffic_class: av.traffic_class,
+            hop_limit: if av.hop_limit == 0 {
+                DEFAULT_HOP_LIMIT
+            } else {
+                av.hop_limit
+            },
+            flow_label,
+        })
     }
-    responder::execute(st, req)
+}
+
+/// A neighbour cache entry.
+#[derive(Debug, Clone, Copy)]
+struct Neighbour {
+    mac: Option<EthernetAddress>,
+    /// When the last request went out.
+    asked_ns: Option<u64>,
+}
+
+/// The port's state.
+#[derive(Debug)]
+pub(crate) struct Port {
+    pub mac: EthernetAddress,
+    /// Frames built while the device state was locked, sent once it is not.
+    pub tx: Vec<Frame>,
+    pub counters: Counters,
+    /// IPv4 identification of the next datagram.
+    ident: u16,
+    neighbours: HashMap<IpAddress, Neighbour>,
+    /// QPs waiting for a neighbour.
+    pub waiting: Vec<u32>,
+    /// QPs with a coalesced ACK to send at the end of a receive batch.
+    pub acks: Vec<u32>,
+}
+
+impl Port {
+    pub(crate) fn new(mac: [u8; 6]) -> Self {
+        Self {
+            mac: EthernetAddress(mac),
+            tx: Vec::new(),
+            counters: Counters::default(),
+            ident: 0,
+            neighbours: HashMap::new(),
+            waiting: Vec::new(),
+            acks: Vec::new(),
+        }
+    }
+
+    /// Back to the reset state (frames queued for the wire stay: they
+    /// were already sent as far as the device is concerned).
+    pub(crate) fn reset(&mut self) {
+        self.counters = Counters::default();
+        self.neighbours.clear();
+        self.waiting.clear();
+        self.acks.clear();
+    }
+}
+
+/// Whether `ip` is one of the port's valid GIDs' addresses.
+pub(crate) fn is_local(st: &State, ip: &IpAddress) -> bool {
+    let gid = ip.to_gid();
+    st.gids.iter().any(|g| g.valid && g.gid == gid)
+}
+
+/// The destination MAC of QP `qpn`'s path, resolving it if needed:
+/// `None` while the neighbour has not answered (the QP is then on the
+/// waiting list and asks again every [`RESOLVE_RETRY_NS`]).
+pub(crate) fn resolve(st: &mut State, qpn: u32, now: u64) -> Option<EthernetAddress> {
+    let path = st.objs.qps.get(qpn)?.path?;
+    if let Some(m) = path.dmac {
+        return Some(m);
+    }
+    let mac = if is_local(st, &path.dst_ip) {
+        Some(st.port.mac)
+    } else {
+        st.port.neighbours.get(&path.dst_ip).and_then(|n| n.mac)
+    };
+    if let Some(m) = mac {
+        if let Some(p) = st.objs.qps.get_mut(qpn).and_then(|q| q.path.as_mut()) {
+            p.dmac = Some(m);
+        }
+        return Some(m);
+    }
+    let n = st.port.neighbours.entry(path.dst_ip).or_insert(Neighbour {
+        mac: None,
+        asked_ns: None,
+    });
+    if n.asked_ns.is_none_or(|t| now >= t + RESOLVE_RETRY_NS) {
+        n.asked_ns = Some(now);
+        solicit(st, &path);
+    }
+    if !st.port.waiting.contains(&qpn) {
+        st.port.waiting.push(qpn);
+    }
+    crate::transport::timers::arm_resolve(st, qpn, now + RESOLVE_RETRY_NS);
+    None
+}
+
+/// Sends an ARP request or a neighbour solicitation for `path.dst_ip`.
+fn solicit(st: &mut State, path: &Path) {
+    let me = st.port.mac;
+    let f = match (path.src_ip, path.dst_ip) {
+        (IpAddress::V4(src), IpAddress::V4(dst)) => frame::arp_frame(
+            me,
+            EthernetAddress::BROADCAST,
+            &ArpRepr {
+                operation: ArpOperation::Request,
+                sender_mac: me,
+                sender_ip: src,
+                target_mac: EthernetAddress::default(),
+                target_ip: dst,
+            },
+        ),
+        (IpAddress::V6(src), IpAddress::V6(dst)) => {
+            let group = dst.solicited_node();
+            frame::ndisc_frame(
+                me,
+                frame::ipv6_multicast_mac(&group),
+                src,
+                group,
+                &NdiscRepr::NeighborSolicit {
+                    target: dst,
+                    source_lladdr: Some(me),
+                },
+            )
+        }
+        _ => return,
+    };
+    log::debug!("port: asking for {} from {}", path.dst_ip, path.src_ip);
+    st.port.counters.add(counter::NEIGH_REQUESTS_SENT, 1);
+    push(st, f);
+}
+
+/// Queues a frame for the wire, counting it.
+fn push(st: &mut State, f: Frame) {
+    st.port.counters.add(counter::TX_FRAMES, 1);
+    st.port.counters.add(counter::TX_BYTES, f.len() as u64);
+    st.port.tx.push(f);
+}
+
+/// Learns that `ip` is at `mac`; QPs waiting for a neighbour run again.
+fn learn(st: &mut State, ip: IpAddress, mac: EthernetAddress) {
+    if mac.is_multicast() || mac.is_zero() {
+        return;
+    }
+    let n = st.port.neighbours.entry(ip).or_insert(Neighbour {
+        mac: None,
+        asked_ns: None,
+    });
+    if n.mac == Some(mac) {
+        return;
+    }
+    n.mac = Some(mac);
+    log::debug!("port: {ip} is at {mac}");
+    for qpn in std::mem::take(&mut st.port.waiting) {
+        st.kick(qpn);
+    }
+}
+
+/// Builds the frame of transport packet `roce` on QP `qpn`'s path to MAC
+/// `dmac` and queues it; `fill` writes the payload (`roce.payload_len`
+/// bytes). A `fill` error drops the frame and is returned.
+pub(crate) fn send<E>(
+    st: &mut State,
+    qpn: u32,
+    dmac: EthernetAddress,
+    roce: RoceRepr,
+    fill: impl FnOnce(&mut State, &mut [u8]) -> Result<(), E>,
+) -> Result<(), E> {
+    let Some(path) = st.objs.qps.get(qpn).and_then(|q| q.path) else {
+        return Ok(());
+    };
+    let eth_of = |ethertype| EthernetRepr {
+        src_addr: st.port.mac,
+        dst_addr: dmac,
+        vlan: None,
+        ethertype,
+    };
+    let ip = match (path.src_ip, path.dst_ip) {
+        (IpAddress::V4(src_addr), IpAddress::V4(dst_addr)) => {
+            st.port.ident = st.port.ident.wrapping_add(1);
+            IpRepr::V4(Ipv4Repr {
+                src_addr,
+                dst_addr,
+                tos: path.traffic_class,
+                ident: st.port.ident,
+                dont_frag: true,
+                ttl: path.hop_limit,
+                protocol: protocol::UDP,
+                payload_len: 0,
+            })
+        }
+        (IpAddress::V6(src_addr), IpAddress::V6(dst_addr)) => IpRepr::V6(Ipv6Repr {
+            src_addr,
+            dst_addr,
+            traffic_class: path.traffic_class,
+            flow_label: path.flow_label,
+            next_header: protocol::UDP,
+            hop_limit: path.hop_limit,
+            payload_len: 0,
+        }),
+        _ => return Ok(()),
+    };
+    let repr = FrameRepr {
+        eth: eth_of(ip.ethertype()),
+        ip,
+        udp: UdpRepr {
+            src_port: path.src_port,
+            dst_port: ROCE_V2_PORT,
+            payload_len: 0,
+            checksum: UdpChecksum::None,
+        },
+        roce,
+    };
+    let mut buf = vec![0u8; repr.buffer_len()];
+    let mut result = Ok(());
+    repr.emit(&mut buf, |p| result = fill(st, p));
+    result?;
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.counters.add(counter::TX_FRAMES, 1);
+        qp.counters.add(counter::TX_BYTES, buf.len() as u64);
+    }
+    push(st, buf);
+    Ok(())
+}
+
+/// Counts one event of transport counter `idx` for QP `qpn` and its port.
+pub(crate) fn count(st: &mut State, qpn: u32, idx: usize) {
+    st.port.counters.add(idx, 1);
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.counters.add(idx, 1);
+    }
+}
+
+/// Handles one received frame.
+pub(crate) fn receive(st: &mut State, f: &[u8]) {
+    let c = &mut st.port.counters;
+    c.add(counter::RX_FRAMES, 1);
+    c.add(counter::RX_BYTES, f.len() as u64);
+    let dst = frame::classify(f);
+    match dst {
+        Ok(Received::Roce(repr, payload)) => roce(st, &repr, payload, f.len()),
+        Ok(Received::Arp(eth, arp)) => on_arp(st, &eth, &arp),
+        Ok(Received::Ndisc(eth, src, nd)) => on_ndisc(st, &eth, src, &nd),
+        Err(e) => {
+            let idx = match e {
+                Error::Icrc => counter::RX_ICRC_ERRORS,
+                Error::Version => counter::RX_BAD_VERSION,
+                Error::Unsupported => counter::RX_IGNORED,
+                Error::Truncated | Error::Malformed | Error::Checksum => counter::RX_MALFORMED,
+            };
+            log::trace!("port: frame of {} bytes dropped: {e}", f.len());
+            st.port.counters.add(idx, 1);
+        }
+    }
+}
+
+fn for_me(st: &State, eth: &EthernetRepr) -> bool {
+    eth.dst_addr == st.port.mac || eth.dst_addr.is_multicast()
+}
+
+fn on_arp(st: &mut State, eth: &EthernetRepr, arp: &ArpRepr) {
+    let target = IpAddress::V4(arp.target_ip);
+    if !for_me(st, eth) || !is_local(st, &target) {
+        st.port.counters.add(counter::RX_IGNORED, 1);
+        return;
+    }
+    learn(st, IpAddress::V4(arp.sender_ip), arp.sender_mac);
+    if arp.operation == ArpOperation::Request {
+        let me = st.port.mac;
+        let reply = ArpRepr {
+            operation: ArpOperation::Reply,
+            sender_mac: me,
+            sender_ip: arp.target_ip,
+            target_mac: arp.sender_mac,
+            target_ip: arp.sender_ip,
+        };
+        push(st, frame::arp_frame(me, arp.sender_mac, &reply));
+    }
+}
+
+fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr) {
+    if !for_me(st, eth) {
+        st.port.counters.add(counter::RX_IGNORED, 1);
+        return;
+    }
+    match *nd {
+        NdiscRepr::NeighborSolicit {
+            target,
+            source_lladdr,
+        } => {
+            if !is_local(st, &IpAddress::V6(target)) {
+                st.port.counters.add(counter::RX_IGNORED, 1);
+                return;
+            }
+            let Some(mac) = source_lladdr else {
+                // Duplicate address detection (no source address): nothing
+                // to answer to a host that has no address yet.
+                return;
+            };
+            learn(st, IpAddress::V6(src), mac);
+            let me = st.port.mac;
+            let na = NdiscRepr::NeighborAdvert {
+                flags: na_flags::SOLICITED | na_flags::OVERRIDE,
+                target,
+                target_lladdr: Some(me),
+            };
+            push(st, frame::ndisc_frame(me, mac, target, src, &na));
+        }
+        NdiscRepr::NeighborAdvert {
+            target,
+            target_lladdr,
+            ..
+        } => {
+            if let Some(mac) = target_lladdr {
+                learn(st, IpAddress::V6(target), mac);
+            }
+        }
+    }
+}
+
+/// A RoCEv2 packet: checks that it is for this port and a QP that takes
+/// it, then hands it to the QP's responder or completer.
+fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], len: usize) {
+    let dst_ip = repr.ip.dst_addr();
+    if !for_me(st, &repr.eth) || !is_local(st, &dst_ip) {
+        st.port.counters.add(counter::RX_IGNORED, 1);
+        return;
+    }
+    let bth = repr.roce.bth;
+    // The P_Key table holds the default key: a packet must carry the same
+    // partition (low 15 bits), and full and limited members may talk to a
+    // full member.
+    if bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
+        st.port.counters.add(counter::RX_BAD_PKEY, 1);
+        return;
+    }
+    let Some(info) = opcode::info(bth.opcode) else {
+        st.port.counters.add(counter::RX_IGNORED, 1);
+        return;
+    };
+    let qpn = bth.dest_qp;
+    let accepted = st.objs.qps.get(qpn).is_some_and(|qp| {
+        let connected = qp.path.is_some_and(|p| p.dst_ip == repr.ip.src_addr());
+        let state_ok = match info.op {
+            Op::Ack | Op::AtomicAck | Op::ReadResponse => {
+                matches!(qp.state, QpState::Rts | QpState::Sqd | QpState::Sqe)
+            }
+            _ => matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd),
+        };
+        info.transport == Transport::Rc && connected && state_ok
+    });
+    if !accepted {
+        log::trace!("port: {} for QP {qpn} dropped", info.name);
+        st.port.counters.add(counter::RX_UNKNOWN_QP, 1);
+        return;
+    }
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.counters.add(counter::RX_FRAMES, 1);
+        qp.counters.add(counter::RX_BYTES, len as u64);
+    }
+    match info.op {
+        Op::Ack | Op::AtomicAck | Op::ReadResponse => {
+            completer::on_response(st, qpn, info, &repr.roce, payload)
+        }
+        _ => responder::on_request(st, qpn, info, &repr.roce, payload),
+    }
 }

@@ -1,6 +1,6 @@
 //! QP state changes and their side effects: the error state and its flush,
-//! reset, receiver-not-ready wake-ups, the receive queue doorbell, and
-//! reading producer indices from the QP's doorbell record.
+//! reset, the receive queue doorbell, and reading producer indices from
+//! the QP's doorbell record.
 
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
@@ -12,6 +12,7 @@ use rnic_queues::device::ring_pending;
 use crate::iommu::Iommu;
 use crate::objects::Qp;
 use crate::state::State;
+use crate::transport::{completer, responder, QpTimers, ReqState, RespState};
 use crate::{cq, eq, wqe};
 
 /// Work queue indices are 16 bits wide on the device side.
@@ -50,10 +51,11 @@ impl BadDbrec {
 /// `rq_pi`): the entries up to it are known to be posted.
 ///
 /// A producer index more than the ring size ahead of the consumer index
-/// cannot be right (the driver cannot have posted more entries than the
-/// ring holds): the slots past the ring size hold stale entries of the
-/// previous pass, which the 8-bit `wqe_index` check cannot tell apart on
-/// large rings. Such a record is refused, and so is an unmapped one.
+/// (for the SQ, of the oldest WQE not completed) cannot be right (the
+/// driver cannot have posted more entries than the ring holds): the slots
+/// past the ring size hold stale entries of the previous pass, which the
+/// 8-bit `wqe_index` check cannot tell apart on large rings. Such a record
+/// is refused, and so is an unmapped one.
 pub(crate) fn published(qp: &mut Qp, iommu: &Iommu, wq: Wq) -> Result<u32, BadDbrec> {
     let (off, ci, log_size) = match wq {
         Wq::Sq => (QP_DBREC_SQ, qp.sq_ci, qp.log_sq_bbs),
@@ -80,25 +82,37 @@ pub(crate) fn published(qp: &mut Qp, iommu: &Iommu, wq: Wq) -> Result<u32, BadDb
     Ok(pending)
 }
 
-/// Entries of `wq` known to be posted and not yet consumed: published past
-/// the consumer index by the last producer index accepted.
+/// Entries of `wq` known to be posted and not yet taken: published past
+/// the fetch index (SQ) or consumer index (RQ) by the last producer index
+/// accepted.
 pub(crate) fn known(qp: &Qp, wq: Wq) -> u32 {
-    match wq {
-        Wq::Sq => qp.sq_pi.wrapping_sub(qp.sq_ci),
-        Wq::Rq => qp.rq_pi.wrapping_sub(qp.rq_ci),
+    let n = match wq {
+        Wq::Sq => ring_pending(qp.sq_pi, qp.sq_fetch, WQ_INDEX_BITS),
+        Wq::Rq => ring_pending(qp.rq_pi, qp.rq_ci, WQ_INDEX_BITS),
+    };
+    // The fetch index never passes the accepted producer index; a distance
+    // beyond the ring means it has not been accepted past it yet.
+    if n > 1 << (WQ_INDEX_BITS - 1) {
+        0
+    } else {
+        n
     }
 }
 
-/// Entries of `wq` to flush: those the doorbell record publishes, or, if
-/// it cannot be used, those known from the last accepted producer index.
-/// Never more than the ring holds.
+/// Entries of `wq` to flush: those the doorbell record publishes past the
+/// consumer index, or, if it cannot be used, those known from the last
+/// accepted producer index. Never more than the ring holds.
 fn outstanding(qp: &mut Qp, iommu: &Iommu, wq: Wq) -> u32 {
-    published(qp, iommu, wq).unwrap_or_else(|_| known(qp, wq))
+    published(qp, iommu, wq).unwrap_or_else(|_| match wq {
+        Wq::Sq => ring_pending(qp.sq_pi, qp.sq_ci, WQ_INDEX_BITS),
+        Wq::Rq => ring_pending(qp.rq_pi, qp.rq_ci, WQ_INDEX_BITS),
+    })
 }
 
-/// Moves QP `qpn` to the error state: outstanding WQEs of both queues are
-/// flushed, requesters stalled on it are woken, and `event` (if any) is
-/// reported. Nothing happens if the QP is already in the error state.
+/// Moves QP `qpn` to the error state: its transport state goes, its
+/// outstanding WQEs of both queues are flushed (those in flight included),
+/// and `event` (if any) is reported. Nothing happens if the QP is already
+/// in the error state.
 pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrome)>) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
@@ -108,67 +122,37 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
     }
     log::debug!("QP {qpn}: {:?} -> Err ({event:?})", qp.state);
     qp.state = QpState::Err;
-    qp.rnr_stalled_on = None;
-    qp.rnr_naks = 0;
-    // A WQE in execution completes first; the requester flushes after it.
-    let sq_busy = qp.sq_busy;
-    wake_waiters(st, qpn);
+    completer::clear(st, qpn);
+    responder::clear(st, qpn);
     flush_rq(st, qpn);
-    if !sq_busy {
-        flush_sq(st, qpn);
-    }
+    flush_sq(st, qpn);
     if let Some((ty, syndrome)) = event {
         eq::post(st, ty, qpn, syndrome as u32);
     }
 }
 
 /// Moves QP `qpn` to the reset state: queued WQEs are discarded without
-/// completions and the consumer indices restart at 0.
+/// completions, the consumer indices restart at 0 and the transport state
+/// goes.
 pub(crate) fn to_reset(st: &mut State, qpn: u32) {
+    completer::clear(st, qpn);
+    responder::clear(st, qpn);
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
     qp.state = QpState::Reset;
     qp.sq_ci = 0;
+    qp.sq_fetch = 0;
     qp.rq_ci = 0;
     qp.sq_pi = 0;
     qp.rq_pi = 0;
-    qp.rnr_stalled_on = None;
-    qp.rnr_naks = 0;
-    wake_waiters(st, qpn);
-}
-
-/// Wakes the requesters stalled on receiver-not-ready at QP `qpn`: their
-/// send queues run again, in the order they stalled, and retry the stalled
-/// WQE (one retry each, which counts as an RNR NAK if it meets
-/// receiver-not-ready again). Called only when the answer may have changed:
-/// the responder's RQ doorbell published receive WQEs, or the responder
-/// left RTR/RTS or is being destroyed.
-pub(crate) fn wake_waiters(st: &mut State, qpn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
+    qp.path = None;
+    qp.req = ReqState::default();
+    qp.resp = RespState::default();
+    qp.timers = QpTimers {
+        queued: qp.timers.queued,
+        ..QpTimers::default()
     };
-    if qp.rnr_waiters.is_empty() {
-        return;
-    }
-    let mut waiters = std::mem::take(&mut qp.rnr_waiters);
-    for &w in &waiters {
-        let stalled_here = st
-            .objs
-            .qps
-            .get_mut(w)
-            .is_some_and(|r| r.rnr_stalled_on.take_if(|s| *s == qpn).is_some());
-        if stalled_here {
-            st.kick(w);
-        }
-    }
-    // Hand the list's capacity back so that later stalls do not allocate.
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        if qp.rnr_waiters.is_empty() {
-            waiters.clear();
-            qp.rnr_waiters = waiters;
-        }
-    }
 }
 
 /// Completes every posted, uncompleted send WQE with `WR_FLUSH_ERR`, one
@@ -191,6 +175,7 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
         let Some(ctrl) = qp.sq.read::<CtrlSeg>(&st.iommu, slot) else {
             log::warn!("QP {qpn}: send queue unmapped; {pending} BBs dropped unflushed");
             qp.sq_ci = qp.sq_ci.wrapping_add(pending);
+            qp.sq_fetch = qp.sq_ci;
             return;
         };
         // A malformed size still retires at least one BB, never more than
@@ -198,6 +183,7 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
         let bbs = (wqe_bbs(ctrl.word.ds() as usize) as u32).clamp(1, pending);
         pending -= bbs;
         qp.sq_ci = qp.sq_ci.wrapping_add(bbs);
+        qp.sq_fetch = qp.sq_ci;
         let mut cqe = cq::cqe(
             ctrl.wr_id.to_ne(),
             qpn,
@@ -249,10 +235,9 @@ pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
 
 /// An RQ doorbell on page `page`: flush in the error state; otherwise take
 /// note of the receive WQEs the doorbell record publishes (a malformed or
-/// unmapped record moves the QP to the error state with a `QpFatal` event)
-/// and, if receive WQEs are available, wake requesters waiting for them. A
-/// doorbell that leaves none available (its producer index unchanged)
-/// wakes nobody: a retry could only meet receiver-not-ready again.
+/// unmapped record moves the QP to the error state with a `QpFatal`
+/// event). A requester that met receiver-not-ready retries on its own RNR
+/// timer, as on the wire.
 pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
     let qpn = db.qpn();
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -270,10 +255,10 @@ pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
         QpState::Err => flush_rq(st, qpn),
         // The doorbell record is not in use before the QP leaves RESET.
         QpState::Reset => {}
-        _ => match published(qp, &st.iommu, Wq::Rq) {
-            Ok(0) => {}
-            Ok(_) => wake_waiters(st, qpn),
-            Err(e) => to_err(st, qpn, Some((EventType::QpFatal, e.syndrome()))),
-        },
+        _ => {
+            if let Err(e) = published(qp, &st.iommu, Wq::Rq) {
+                to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+            }
+        }
     }
 }

@@ -1,13 +1,12 @@
 //! Scatter/gather lists: resolving keys to host memory through the MR table
-//! and the IOMMU, and copying between lists.
+//! and the IOMMU, and copying between host memory and packet buffers.
 
 use rnic_hw_regs::cqe::Syndrome;
+use rnic_hw_regs::wqe::DataSeg;
 
 use crate::iommu::{HostPtr, Iommu};
 use crate::objects::{Mr, MrTable};
-
-/// Most segments in one list: a send WQE holds at most 31 data segments.
-pub(crate) const MAX_SEGS: usize = 32;
+use crate::wqe::sge_len;
 
 /// A host memory range the device may access.
 #[derive(Debug, Clone, Copy)]
@@ -21,40 +20,6 @@ impl Seg {
         ptr: HostPtr(std::ptr::null_mut()),
         len: 0,
     };
-}
-
-/// A list of host memory ranges, stored inline (no allocation per WQE).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Sgl {
-    segs: [Seg; MAX_SEGS],
-    n: usize,
-}
-
-impl Default for Sgl {
-    fn default() -> Self {
-        Self {
-            segs: [Seg::EMPTY; MAX_SEGS],
-            n: 0,
-        }
-    }
-}
-
-impl Sgl {
-    /// Appends a segment; callers never exceed [`MAX_SEGS`] (WQE decoding
-    /// bounds the segment count).
-    pub(crate) fn push(&mut self, seg: Seg) {
-        self.segs[self.n] = seg;
-        self.n += 1;
-    }
-
-    /// Empties the list (for reuse: nothing is re-initialized).
-    pub(crate) fn clear(&mut self) {
-        self.n = 0;
-    }
-
-    pub(crate) fn segs(&self) -> &[Seg] {
-        &self.segs[..self.n]
-    }
 }
 
 /// Host memory of `addr .. addr + len` in `mr`, checking bounds.
@@ -101,53 +66,96 @@ pub(crate) fn resolve(
     mr_range(mr, iommu, addr, len)
 }
 
-/// Copies `len` bytes from the start of `src` into the start of `dst`; both
-/// lists hold at least `len` bytes.
-pub(crate) fn copy(src: &[Seg], dst: &[Seg], len: usize) {
-    let (mut si, mut so, mut di, mut dof) = (0, 0, 0, 0);
-    let mut left = len;
-    while left > 0 {
-        let (s, d) = (src[si], dst[di]);
-        let n = left.min(s.len - so).min(d.len - dof);
-        // SAFETY: both ranges lie inside segments translated under the
-        // device lock (or a local buffer of the caller's); `copy` allows the
-        // overlap a loopback transfer within one buffer can have.
-        unsafe { std::ptr::copy(s.ptr.0.add(so), d.ptr.0.add(dof), n) };
-        left -= n;
-        so += n;
-        dof += n;
-        if so == s.len {
-            si += 1;
-            so = 0;
+/// Walks the bytes `offset .. offset + len` of the list `sges`, resolving
+/// each piece with `need` access and handing it to `f` with its position
+/// in those `len` bytes. Only the SGEs the range reaches are resolved.
+fn walk(
+    mrs: &mut MrTable,
+    iommu: &Iommu,
+    pdn: u32,
+    sges: &[DataSeg],
+    offset: u64,
+    len: usize,
+    need: u32,
+    mut f: impl FnMut(Seg, usize),
+) -> Result<(), Syndrome> {
+    let mut skip = offset;
+    let mut done = 0usize;
+    for s in sges {
+        if done == len {
+            break;
         }
-        if dof == d.len {
-            di += 1;
-            dof = 0;
+        let n = sge_len(s);
+        if skip >= n {
+            skip -= n;
+            continue;
         }
+        let take = ((n - skip) as usize).min(len - done);
+        let seg = resolve(
+            mrs,
+            iommu,
+            pdn,
+            s.lkey.to_ne(),
+            s.addr.to_ne().wrapping_add(skip),
+            take as u64,
+            need,
+        )?;
+        f(seg, done);
+        done += take;
+        skip = 0;
     }
+    if done < len {
+        // The message reaches past the list: the callers check lengths
+        // first, so this is a list shorter than it said.
+        return Err(Syndrome::OutOfBounds);
+    }
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Copies bytes `offset .. offset + dst.len()` of the gather list `sges`
+/// into `dst`.
+pub(crate) fn gather(
+    mrs: &mut MrTable,
+    iommu: &Iommu,
+    pdn: u32,
+    sges: &[DataSeg],
+    offset: u64,
+    dst: &mut [u8],
+) -> Result<(), Syndrome> {
+    let len = dst.len();
+    walk(mrs, iommu, pdn, sges, offset, len, 0, |seg, at| {
+        copy_out(seg, &mut dst[at..at + seg.len])
+    })
+}
 
-    fn seg(buf: &mut [u8]) -> Seg {
-        Seg {
-            ptr: HostPtr(buf.as_mut_ptr()),
-            len: buf.len(),
-        }
-    }
+/// Copies `src` into bytes `offset ..` of the scatter list `sges`, which
+/// needs `need` access.
+pub(crate) fn scatter(
+    mrs: &mut MrTable,
+    iommu: &Iommu,
+    pdn: u32,
+    sges: &[DataSeg],
+    offset: u64,
+    src: &[u8],
+    need: u32,
+) -> Result<(), Syndrome> {
+    walk(mrs, iommu, pdn, sges, offset, src.len(), need, |seg, at| {
+        copy_in(seg, &src[at..at + seg.len])
+    })
+}
 
-    #[test]
-    fn copy_across_uneven_segments() {
-        let mut a: Vec<u8> = (0..10).collect();
-        let mut b: Vec<u8> = (10..17).collect();
-        let (mut x, mut y, mut z) = ([0u8; 4], [0u8; 9], [0u8; 8]);
-        let src = [seg(&mut a), seg(&mut b)];
-        let dst = [seg(&mut x), seg(&mut y), seg(&mut z)];
-        copy(&src, &dst, 16);
-        assert_eq!(x, [0, 1, 2, 3]);
-        assert_eq!(y, [4, 5, 6, 7, 8, 9, 10, 11, 12]);
-        assert_eq!(z, [13, 14, 15, 0, 0, 0, 0, 0]);
-    }
+/// Copies `src` (exactly `seg.len` bytes) into host memory `seg`.
+pub(crate) fn copy_in(seg: Seg, src: &[u8]) {
+    let n = seg.len.min(src.len());
+    // SAFETY: `seg` lies inside a live mapping translated under the device
+    // lock, which is held; `src` is a packet buffer of the device's own,
+    // never host memory of the same mapping.
+    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), seg.ptr.0, n) };
+}
+
+/// Copies host memory `seg` into `dst` (exactly `seg.len` bytes).
+pub(crate) fn copy_out(seg: Seg, dst: &mut [u8]) {
+    let n = seg.len.min(dst.len());
+    // SAFETY: as in `copy_in`, the other way round.
+    unsafe { std::ptr::copy_nonoverlapping(seg.ptr.0, dst.as_mut_ptr(), n) };
 }

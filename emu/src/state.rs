@@ -1,5 +1,5 @@
-//! The device state behind the device lock, and the deferred list of send
-//! queues to run.
+//! The device state behind the device lock, the list of QPs with work to
+//! send, and one turn of the device.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -10,9 +10,13 @@ use crate::cmdq::CmdQueue;
 use crate::eq::EventQueue;
 use crate::iommu::Iommu;
 use crate::irq::IrqLines;
+use crate::net::Frame;
 use crate::objects::Objects;
+use crate::port::{self, Port};
 use crate::regs::Regs;
-use crate::{requester, responder, EmuConfig};
+use crate::transport::requester;
+use crate::transport::timers::{self, Timers};
+use crate::EmuConfig;
 
 /// One GID table entry.
 #[derive(Debug, Clone, Copy)]
@@ -34,16 +38,14 @@ pub(crate) struct State {
     pub eq: Option<EventQueue>,
     pub objs: Objects,
     pub gids: Vec<GidEntry>,
-    /// Send queues to run once the current work item is done. Wake-ups found
-    /// while executing (RNR retry, a QP reaching RTS) are deferred here
-    /// instead of recursing into the requester.
+    /// QPs with something to send (requests, or their responder's
+    /// answers), in the order they became runnable.
     kicked: VecDeque<u32>,
     pub irq: Arc<IrqLines>,
-    /// The requester's reusable buffers (taken while a send queue runs).
-    pub scratch: Option<Box<requester::Scratch>>,
-    /// The responder's reusable buffers (taken while a message consumes a
-    /// receive WQE).
-    pub recv_scratch: Option<Box<responder::Scratch>>,
+    pub port: Port,
+    pub timers: Timers,
+    /// The device clock at the start of the current turn.
+    pub now: u64,
 }
 
 impl State {
@@ -57,21 +59,25 @@ impl State {
             gids: Vec::new(),
             kicked: VecDeque::with_capacity(cfg.max_qp as usize),
             irq,
+            port: Port::new(cfg.mac),
+            timers: Timers::default(),
+            now: 0,
             cfg,
-            scratch: Some(Box::default()),
-            recv_scratch: Some(Box::default()),
         };
         st.reset();
         st
     }
 
-    /// Device reset: every object destroyed, registers and GID table back
-    /// to their reset values. The IOMMU belongs to the platform and stays.
+    /// Device reset: every object destroyed, registers, GID table, port
+    /// counters and neighbours back to their reset values. The IOMMU
+    /// belongs to the platform and stays.
     pub(crate) fn reset(&mut self) {
         self.objs.clear();
         self.cmdq = None;
         self.eq = None;
         self.kicked.clear();
+        self.timers.clear();
+        self.port.reset();
         self.regs = Regs::default();
         self.regs.ready = true;
         self.irq.clear();
@@ -98,7 +104,7 @@ impl State {
         self.regs.enabled && !self.regs.fatal
     }
 
-    /// Queues QP `qpn`'s send queue to be run by [`State::run_kicked`].
+    /// Queues QP `qpn` to send in the next turn.
     pub(crate) fn kick(&mut self, qpn: u32) {
         if let Some(qp) = self.objs.qps.get_mut(qpn) {
             if !qp.kicked {
@@ -108,14 +114,42 @@ impl State {
         }
     }
 
-    /// Runs every kicked send queue, including those kicked meanwhile.
-    pub(crate) fn run_kicked(&mut self) {
-        while let Some(qpn) = self.kicked.pop_front() {
+    /// Gives every QP queued when it starts one quantum, re-queueing those
+    /// with more to send; returns whether any QP is queued.
+    fn run_kicked(&mut self) -> bool {
+        for _ in 0..self.kicked.len() {
+            let Some(qpn) = self.kicked.pop_front() else {
+                break;
+            };
             let Some(qp) = self.objs.qps.get_mut(qpn) else {
                 continue;
             };
             qp.kicked = false;
-            requester::process_sq(self, qpn);
+            if requester::run(self, qpn) {
+                self.kick(qpn);
+            }
         }
+        !self.kicked.is_empty()
+    }
+
+    /// One turn of the device at time `now`: the frames received, the
+    /// timers due, a quantum for every QP with something to send. Frames to
+    /// send collect in `port.tx`. Returns whether work remains for another
+    /// turn.
+    pub(crate) fn turn(&mut self, rx: &[Frame], now: u64) -> bool {
+        if !self.running() {
+            return false;
+        }
+        self.now = now;
+        for f in rx {
+            port::receive(self, f);
+        }
+        timers::run_due(self, now);
+        self.run_kicked()
+    }
+
+    /// The earliest timer deadline.
+    pub(crate) fn next_deadline(&self) -> Option<u64> {
+        self.timers.next()
     }
 }

@@ -6,7 +6,7 @@ use rnic_hw_regs::wqe::*;
 
 use crate::iommu::{from_bytes, Iommu};
 use crate::objects::Qp;
-use crate::op::ReqOp;
+use crate::transport::ReqOp;
 
 /// Largest send WQE in bytes.
 const MAX_WQE_BYTES: usize = MAX_SEND_WQE_BBS * SEND_WQE_BB;
@@ -86,9 +86,8 @@ pub(crate) fn wc_opcode(op: u8) -> u8 {
     .raw()
 }
 
-/// Copies the send WQE at the QP's consumer index out of the send queue
-/// into `w`. `pending` is the number of BBs the driver has published past
-/// it.
+/// Copies the send WQE at the QP's fetch index out of the send queue into
+/// `w`. `pending` is the number of BBs the driver has published past it.
 pub(crate) fn fetch(
     w: &mut SendWqe,
     qp: &mut Qp,
@@ -98,7 +97,7 @@ pub(crate) fn fetch(
 ) -> Result<(), WqeError> {
     let size = 1u32 << qp.log_sq_bbs;
     let ring_bytes = (size as usize) * SEND_WQE_BB;
-    let ci = qp.sq_ci;
+    let ci = qp.sq_fetch;
     let start = (ci & (size - 1)) as usize * SEND_WQE_BB;
     let Some(ctrl) = qp.sq.read::<CtrlSeg>(iommu, start) else {
         return Err(WqeError {

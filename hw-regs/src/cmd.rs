@@ -83,6 +83,10 @@ wire_enum! {
         /// Destroy a completion event queue: [`ObjIn`] (EQN) (device 1.0:
         /// `BadOpcode`).
         DestroyEq = 0x0601,
+        /// Read a port's or a QP's counters:
+        /// [`crate::counters::QueryCountersIn`] /
+        /// [`crate::counters::CountersOut`] (device 1.1).
+        QueryCounters = 0x0700,
     }
 }
 

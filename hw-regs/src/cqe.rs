@@ -129,6 +129,17 @@ wire_enum! {
         /// An RDMA READ or atomic reached a responder whose
         /// `max_dest_rd_atomic` is 0.
         NoRdAtomic = 18,
+        /// The responder NAKed the request as invalid (IBA NAK code 1).
+        RemoteInvalidRequest = 19,
+        /// The responder NAKed a remote access error (NAK code 2).
+        RemoteAccess = 20,
+        /// No response within the local ACK timeout, `retry_cnt` times.
+        RetryExceeded = 21,
+        /// A response the outstanding request cannot have (its opcode or
+        /// length).
+        BadResponse = 22,
+        /// The responder NAKed an invalid RD request (NAK code 4).
+        RemoteInvalidRd = 23,
     }
 }
 

@@ -16,6 +16,7 @@
 
 pub mod bar0;
 pub mod cmd;
+pub mod counters;
 pub mod cqe;
 pub mod eqe;
 pub mod pci;

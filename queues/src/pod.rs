@@ -12,6 +12,7 @@ use rnic_hw_regs::cmd::{
     ObjIn, QpAttrs, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn, QueryPortOut,
     QuerySrqOut, RegMrIn, RegMrOut, SetGidIn,
 };
+use rnic_hw_regs::counters::{CountersOut, QueryCountersIn};
 use rnic_hw_regs::cqe::{Cqe, CqeFlags, CqeOwner};
 use rnic_hw_regs::eqe::{Eqe, EqeOwner, EqeWord};
 use rnic_hw_regs::uar::{CqDbRec, QpDbRec};
@@ -200,4 +201,6 @@ pod_struct! {
     QuerySrqOut { max_wr, max_sge, srq_limit, reserved }
     CreateEqIn { log_size, vector, uar_page, reserved, buf_iova }
     CreateEqOut { eqn }
+    QueryCountersIn { scope, id }
+    CountersOut { values }
 }

@@ -8,6 +8,7 @@ use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus, CMD_IN_SIZE, CMD_OUT_SIZE};
 
 use crate::state::State;
 
+mod counters;
 mod cq;
 mod pd_mr;
 mod qp;
@@ -77,6 +78,7 @@ pub(crate) fn execute(
         ModifyQp => qp::modify(st, input),
         QueryQp => qp::query(st, input, out),
         DestroyQp => qp::destroy(st, input),
+        QueryCounters => counters::query(st, input, out),
         // Reserved for a later version of the device.
         CreateSrq | DestroySrq | ModifySrq | QuerySrq | CreateEq | DestroyEq => {
             log::warn!("command {op:?} is not implemented by this device version");

@@ -6,9 +6,12 @@ use rnic_hw_regs::wqe::{MAX_LOG_RQ_STRIDE, MIN_LOG_RQ_STRIDE, SEND_WQE_BB};
 use rnic_hw_regs::{le32, PAGE_SIZE};
 
 use super::{check, fail, off, CmdError, CmdResult};
+use crate::counters::Counters;
 use crate::iommu::{from_bytes, to_bytes, DmaRange};
 use crate::objects::Qp;
+use crate::port::Path;
 use crate::state::State;
+use crate::transport::{QpTimers, ReqState, RespState};
 
 /// QP numbers and PSNs are 24 bits wide.
 const MAX_24: u32 = (1 << 24) - 1;
@@ -122,14 +125,16 @@ pub(super) fn create(
             state: QpState::Reset,
             attrs: QpAttrs::default(),
             sq_ci: 0,
+            sq_fetch: 0,
             rq_ci: 0,
             sq_pi: 0,
             rq_pi: 0,
-            sq_busy: false,
-            rnr_stalled_on: None,
-            rnr_naks: 0,
-            rnr_waiters: Vec::new(),
             kicked: false,
+            path: None,
+            req: ReqState::default(),
+            resp: RespState::default(),
+            timers: QpTimers::default(),
+            counters: Counters::default(),
         },
     );
     adjust_users(st, pdn, send_cqn, recv_cqn, true);
@@ -273,11 +278,33 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     apply(&mut qp.attrs, a, mask);
     log::debug!("QP {qpn}: {cur:?} -> {next:?} (mask {mask:#x})");
     match next {
-        // Both wake requesters stalled on this QP, which then fail.
         QpState::Err => crate::qp::to_err(st, qpn, None),
         QpState::Reset => crate::qp::to_reset(st, qpn),
         _ => {
+            let attrs = qp.attrs;
             qp.state = next;
+            if has(qp_attr::RQ_PSN) {
+                qp.resp.epsn = attrs.rq_psn.to_ne();
+            }
+            if has(qp_attr::SQ_PSN) {
+                let psn = attrs.sq_psn.to_ne();
+                qp.req.next_psn = psn;
+                qp.req.unacked = psn;
+                qp.req.frontier = psn;
+            }
+            if has(qp_attr::RETRY_CNT) {
+                qp.req.retry_left = attrs.retry_cnt;
+            }
+            if has(qp_attr::RNR_RETRY) {
+                qp.req.rnr_left = attrs.rnr_retry;
+            }
+            if has(qp_attr::AV) || has(qp_attr::DEST_QPN) {
+                let sgid = st.gids[attrs.ah.sgid_index as usize].gid;
+                let Some(qp) = st.objs.qps.get_mut(qpn) else {
+                    return Err(fail(CmdStatus::Internal, 0));
+                };
+                qp.path = Path::new(sgid, &attrs.ah, qpn, attrs.dest_qp_num.to_ne());
+            }
             if next == QpState::Rts {
                 // WQEs posted before RTS wait for it.
                 st.kick(qpn);
@@ -291,8 +318,20 @@ fn check_av(st: &State, av: &AddressVector) -> CmdResult {
     use CmdStatus::BadParam;
     // RoCE always carries a GRH.
     check(av.is_global == 1, BadParam, av!(is_global))?;
-    let gid_ok = st.gids.get(av.sgid_index as usize).is_some_and(|g| g.valid);
-    check(gid_ok, BadParam, av!(sgid_index))?;
+    let sgid = st.gids.get(av.sgid_index as usize).filter(|g| g.valid);
+    check(sgid.is_some(), BadParam, av!(sgid_index))?;
+    // Source and destination are both IPv4 (IPv4-mapped GIDs) or both
+    // IPv6.
+    let same_version = sgid.is_some_and(|g| {
+        let v4 = |gid: &[u8; 16]| {
+            matches!(
+                crate::wire::ip::IpAddress::from_gid(*gid),
+                crate::wire::ip::IpAddress::V4(_)
+            )
+        };
+        v4(&g.gid) == v4(&av.dgid)
+    });
+    check(same_version, BadParam, av!(dgid))?;
     check(av.flow_label.to_ne() < 1 << 20, BadParam, av!(flow_label))?;
     // 0 stands for the QP's port.
     check(av.port_num <= 1, BadParam, av!(port_num))
@@ -377,8 +416,6 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
-    // Requesters stalled on this QP retry and find it gone.
-    crate::qp::wake_waiters(st, qpn);
     if let Some(qp) = st.objs.qps.remove(qpn) {
         adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, false);
     }

@@ -359,6 +359,8 @@ impl Tdev {
         )
     }
 
+    /// INIT -> RTR, connected to QP `dest` of the same device (its GID 0:
+    /// the frames loop back through the device's wire).
     pub fn modify_rtr(&mut self, qpn: u32, dest: u32) -> CmdOut {
         let a = QpAttrs {
             qp_state: QpState::Rtr.raw(),
@@ -366,6 +368,7 @@ impl Tdev {
             dest_qp_num: le32::from_ne(dest),
             max_dest_rd_atomic: 4,
             ah: AddressVector {
+                dgid: self.hal.device().config().ipv4_gid(),
                 is_global: 1,
                 port_num: 1,
                 hop_limit: 64,

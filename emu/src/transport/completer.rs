@@ -1,0 +1,487 @@
+//! The completer: takes a QP's responses and completes its WQEs, in order.
+//!
+//! - An ACK for PSN `p` acknowledges every request up to `p` (coalesced);
+//!   a READ response, an atomic ACK and any NAK acknowledge every request
+//!   before theirs (implicit ACKs). A SEND or WRITE completes once its
+//!   last PSN is acknowledged, a READ once its last response packet
+//!   arrived, an atomic with its atomic ACK.
+//! - An ACK past a READ or atomic whose response never came means the
+//!   response was lost: the requester asks again (an implied NAK).
+//! - A PSN-sequence NAK, a missing READ response packet or the retransmit
+//!   timer rewinds the requester to the first PSN not acknowledged
+//!   (go-back-N), costing one of `retry_cnt` retries; an RNR NAK rewinds
+//!   it after the NAK's timer, costing one of `rnr_retry` (7: without
+//!   limit). Progress (an acknowledged PSN) restores both counts.
+//! - The other NAKs fail their WQE with `REM_INV_REQ_ERR`,
+//!   `REM_ACCESS_ERR`, `REM_OP_ERR` or `REM_INV_RD_REQ_ERR`; running out of
+//!   retries with `RETRY_EXC_ERR` or `RNR_RETRY_EXC_ERR`. The QP then moves
+//!   to the error state and flushes what is left.
+
+use rnic_hw_regs::counters::counter;
+use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::le32;
+use rnic_hw_regs::verbs::{access, QpState, WcStatus};
+
+use super::{mtu_bytes, timers, ReqOp};
+use crate::cq;
+use crate::port;
+use crate::qp;
+use crate::sgl;
+use crate::state::State;
+use crate::wire::aeth::{rnr_timer_us, AckKind, NakCode};
+use crate::wire::bth::{psn_add, psn_diff, PSN_MASK};
+use crate::wire::opcode::{Op, OpcodeInfo};
+use crate::wire::roce::RoceRepr;
+
+/// `rnr_retry` value meaning "retry without limit".
+const RNR_RETRY_INFINITE: u8 = 7;
+
+/// A response packet for QP `qpn` (in RTS), from its responder.
+pub(crate) fn on_response(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+) {
+    let Some(qp) = st.objs.qps.get(qpn) else {
+        return;
+    };
+    let psn = roce.bth.psn;
+    let req = &qp.req;
+    // A response names a PSN that is outstanding.
+    if psn_diff(psn, req.unacked) < 0 || psn_diff(psn, req.frontier) >= 0 {
+        log::trace!("QP {qpn}: {} for PSN {psn:#x} not outstanding", info.name);
+        port::count(st, qpn, counter::RESPONSES_IGNORED);
+        return;
+    }
+    let before = req.unacked;
+    match (info.op, roce.aeth.map(|a| a.kind)) {
+        (Op::Ack, Some(AckKind::Ack { .. })) => ack_through(st, qpn, psn),
+        (Op::Ack, Some(AckKind::RnrNak { timer })) => {
+            port::count(st, qpn, counter::RNR_NAKS_RECEIVED);
+            ack_through(st, qpn, psn_add(psn, PSN_MASK));
+            rnr(st, qpn, psn, timer);
+        }
+        (Op::Ack, Some(AckKind::Nak(NakCode::PsnSeqError))) => {
+            port::count(st, qpn, counter::SEQ_NAKS_RECEIVED);
+            ack_through(st, qpn, psn_add(psn, PSN_MASK));
+            let again = st
+                .objs
+                .qps
+                .get(qpn)
+                .is_some_and(|q| q.req.retrying && q.req.unacked == psn);
+            if !again {
+                retry(st, qpn, psn);
+            }
+        }
+        (Op::Ack, Some(AckKind::Nak(code))) => {
+            let (idx, status, syndrome) = match code {
+                NakCode::InvalidRequest => (
+                    counter::INV_REQ_NAKS_RECEIVED,
+                    WcStatus::RemInvReqErr,
+                    Syndrome::RemoteInvalidRequest,
+                ),
+                NakCode::RemoteAccess => (
+                    counter::ACCESS_NAKS_RECEIVED,
+                    WcStatus::RemAccessErr,
+                    Syndrome::RemoteAccess,
+                ),
+                NakCode::RemoteOperational => (
+                    counter::OP_NAKS_RECEIVED,
+                    WcStatus::RemOpErr,
+                    Syndrome::RemoteError,
+                ),
+                NakCode::InvalidRdRequest | NakCode::PsnSeqError => (
+                    counter::INV_REQ_NAKS_RECEIVED,
+                    WcStatus::RemInvRdReqErr,
+                    Syndrome::RemoteInvalidRd,
+                ),
+            };
+            port::count(st, qpn, idx);
+            ack_through(st, qpn, psn_add(psn, PSN_MASK));
+            fail_at(st, qpn, psn, status, syndrome);
+        }
+        (Op::ReadResponse, _) => read_response(st, qpn, psn, payload),
+        (Op::AtomicAck, Some(AckKind::Ack { .. })) => {
+            let orig = roce.atomic_ack_eth.map_or(0, |a| a.orig);
+            atomic_ack(st, qpn, psn, orig);
+        }
+        _ => {
+            // An atomic ACK carrying a NAK syndrome: not a response any
+            // request can have.
+            fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+        }
+    }
+    progress(st, qpn, before);
+}
+
+/// After a response: if the oldest unacknowledged PSN moved, the retry
+/// counts are restored and the retransmit timer restarts (or stops when
+/// nothing is outstanding); the requester runs again (the window moved).
+fn progress(st: &mut State, qpn: u32, before: u32) {
+    let now = st.now;
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state != QpState::Rts || qp.req.unacked == before {
+        return;
+    }
+    let req = &mut qp.req;
+    req.retry_left = qp.attrs.retry_cnt;
+    req.rnr_left = qp.attrs.rnr_retry;
+    req.retrying = false;
+    let outstanding = psn_diff(req.frontier, req.unacked) > 0;
+    if qp.timers.rnr.is_none() && outstanding {
+        timers::arm_retx(st, qpn, now);
+    } else {
+        timers::stop_retx(st, qpn);
+    }
+    st.kick(qpn);
+}
+
+/// Completes, from the front, every WQE acknowledged by an ACK of PSN
+/// `a`. A READ or atomic that `a` covers without its response having
+/// arrived was answered and the answer lost: the requester asks again.
+fn ack_through(st: &mut State, qpn: u32, a: u32) {
+    loop {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return;
+        };
+        if qp.state != QpState::Rts {
+            return;
+        }
+        let req = &mut qp.req;
+        let Some(e) = req.inflight.front() else {
+            return;
+        };
+        if e.error.is_some() {
+            return fail_front(st, qpn);
+        }
+        if psn_diff(a, e.first_psn) < 0 {
+            return;
+        }
+        if psn_diff(a, e.last_psn()) < 0 {
+            // Part of a SEND or WRITE.
+            if !e.op.is_rd_atomic() {
+                req.unacked = psn_add(a, 1);
+            }
+            return;
+        }
+        if e.op.is_rd_atomic() {
+            let missing = psn_add(e.first_psn, e.recv);
+            req.unacked = missing;
+            if !req.retrying {
+                retry(st, qpn, missing);
+            }
+            return;
+        }
+        req.unacked = psn_add(e.last_psn(), 1);
+        complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
+    }
+}
+
+/// A retransmit timer expiry.
+pub(crate) fn on_timeout(st: &mut State, qpn: u32, _now: u64) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state != QpState::Rts || psn_diff(qp.req.frontier, qp.req.unacked) <= 0 {
+        return;
+    }
+    let unacked = qp.req.unacked;
+    log::debug!("QP {qpn}: local ACK timeout at PSN {unacked:#x}");
+    port::count(st, qpn, counter::LOCAL_ACK_TIMEOUTS);
+    retry(st, qpn, unacked);
+}
+
+/// Rewinds to PSN `psn` for a retry, or fails the WQE there when the
+/// retries ran out.
+fn retry(st: &mut State, qpn: u32, psn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state != QpState::Rts {
+        return;
+    }
+    if qp.req.retry_left == 0 {
+        port::count(st, qpn, counter::RETRY_EXCEEDED);
+        return fail_at(st, qpn, psn, WcStatus::RetryExcErr, Syndrome::RetryExceeded);
+    }
+    qp.req.retry_left -= 1;
+    qp.req.retrying = true;
+    rewind(st, qpn, psn);
+}
+
+/// An RNR NAK for PSN `psn` with timer code `timer`.
+fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
+    let now = st.now;
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state != QpState::Rts {
+        return;
+    }
+    if qp.attrs.rnr_retry != RNR_RETRY_INFINITE {
+        if qp.req.rnr_left == 0 {
+            port::count(st, qpn, counter::RNR_RETRY_EXCEEDED);
+            return fail_at(
+                st,
+                qpn,
+                psn,
+                WcStatus::RnrRetryExcErr,
+                Syndrome::RnrExceeded,
+            );
+        }
+        qp.req.rnr_left -= 1;
+    }
+    qp.req.retrying = true;
+    rewind(st, qpn, psn);
+    timers::stop_retx(st, qpn);
+    timers::arm_rnr(st, qpn, now + rnr_timer_us(timer) * 1000);
+}
+
+/// Makes the requester send again from PSN `psn` (go-back-N).
+pub(crate) fn rewind(st: &mut State, qpn: u32, psn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let req = &mut qp.req;
+    let Some(at) = req
+        .inflight
+        .iter()
+        .position(|e| e.npkts > 0 && psn_diff(psn, e.last_psn()) <= 0)
+    else {
+        return;
+    };
+    log::trace!("QP {qpn}: go back to PSN {psn:#x}");
+    for (i, e) in req.inflight.iter_mut().enumerate().skip(at) {
+        e.sent = if i == at && !e.op.is_rd_atomic() {
+            psn_diff(psn, e.first_psn).max(0) as u32
+        } else {
+            0
+        };
+    }
+    req.send_at = req.send_at.min(at);
+    st.kick(qpn);
+}
+
+/// Fails the WQE holding PSN `psn` with `status`: at once if it is the
+/// oldest, else once every WQE before it has completed (nothing after it
+/// is sent again).
+fn fail_at(st: &mut State, qpn: u32, psn: u32, status: WcStatus, syndrome: Syndrome) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state != QpState::Rts {
+        return;
+    }
+    let req = &mut qp.req;
+    let at = req
+        .inflight
+        .iter()
+        .position(|e| e.npkts > 0 && psn_diff(psn, e.last_psn()) <= 0)
+        .unwrap_or(0);
+    if let Some(e) = req.inflight.get_mut(at) {
+        e.error = Some((status, syndrome));
+        req.send_at = req.send_at.min(at);
+    }
+    if at == 0 {
+        fail_front(st, qpn);
+    }
+}
+
+/// Completes the oldest WQE with the error it carries; the QP moves to
+/// the error state.
+pub(crate) fn fail_front(st: &mut State, qpn: u32) {
+    let err = st
+        .objs
+        .qps
+        .get(qpn)
+        .and_then(|q| q.req.inflight.front())
+        .and_then(|e| e.error);
+    if let Some((status, syndrome)) = err {
+        complete_front(st, qpn, status, syndrome, 0);
+    }
+}
+
+/// Completes the oldest WQE with `status`: a CQE if it is signaled or
+/// failed; a failure moves the QP to the error state.
+fn complete_front(st: &mut State, qpn: u32, status: WcStatus, syndrome: Syndrome, byte_len: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let Some(e) = qp.req.inflight.pop_front() else {
+        return;
+    };
+    let req = &mut qp.req;
+    req.send_at = req.send_at.saturating_sub(1);
+    if e.op.is_rd_atomic() && req.rd_atomic > 0 {
+        req.rd_atomic -= 1;
+    }
+    qp.sq_ci = qp.sq_ci.wrapping_add(e.wqe.bbs);
+    let ok = status == WcStatus::Success;
+    if !ok {
+        log::debug!(
+            "QP {qpn}: WQE {:#x} failed: {status:?} ({syndrome:?})",
+            e.wr_id
+        );
+    }
+    let mut event = None;
+    if e.signaled || !ok {
+        let mut c = cq::cqe(e.wr_id, qpn, qp.sq_ci, e.wc_opcode, status, syndrome as u32);
+        c.byte_len = le32::from_ne(byte_len);
+        c.flags = CqeFlags::new().with_is_send(true);
+        let cqn = qp.send_cqn;
+        if cq::write(st, cqn, &c).is_err() {
+            event = Some((EventType::QpFatal, Syndrome::CqError));
+        }
+    }
+    if !ok || event.is_some() {
+        qp::to_err(st, qpn, event);
+    }
+}
+
+/// The index of the WQE holding PSN `psn`, once the responses before it
+/// have acknowledged everything older: it must then be the oldest.
+fn front_holding(st: &mut State, qpn: u32, psn: u32) -> Option<usize> {
+    let qp = st.objs.qps.get(qpn)?;
+    let at = qp
+        .req
+        .inflight
+        .iter()
+        .position(|e| e.npkts > 0 && psn_diff(psn, e.last_psn()) <= 0)?;
+    let first = qp.req.inflight[at].first_psn;
+    if psn_diff(psn, first) < 0 {
+        return None;
+    }
+    // A response acknowledges every request before its own.
+    ack_through(st, qpn, psn_add(first, PSN_MASK));
+    let qp = st.objs.qps.get(qpn)?;
+    (qp.state == QpState::Rts
+        && qp
+            .req
+            .inflight
+            .front()
+            .is_some_and(|e| e.first_psn == first))
+    .then_some(0)
+}
+
+/// A READ response packet.
+fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
+    let Some(at) = front_holding(st, qpn, psn) else {
+        return;
+    };
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu) as u64);
+    let e = &qp.req.inflight[at];
+    if e.op != ReqOp::Read {
+        return fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+    }
+    let expected = psn_add(e.first_psn, e.recv);
+    if psn != expected {
+        let retrying = qp.req.retrying;
+        port::count(st, qpn, counter::RESPONSES_IGNORED);
+        if psn_diff(psn, expected) > 0 && !retrying {
+            // A response packet went missing: ask for the rest.
+            retry(st, qpn, expected);
+        }
+        return;
+    }
+    let off = e.recv as u64 * mtu;
+    let last = e.recv + 1 == e.npkts;
+    let want = if last { e.len - off } else { mtu };
+    if payload.len() as u64 != want {
+        return fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+    }
+    let Ok(d) = e
+        .wqe
+        .decode(qp.max_inline, rnic_hw_regs::wqe::MAX_SEND_WQE_DS as u8)
+    else {
+        return;
+    };
+    let mut sges = [rnic_hw_regs::wqe::DataSeg::default(); rnic_hw_regs::wqe::MAX_SEND_WQE_DS];
+    let mut n = 0;
+    for (slot, s) in sges.iter_mut().zip(d.data.sges()) {
+        *slot = s;
+        n += 1;
+    }
+    let r = sgl::scatter(
+        &mut st.objs.mrs,
+        &st.iommu,
+        pdn,
+        &sges[..n],
+        off,
+        payload,
+        access::LOCAL_WRITE,
+    );
+    if let Err(syn) = r {
+        return fail_at(st, qpn, psn, WcStatus::LocProtErr, syn);
+    }
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let e = &mut qp.req.inflight[at];
+    e.recv += 1;
+    let (done, len) = (e.recv == e.npkts, e.len);
+    qp.req.unacked = psn_add(psn, 1);
+    if done {
+        complete_front(st, qpn, WcStatus::Success, Syndrome::None, len as u32);
+    }
+}
+
+/// An atomic ACK: the original value goes to the atomic's local SGE.
+fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
+    let Some(at) = front_holding(st, qpn, psn) else {
+        return;
+    };
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let pdn = qp.pdn;
+    let e = &qp.req.inflight[at];
+    if !e.op.is_atomic() {
+        return fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+    }
+    let Ok(d) = e
+        .wqe
+        .decode(qp.max_inline, rnic_hw_regs::wqe::MAX_SEND_WQE_DS as u8)
+    else {
+        return;
+    };
+    let Some(sge) = d.data.sges().next() else {
+        return;
+    };
+    let r = sgl::scatter(
+        &mut st.objs.mrs,
+        &st.iommu,
+        pdn,
+        &[sge],
+        0,
+        &orig.to_le_bytes(),
+        access::LOCAL_WRITE,
+    );
+    if let Err(syn) = r {
+        return fail_at(st, qpn, psn, WcStatus::LocProtErr, syn);
+    }
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.req.unacked = psn_add(psn, 1);
+    }
+    complete_front(st, qpn, WcStatus::Success, Syndrome::None, 8);
+}
+
+/// Drops the requester's state (the QP left RTS for RESET or ERR): the
+/// in-flight WQEs are still in the send queue, where the flush finds them.
+pub(crate) fn clear(st: &mut State, qpn: u32) {
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.req.inflight.clear();
+        qp.req.send_at = 0;
+        qp.req.rd_atomic = 0;
+        qp.timers.retx = None;
+        qp.timers.rnr = None;
+        qp.sq_fetch = qp.sq_ci;
+    }
+}

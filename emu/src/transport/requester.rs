@@ -1,0 +1,442 @@
+//! The requester: takes WQEs from a QP's send queue and sends their
+//! request packets.
+//!
+//! A WQE is taken (copied out of the send queue, checked against the local
+//! rules, given its PSNs) when the window allows: fewer than
+//! [`MAX_UNACKED_PSNS`] PSNs outstanding, fewer than `max_rd_atomic`
+//! READs and atomics in flight if it is one, none in flight if it is
+//! fenced. Its packets go out in PSN order, at most [`QUANTUM`] per turn
+//! of the QP. When the completer rewinds (a timeout, a NAK, an RNR NAK)
+//! the packets go out again from the rewound PSN.
+
+use rnic_hw_regs::counters::counter;
+use rnic_hw_regs::cqe::Syndrome;
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::uar::SqDoorbell;
+use rnic_hw_regs::verbs::{access, QpState, WcStatus};
+use rnic_hw_regs::wqe::{DataSeg, MAX_SEND_WQE_DS};
+
+use super::{
+    mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS, QUANTUM,
+};
+use crate::port;
+use crate::qp::{self, Wq};
+use crate::sgl;
+use crate::state::State;
+use crate::wire::atomic_eth::AtomicEthRepr;
+use crate::wire::bth::{psn_add, psn_diff, BthRepr, DEFAULT_PKEY};
+use crate::wire::ethernet::EthernetAddress;
+use crate::wire::immdt::ImmDtRepr;
+use crate::wire::opcode::{self, Op, Position, Transport};
+use crate::wire::reth::RethRepr;
+use crate::wire::roce::RoceRepr;
+use crate::wqe::{self, Data, SendWqe, WqeError};
+
+/// An SQ doorbell on page `page`: reads the doorbell record (a malformed
+/// or unmapped one moves the QP to the error state with a `QpFatal`
+/// event) and queues the send queue to run.
+pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
+    let qpn = db.qpn();
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        log::warn!("SQ doorbell for unknown QP {qpn} ignored");
+        return;
+    };
+    if qp.uar_page != page {
+        log::warn!(
+            "SQ doorbell for QP {qpn} on page {page}, not its page {}: ignored",
+            qp.uar_page
+        );
+        return;
+    }
+    // The doorbell record is not in use before the QP leaves RESET; in the
+    // error state the flush reads it.
+    if !matches!(qp.state, QpState::Reset | QpState::Err) {
+        if let Err(e) = qp::published(qp, &st.iommu, Wq::Sq) {
+            qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+            return;
+        }
+    }
+    st.kick(qpn);
+}
+
+/// One turn of QP `qpn`'s send side: READ responses and ACKs its responder
+/// owes, then request packets. Returns whether the QP used its whole
+/// quantum (and so should run again).
+pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
+    let mut budget = QUANTUM;
+    super::responder::send_out(st, qpn, &mut budget);
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return false;
+    };
+    match qp.state {
+        QpState::Rts => {}
+        QpState::Err => {
+            qp::flush_sq(st, qpn);
+            return false;
+        }
+        _ => return budget == 0,
+    }
+    if qp.timers.rnr.is_some() {
+        return budget == 0;
+    }
+    let now = st.now;
+    let Some(dmac) = port::resolve(st, qpn, now) else {
+        return budget == 0;
+    };
+    while budget > 0 {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return false;
+        };
+        if qp.state != QpState::Rts {
+            break;
+        }
+        let req = &qp.req;
+        if req.send_at == req.inflight.len() && !take(st, qpn) {
+            break;
+        }
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return false;
+        };
+        let req = &qp.req;
+        let Some(e) = req.inflight.get(req.send_at) else {
+            break;
+        };
+        if e.error.is_some() {
+            // It completes with its error once every WQE before it has.
+            if req.send_at == 0 {
+                super::completer::fail_front(st, qpn);
+            }
+            break;
+        }
+        let psn = next_psn(e);
+        if psn_diff(psn, req.unacked) >= MAX_UNACKED_PSNS as i32 {
+            break;
+        }
+        send_packet(st, qpn, dmac);
+        budget -= 1;
+    }
+    let Some(qp) = st.objs.qps.get(qpn) else {
+        return false;
+    };
+    let outstanding = psn_diff(qp.req.frontier, qp.req.unacked) > 0;
+    if outstanding && qp.timers.retx.is_none() && qp.state == QpState::Rts {
+        timers::arm_retx(st, qpn, now);
+    }
+    budget == 0
+}
+
+/// PSN of the next packet of `e`.
+fn next_psn(e: &Inflight) -> u32 {
+    if e.op == ReqOp::Read {
+        psn_add(e.first_psn, e.recv)
+    } else {
+        psn_add(e.first_psn, e.sent)
+    }
+}
+
+/// Takes the next WQE from QP `qpn`'s send queue into its in-flight list,
+/// if there is one and the limits allow; returns whether one was taken.
+fn take(st: &mut State, qpn: u32) -> bool {
+    let max_bbs = st.cfg.max_wqe_bbs;
+    let (max_sge, max_msg) = (st.cfg.max_sge, st.cfg.max_msg());
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return false;
+    };
+    if psn_diff(qp.req.next_psn, qp.req.unacked) >= MAX_UNACKED_PSNS as i32 {
+        return false;
+    }
+    // The doorbell record is read again only once the BBs published by
+    // the last producer index accepted from it are taken.
+    if qp::known(qp, Wq::Sq) == 0 {
+        if let Err(e) = qp::published(qp, &st.iommu, Wq::Sq) {
+            qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+            return false;
+        }
+    }
+    let pending = qp::known(qp, Wq::Sq);
+    if pending == 0 {
+        return false;
+    }
+    let mut w = SendWqe::default();
+    let fetched = wqe::fetch(&mut w, qp, &st.iommu, pending, max_bbs);
+    let e = match fetched {
+        Err(e) => errored(e),
+        Ok(()) => match admit(st, qpn, w, max_sge, max_msg) {
+            Admit::Taken(e) => e,
+            Admit::Wait => return false,
+        },
+    };
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return false;
+    };
+    let req = &mut qp.req;
+    qp.sq_fetch = qp.sq_fetch.wrapping_add(e.wqe.bbs);
+    req.next_psn = psn_add(req.next_psn, e.npkts);
+    if e.op.is_rd_atomic() && e.error.is_none() {
+        req.rd_atomic += 1;
+    }
+    req.inflight.push_back(e);
+    true
+}
+
+/// A WQE that could not even be decoded: it completes with its error in
+/// turn, taking no PSN.
+fn errored(e: WqeError) -> Inflight {
+    let mut wqe = SendWqe::default();
+    wqe.bbs = e.bbs;
+    Inflight {
+        wqe,
+        op: ReqOp::Send,
+        wr_id: e.wr_id,
+        wc_opcode: e.opcode,
+        signaled: true,
+        len: 0,
+        first_psn: 0,
+        npkts: 0,
+        sent: 0,
+        recv: 0,
+        error: Some((e.status, e.syndrome)),
+    }
+}
+
+enum Admit {
+    Taken(Inflight),
+    /// The READ/atomic limit or a fence holds the WQE back for now.
+    Wait,
+}
+
+/// Checks a fetched WQE against the local rules and gives it its PSNs.
+fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Admit {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Admit::Wait;
+    };
+    let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu));
+    let max_rd = qp.attrs.max_rd_atomic.max(1);
+    let ctrl = w.ctrl;
+    let mut e = Inflight {
+        op: ReqOp::Send,
+        wr_id: ctrl.wr_id.to_ne(),
+        wc_opcode: wqe::wc_opcode(ctrl.word.opcode()),
+        signaled: ctrl.word.signaled() || qp.sq_sig_all,
+        len: 0,
+        first_psn: qp.req.next_psn,
+        npkts: 0,
+        sent: 0,
+        recv: 0,
+        error: None,
+        wqe: SendWqe::default(),
+    };
+    let checked = match w.decode(qp.max_inline, max_sge) {
+        Err(err) => Err(err),
+        Ok(d) => {
+            if d.op.is_rd_atomic() && qp.req.rd_atomic >= max_rd {
+                return Admit::Wait;
+            }
+            if ctrl.word.fence() && qp.req.rd_atomic > 0 {
+                return Admit::Wait;
+            }
+            e.op = d.op;
+            local_checks(st, pdn, &d, max_msg)
+        }
+    };
+    match checked {
+        Ok(len) => {
+            e.len = len;
+            e.npkts = if e.op.is_atomic() {
+                1
+            } else {
+                packets(len, mtu)
+            };
+        }
+        Err(err) => e.error = Some(err),
+    }
+    e.wqe = w;
+    Admit::Taken(e)
+}
+
+/// The message length of a decoded WQE, after checking every local SGE.
+fn local_checks(
+    st: &mut State,
+    pdn: u32,
+    d: &wqe::Decoded<'_>,
+    max_msg: u64,
+) -> Result<u64, (WcStatus, Syndrome)> {
+    match d.data {
+        Data::Inline(bytes) => Ok(bytes.len() as u64),
+        Data::Sges(_) => {
+            let len: u64 = d.data.sges().map(|s| wqe::sge_len(&s)).sum();
+            if len > max_msg {
+                return Err((WcStatus::LocLenErr, Syndrome::TooLong));
+            }
+            // READ responses and atomic results are written locally.
+            let need = if d.op.is_rd_atomic() {
+                access::LOCAL_WRITE
+            } else {
+                0
+            };
+            for s in d.data.sges() {
+                sgl::resolve(
+                    &mut st.objs.mrs,
+                    &st.iommu,
+                    pdn,
+                    s.lkey.to_ne(),
+                    s.addr.to_ne(),
+                    wqe::sge_len(&s),
+                    need,
+                )
+                .map_err(|syn| (WcStatus::LocProtErr, syn))?;
+            }
+            Ok(len)
+        }
+    }
+}
+
+/// Where a packet's payload comes from: copied out of the WQE, so that the
+/// device state can be borrowed while it is gathered.
+enum Source {
+    Inline([u8; 4096], usize),
+    Sges([DataSeg; MAX_SEND_WQE_DS], usize),
+}
+
+/// Sends the next packet of the WQE at `send_at`.
+fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu) as u64);
+    let dest = qp.attrs.dest_qp_num.to_ne();
+    let req = &mut qp.req;
+    let at = req.send_at;
+    let noack = req.noack;
+    let e = &req.inflight[at];
+    let Ok(d) = e.wqe.decode(qp.max_inline, MAX_SEND_WQE_DS as u8) else {
+        return;
+    };
+    let psn = next_psn(e);
+    let mut roce = RoceRepr {
+        bth: BthRepr {
+            pkey: DEFAULT_PKEY,
+            dest_qp: dest,
+            psn,
+            ..BthRepr::default()
+        },
+        ..RoceRepr::default()
+    };
+    let raddr = d.raddr.raddr.to_ne();
+    let rkey = d.raddr.rkey.to_ne();
+    let mut source = None;
+    let mut offset = 0;
+    let (op, pos) = match e.op {
+        ReqOp::Read => {
+            // From the first response not yet received: a READ sent again
+            // asks only for the rest.
+            let off = e.recv as u64 * mtu;
+            roce.reth = Some(RethRepr {
+                va: raddr.wrapping_add(off),
+                rkey,
+                dma_len: (e.len - off.min(e.len)) as u32,
+            });
+            (Op::ReadRequest, Position::Only)
+        }
+        ReqOp::CmpSwap | ReqOp::FetchAdd => {
+            roce.atomic_eth = Some(AtomicEthRepr {
+                va: raddr,
+                rkey,
+                swap_add: d.atomic.swap_add.to_ne(),
+                compare: d.atomic.compare.to_ne(),
+            });
+            let op = if e.op == ReqOp::CmpSwap {
+                Op::CompareSwap
+            } else {
+                Op::FetchAdd
+            };
+            (op, Position::Only)
+        }
+        ReqOp::Send | ReqOp::SendImm | ReqOp::Write | ReqOp::WriteImm => {
+            let pos = Position::of(e.sent, e.npkts);
+            offset = e.sent as u64 * mtu;
+            let n = (e.len - offset).min(mtu) as usize;
+            roce.payload_len = n;
+            let write = matches!(e.op, ReqOp::Write | ReqOp::WriteImm);
+            if write && pos.starts() {
+                roce.reth = Some(RethRepr {
+                    va: raddr,
+                    rkey,
+                    dma_len: e.len as u32,
+                });
+            }
+            if matches!(e.op, ReqOp::SendImm | ReqOp::WriteImm) && pos.ends() {
+                roce.immdt = Some(ImmDtRepr {
+                    imm: e.wqe.ctrl.imm,
+                });
+            }
+            roce.bth.solicited = e.wqe.ctrl.word.solicited() && pos.ends();
+            source = Some(match d.data {
+                Data::Inline(bytes) => {
+                    let mut b = [0u8; 4096];
+                    let end = (offset as usize + n).min(bytes.len());
+                    let chunk = &bytes[(offset as usize).min(end)..end];
+                    b[..chunk.len()].copy_from_slice(chunk);
+                    Source::Inline(b, chunk.len())
+                }
+                Data::Sges(_) => {
+                    let mut s = [DataSeg::default(); MAX_SEND_WQE_DS];
+                    let mut k = 0;
+                    for (slot, seg) in s.iter_mut().zip(d.data.sges()) {
+                        *slot = seg;
+                        k += 1;
+                    }
+                    Source::Sges(s, k)
+                }
+            });
+            let op = if write { Op::Write } else { Op::Send };
+            (op, pos)
+        }
+    };
+    let imm = roce.immdt.is_some();
+    let Some(code) = opcode::find(Transport::Rc, op, pos, imm, false) else {
+        return;
+    };
+    roce.bth.opcode = code;
+    // The last packet of a message asks for an ACK, and so does every
+    // MAX_PKTS_PER_ACK-th of a long one, so that the window keeps moving.
+    roce.bth.ack_req = pos.ends() || noack + 1 >= MAX_PKTS_PER_ACK;
+    let psns = match e.op {
+        ReqOp::Read => e.npkts - e.recv,
+        _ => 1,
+    };
+    let sent = port::send(st, qpn, dmac, roce, |st, buf| match &source {
+        None => Ok(()),
+        Some(Source::Inline(b, n)) => {
+            buf.copy_from_slice(&b[..*n]);
+            Ok(())
+        }
+        Some(Source::Sges(s, k)) => {
+            sgl::gather(&mut st.objs.mrs, &st.iommu, pdn, &s[..*k], offset, buf)
+        }
+    });
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let req = &mut qp.req;
+    let e = &mut req.inflight[at];
+    if let Err(syn) = sent {
+        // The memory went away under an accepted WQE (its MR was
+        // deregistered): it fails, in turn.
+        e.error = Some((WcStatus::LocProtErr, syn));
+        return;
+    }
+    e.sent += 1;
+    if e.sent >= e.to_send() {
+        req.send_at += 1;
+    }
+    req.noack = if roce.bth.ack_req { 0 } else { noack + 1 };
+    let retransmit = psn_diff(psn, req.frontier) < 0;
+    let end = psn_add(psn, psns);
+    if psn_diff(end, req.frontier) > 0 {
+        req.frontier = end;
+    }
+    if retransmit {
+        port::count(st, qpn, counter::RETRANSMITS);
+    }
+}

@@ -1,0 +1,903 @@
+//! The responder: executes a QP's incoming requests and answers them.
+//!
+//! Requests are taken in PSN order. A request past the expected PSN is a
+//! gap: one PSN-sequence-error NAK per gap, naming the expected PSN. A
+//! request before it is a duplicate: a SEND or WRITE is acknowledged
+//! again, a READ executed again from its own RETH (the requester asks for
+//! what it still lacks), an atomic answered from the replay cache of the
+//! last `max_dest_rd_atomic` atomics, never executed twice.
+//!
+//! A SEND takes the receive WQE at the receive consumer index with its
+//! first packet (no WQE: an RNR NAK with `min_rnr_timer`, the packet not
+//! taken) and keeps it across the message's packets; the last packet
+//! completes it. A WRITE is checked against its R_Key for its whole DMA
+//! length with its first packet; a WRITE with immediate takes a receive
+//! WQE with its last packet, before that packet's data lands.
+//!
+//! Answers leave in PSN order through the QP's outgoing queue: ACKs
+//! (coalesced: a run of acknowledgeable requests gets one ACK, for the
+//! last), READ responses (segmented by the path MTU, sent a quantum at a
+//! time) and atomic ACKs. A NAK first sends everything queued before it.
+//! Class C errors (invalid request, remote access, remote operational)
+//! NAK the request and move the QP to the error state, as in the device
+//! specification's section 14.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rnic_hw_regs::counters::counter;
+use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::le32;
+use rnic_hw_regs::verbs::{access, WcOpcode, WcStatus};
+
+use super::{mtu_bytes, packets, InMsg, ReadJob};
+use crate::cq;
+use crate::port;
+use crate::qp::{self, BadDbrec, Wq};
+use crate::sgl::{self, Seg};
+use crate::state::State;
+use crate::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
+use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
+use crate::wire::bth::{psn_add, psn_diff, BthRepr, DEFAULT_PKEY, PSN_MASK};
+use crate::wire::opcode::{self, Op, OpcodeInfo, Position, Transport};
+use crate::wire::roce::RoceRepr;
+use crate::wqe::{self, RecvError, RecvWqe};
+
+/// An answer waiting in a QP's outgoing queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Out {
+    /// An ACK of every request up to `psn`.
+    Ack { psn: u32, msn: u32 },
+    /// The answer to the atomic at `psn`.
+    AtomicAck { psn: u32, msn: u32, orig: u64 },
+    /// READ responses.
+    Read(ReadJob),
+}
+
+/// Why a request is refused.
+enum Refuse {
+    /// No receive WQE: RNR NAK, the request not taken.
+    Rnr,
+    /// NAK with this code, and the QP moves to the error state with this
+    /// event (none when a receive CQE reports the error).
+    Nak(NakCode, Option<(EventType, Syndrome)>),
+}
+
+/// A request packet for QP `qpn` (in RTR or RTS), from its requester.
+pub(crate) fn on_request(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let psn = roce.bth.psn;
+    let resp = &mut qp.resp;
+    let d = psn_diff(psn, resp.epsn);
+    if d > 0 {
+        if !resp.nak_sent {
+            resp.nak_sent = true;
+            let epsn = resp.epsn;
+            log::trace!("QP {qpn}: PSN {psn:#x} past the expected {epsn:#x}: NAK");
+            port::count(st, qpn, counter::SEQ_NAKS_SENT);
+            nak(st, qpn, epsn, AckKind::Nak(NakCode::PsnSeqError));
+        }
+        return;
+    }
+    if d < 0 {
+        port::count(st, qpn, counter::DUPLICATE_REQUESTS);
+        return duplicate(st, qpn, info, roce);
+    }
+    match execute(st, qpn, info, roce, payload) {
+        Ok(()) => {
+            if let Some(qp) = st.objs.qps.get_mut(qpn) {
+                qp.resp.nak_sent = false;
+                if roce.bth.ack_req && matches!(info.op, Op::Send | Op::Write) {
+                    let msn = qp.resp.msn;
+                    queue_ack(st, qpn, psn, msn);
+                }
+            }
+        }
+        Err(Refuse::Rnr) => {
+            let timer = st.objs.qps.get(qpn).map_or(0, |q| q.attrs.min_rnr_timer);
+            port::count(st, qpn, counter::RNR_NAKS_SENT);
+            nak(st, qpn, psn, AckKind::RnrNak { timer });
+        }
+        Err(Refuse::Nak(code, event)) => {
+            let idx = match code {
+                NakCode::RemoteAccess => counter::ACCESS_NAKS_SENT,
+                NakCode::RemoteOperational => counter::OP_NAKS_SENT,
+                _ => counter::INV_REQ_NAKS_SENT,
+            };
+            port::count(st, qpn, idx);
+            nak(st, qpn, psn, AckKind::Nak(code));
+            qp::to_err(st, qpn, event);
+        }
+    }
+}
+
+/// Queues an ACK of `psn`, merged into an ACK already at the back of the
+/// queue (coalescing).
+fn queue_ack(st: &mut State, qpn: u32, psn: u32, msn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    match qp.resp.out.back_mut() {
+        Some(Out::Ack { psn: p, msn: m }) => {
+            *p = psn;
+            *m = msn;
+        }
+        _ => qp.resp.out.push_back(Out::Ack { psn, msn }),
+    }
+    st.kick(qpn);
+}
+
+/// A duplicate request (before the expected PSN).
+fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let psn = roce.bth.psn;
+    let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
+    match info.op {
+        Op::Send | Op::Write => {
+            // Acknowledge everything received so far: the requester lost
+            // an ACK.
+            queue_ack(st, qpn, psn_add(epsn, PSN_MASK), msn);
+        }
+        Op::ReadRequest => {
+            let Some(reth) = roce.reth else { return };
+            let mtu = mtu_bytes(qp.attrs.path_mtu);
+            let len = reth.dma_len as u64;
+            let n = packets(len, mtu);
+            // Answer again from this PSN; whatever was queued for the same
+            // READ goes.
+            qp.resp.out.retain(|o| match o {
+                Out::Read(j) => {
+                    let end = psn_add(psn, n);
+                    !(psn_diff(j.psn, psn) >= 0 && psn_diff(j.psn, end) < 0)
+                }
+                _ => true,
+            });
+            if check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ).is_err() {
+                return;
+            }
+            if let Some(qp) = st.objs.qps.get_mut(qpn) {
+                qp.resp.out.push_back(Out::Read(ReadJob {
+                    psn,
+                    left: n,
+                    first: true,
+                    va: reth.va,
+                    rkey: reth.rkey,
+                    bytes: len,
+                    msn,
+                }));
+                st.kick(qpn);
+            }
+        }
+        Op::CompareSwap | Op::FetchAdd => {
+            let cached = qp.resp.atomics.iter().find(|(p, _)| *p == psn).copied();
+            match cached {
+                Some((_, orig)) => {
+                    qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
+                    st.kick(qpn);
+                }
+                None => log::debug!("QP {qpn}: duplicate atomic {psn:#x} no longer cached"),
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Executes the request at the expected PSN.
+fn execute(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+) -> Result<(), Refuse> {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    let mtu = mtu_bytes(qp.attrs.path_mtu) as usize;
+    let invalid = Err(Refuse::Nak(
+        NakCode::InvalidRequest,
+        Some((EventType::QpReqErr, Syndrome::BadOpcode)),
+    ));
+    // Opcode sequence: a FIRST or ONLY outside a message, a MIDDLE or LAST
+    // of the message in progress.
+    let in_seq = match (qp.resp.msg, info.op) {
+        (None, Op::Send | Op::Write) => info.pos.starts(),
+        (Some(InMsg::Send { .. }), Op::Send) | (Some(InMsg::Write { .. }), Op::Write) => {
+            !info.pos.starts()
+        }
+        (None, Op::ReadRequest | Op::CompareSwap | Op::FetchAdd) => true,
+        _ => false,
+    };
+    // Packet lengths: a full MTU but in the last packet.
+    let len_ok = match info.pos {
+        Position::First | Position::Middle => payload.len() == mtu,
+        Position::Last => (1..=mtu).contains(&payload.len()),
+        Position::Only => payload.len() <= mtu,
+    };
+    if !in_seq || !len_ok {
+        log::debug!(
+            "QP {qpn}: {} out of sequence or of bad length {}",
+            info.name,
+            payload.len()
+        );
+        return invalid;
+    }
+    let psn = roce.bth.psn;
+    match info.op {
+        Op::Send => send(st, qpn, info, roce, payload)?,
+        Op::Write => write(st, qpn, info, roce, payload)?,
+        Op::ReadRequest => read(st, qpn, roce)?,
+        Op::CompareSwap | Op::FetchAdd => atomic(st, qpn, info, roce)?,
+        _ => return invalid,
+    }
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        if info.op != Op::ReadRequest {
+            qp.resp.epsn = psn_add(psn, 1);
+        }
+    }
+    Ok(())
+}
+
+/// A SEND packet.
+fn send(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+) -> Result<(), Refuse> {
+    if info.pos.starts() {
+        let mut w = take_rwqe(st, qpn);
+        let r = next_recv(st, qpn, &mut w);
+        put_rwqe(st, qpn, w);
+        r?;
+        if let Some(qp) = st.objs.qps.get_mut(qpn) {
+            qp.resp.msg = Some(InMsg::Send { got: 0 });
+        }
+    }
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    let Some(InMsg::Send { got }) = qp.resp.msg else {
+        return Ok(());
+    };
+    let pdn = qp.pdn;
+    let w = qp.resp.rwqe.take().unwrap_or_default();
+    let capacity: u64 = w.sges().iter().map(wqe::sge_len).sum();
+    let end = got + payload.len() as u64;
+    let r = if end > capacity {
+        Err(recv_error(
+            st,
+            qpn,
+            w.wr_id,
+            (WcStatus::LocLenErr, Syndrome::RecvTooSmall),
+            NakCode::InvalidRequest,
+        ))
+    } else {
+        sgl::scatter(
+            &mut st.objs.mrs,
+            &st.iommu,
+            pdn,
+            w.sges(),
+            got,
+            payload,
+            access::LOCAL_WRITE,
+        )
+        .map_err(|syn| {
+            recv_error(
+                st,
+                qpn,
+                w.wr_id,
+                (WcStatus::LocProtErr, syn),
+                NakCode::RemoteOperational,
+            )
+        })
+    };
+    let wr_id = w.wr_id;
+    put_rwqe(st, qpn, w);
+    r?;
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    qp.resp.msg = Some(InMsg::Send { got: end });
+    if info.pos.ends() {
+        qp.resp.msg = None;
+        qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+        let imm = roce.immdt.map(|i| i.imm);
+        complete_recv(st, qpn, wr_id, WcOpcode::Recv, end, imm, roce.bth.solicited);
+    }
+    Ok(())
+}
+
+/// A WRITE packet.
+fn write(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+) -> Result<(), Refuse> {
+    // A WRITE with immediate takes its receive WQE first: receiver not
+    // ready is found before the last packet's data lands.
+    let mut rwqe = None;
+    if info.imm {
+        let mut w = take_rwqe(st, qpn);
+        if let Err(r) = next_recv(st, qpn, &mut w) {
+            put_rwqe(st, qpn, w);
+            return Err(r);
+        }
+        rwqe = Some(w);
+    }
+    let result = write_data(st, qpn, info, roce, payload, rwqe.as_deref());
+    let Some(w) = rwqe else {
+        return result;
+    };
+    let wr_id = w.wr_id;
+    put_rwqe(st, qpn, w);
+    result?;
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    let Some(InMsg::Write { dma_len, .. }) = qp.resp.msg.take() else {
+        return Ok(());
+    };
+    qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+    let imm = roce.immdt.map(|i| i.imm);
+    complete_recv(
+        st,
+        qpn,
+        wr_id,
+        WcOpcode::RecvRdmaWithImm,
+        dma_len,
+        imm,
+        roce.bth.solicited,
+    );
+    Ok(())
+}
+
+/// Checks and writes one WRITE packet's data. `rwqe` is the receive WQE a
+/// WRITE with immediate took: a failed check consumes it with an error
+/// completion that reports the failure.
+fn write_data(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+    rwqe: Option<&RecvWqe>,
+) -> Result<(), Refuse> {
+    let refuse = |st: &mut State, syn: Syndrome| match rwqe {
+        Some(w) => {
+            let status = if syn == Syndrome::DmaFault {
+                WcStatus::LocProtErr
+            } else {
+                WcStatus::LocAccessErr
+            };
+            let code = if syn == Syndrome::DmaFault {
+                NakCode::RemoteOperational
+            } else {
+                NakCode::RemoteAccess
+            };
+            recv_error(st, qpn, w.wr_id, (status, syn), code)
+        }
+        None => remote_refusal(st, qpn, syn),
+    };
+    if info.pos.starts() {
+        let Some(reth) = roce.reth else {
+            return Err(Refuse::Nak(NakCode::InvalidRequest, None));
+        };
+        let len = reth.dma_len as u64;
+        if let Err(syn) = check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_WRITE) {
+            return Err(refuse(st, syn));
+        }
+        if let Some(qp) = st.objs.qps.get_mut(qpn) {
+            qp.resp.msg = Some(InMsg::Write {
+                va: reth.va,
+                rkey: reth.rkey,
+                dma_len: len,
+                got: 0,
+            });
+        }
+    }
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    let Some(InMsg::Write {
+        va,
+        rkey,
+        dma_len,
+        got,
+    }) = qp.resp.msg
+    else {
+        return Ok(());
+    };
+    let end = got + payload.len() as u64;
+    if end > dma_len || (info.pos.ends() && end != dma_len) {
+        log::debug!("QP {qpn}: WRITE of {end} bytes against a DMA length of {dma_len}");
+        return Err(Refuse::Nak(
+            NakCode::InvalidRequest,
+            Some((EventType::QpReqErr, Syndrome::TooLong)),
+        ));
+    }
+    if !payload.is_empty() {
+        let dst = check_rkey(
+            st,
+            qpn,
+            va.wrapping_add(got),
+            rkey,
+            payload.len() as u64,
+            access::REMOTE_WRITE,
+        );
+        match dst {
+            Ok(seg) => sgl::copy_in(seg, payload),
+            Err(syn) => return Err(refuse(st, syn)),
+        }
+    }
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.resp.msg = if info.pos.ends() && rwqe.is_none() {
+            qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+            None
+        } else {
+            Some(InMsg::Write {
+                va,
+                rkey,
+                dma_len,
+                got: end,
+            })
+        };
+    }
+    Ok(())
+}
+
+/// A READ request: checked, then answered from the outgoing queue.
+fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
+    let Some(reth) = roce.reth else {
+        return Err(Refuse::Nak(NakCode::InvalidRequest, None));
+    };
+    if !accepts_rd_atomic(st, qpn) {
+        return Err(Refuse::Nak(
+            NakCode::InvalidRequest,
+            Some((EventType::QpReqErr, Syndrome::NoRdAtomic)),
+        ));
+    }
+    let len = reth.dma_len as u64;
+    if let Err(syn) = check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ) {
+        return Err(remote_refusal(st, qpn, syn));
+    }
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    let psn = roce.bth.psn;
+    let n = packets(len, mtu_bytes(qp.attrs.path_mtu));
+    qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+    let msn = qp.resp.msn;
+    qp.resp.epsn = psn_add(psn, n);
+    qp.resp.out.push_back(Out::Read(ReadJob {
+        psn,
+        left: n,
+        first: true,
+        va: reth.va,
+        rkey: reth.rkey,
+        bytes: len,
+        msn,
+    }));
+    st.kick(qpn);
+    Ok(())
+}
+
+/// Compare-and-swap and fetch-and-add on the 8 bytes at the AtomicETH's
+/// address (a little-endian u64), atomic with respect to the host CPU too.
+fn atomic(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) -> Result<(), Refuse> {
+    let Some(a) = roce.atomic_eth else {
+        return Err(Refuse::Nak(NakCode::InvalidRequest, None));
+    };
+    if !accepts_rd_atomic(st, qpn) {
+        return Err(Refuse::Nak(
+            NakCode::InvalidRequest,
+            Some((EventType::QpReqErr, Syndrome::NoRdAtomic)),
+        ));
+    }
+    if a.va % 8 != 0 {
+        return Err(Refuse::Nak(
+            NakCode::InvalidRequest,
+            Some((EventType::QpReqErr, Syndrome::Misaligned)),
+        ));
+    }
+    let seg = check_rkey(st, qpn, a.va, a.rkey, 8, access::REMOTE_ATOMIC)
+        .map_err(|syn| remote_refusal(st, qpn, syn))?;
+    let p = seg.ptr.0.cast::<u64>();
+    if p as usize % 8 != 0 {
+        // IOVAs keep the host page offset, so this means a broken mapping.
+        return Err(Refuse::Nak(
+            NakCode::RemoteOperational,
+            Some((EventType::QpFatal, Syndrome::DmaFault)),
+        ));
+    }
+    // SAFETY: 8 bytes inside a live mapping (translated under the device
+    // lock), 8-byte aligned (checked); host code touching them concurrently
+    // is expected to use atomics too, as it would with a real NIC.
+    let cell = unsafe { AtomicU64::from_ptr(p) };
+    let orig = if info.op == Op::CompareSwap {
+        match cell.compare_exchange(
+            a.compare.to_le(),
+            a.swap_add.to_le(),
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(v) | Err(v) => v,
+        }
+    } else {
+        let add = |v: u64| Some(u64::from_le(v).wrapping_add(a.swap_add).to_le());
+        match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add) {
+            Ok(v) | Err(v) => v,
+        }
+    };
+    let orig = u64::from_le(orig);
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Ok(());
+    };
+    let psn = roce.bth.psn;
+    qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+    let msn = qp.resp.msn;
+    let keep = qp.attrs.max_dest_rd_atomic.max(1) as usize;
+    while qp.resp.atomics.len() >= keep {
+        qp.resp.atomics.pop_front();
+    }
+    qp.resp.atomics.push_back((psn, orig));
+    qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
+    st.kick(qpn);
+    Ok(())
+}
+
+/// Sends what QP `qpn`'s outgoing queue holds, at most `budget` packets.
+pub(crate) fn send_out(st: &mut State, qpn: u32, budget: &mut u32) {
+    while *budget > 0 {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return;
+        };
+        let Some(&head) = qp.resp.out.front() else {
+            return;
+        };
+        let now = st.now;
+        let Some(dmac) = port::resolve(st, qpn, now) else {
+            return;
+        };
+        match head {
+            Out::Ack { psn, msn } => {
+                pop_out(st, qpn);
+                port::count(st, qpn, counter::ACKS_SENT);
+                emit_ack(
+                    st,
+                    qpn,
+                    dmac,
+                    psn,
+                    AckKind::Ack {
+                        credits: CREDITS_INVALID,
+                    },
+                    msn,
+                );
+            }
+            Out::AtomicAck { psn, msn, orig } => {
+                pop_out(st, qpn);
+                let roce = RoceRepr {
+                    bth: bth(st, qpn, opcode::RC_ATOMIC_ACKNOWLEDGE, psn),
+                    aeth: Some(AethRepr {
+                        kind: AckKind::Ack {
+                            credits: CREDITS_INVALID,
+                        },
+                        msn,
+                    }),
+                    atomic_ack_eth: Some(AtomicAckEthRepr { orig }),
+                    ..RoceRepr::default()
+                };
+                let _ = port::send(st, qpn, dmac, roce, |_, _| Ok::<(), ()>(()));
+            }
+            Out::Read(job) => {
+                if !send_read_packet(st, qpn, dmac, job) {
+                    return;
+                }
+            }
+        }
+        *budget -= 1;
+    }
+}
+
+fn pop_out(st: &mut State, qpn: u32) {
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.resp.out.pop_front();
+    }
+}
+
+/// The BTH of a response on QP `qpn`.
+fn bth(st: &State, qpn: u32, opcode: u8, psn: u32) -> BthRepr {
+    BthRepr {
+        opcode,
+        pkey: DEFAULT_PKEY,
+        dest_qp: st
+            .objs
+            .qps
+            .get(qpn)
+            .map_or(0, |q| q.attrs.dest_qp_num.to_ne()),
+        psn,
+        ..BthRepr::default()
+    }
+}
+
+fn emit_ack(
+    st: &mut State,
+    qpn: u32,
+    dmac: crate::wire::ethernet::EthernetAddress,
+    psn: u32,
+    kind: AckKind,
+    msn: u32,
+) {
+    let roce = RoceRepr {
+        bth: bth(st, qpn, opcode::RC_ACKNOWLEDGE, psn),
+        aeth: Some(AethRepr { kind, msn }),
+        ..RoceRepr::default()
+    };
+    let _ = port::send(st, qpn, dmac, roce, |_, _| Ok::<(), ()>(()));
+}
+
+/// Sends everything queued, then a NAK (or RNR NAK) for `psn`.
+fn nak(st: &mut State, qpn: u32, psn: u32, kind: AckKind) {
+    let mut all = u32::MAX;
+    send_out(st, qpn, &mut all);
+    let now = st.now;
+    let Some(dmac) = port::resolve(st, qpn, now) else {
+        return;
+    };
+    let msn = st.objs.qps.get(qpn).map_or(0, |q| q.resp.msn);
+    emit_ack(st, qpn, dmac, psn, kind, msn);
+}
+
+/// Sends the next packet of the READ response at the head of the queue;
+/// false if the QP failed instead.
+fn send_read_packet(
+    st: &mut State,
+    qpn: u32,
+    dmac: crate::wire::ethernet::EthernetAddress,
+    job: ReadJob,
+) -> bool {
+    let Some(qp) = st.objs.qps.get(qpn) else {
+        return false;
+    };
+    let mtu = mtu_bytes(qp.attrs.path_mtu) as u64;
+    let n = job.bytes.min(mtu);
+    let pos = match (job.first, job.left == 1) {
+        (true, true) => Position::Only,
+        (true, false) => Position::First,
+        (false, true) => Position::Last,
+        (false, false) => Position::Middle,
+    };
+    let Some(code) = opcode::find(Transport::Rc, Op::ReadResponse, pos, false, false) else {
+        return false;
+    };
+    let src = if n == 0 {
+        Ok(Seg::EMPTY)
+    } else {
+        check_rkey(st, qpn, job.va, job.rkey, n, access::REMOTE_READ)
+    };
+    let seg = match src {
+        Ok(seg) => seg,
+        Err(syn) => {
+            // The memory went away under an accepted READ.
+            let Refuse::Nak(code, event) = remote_refusal(st, qpn, syn) else {
+                return false;
+            };
+            pop_out(st, qpn);
+            nak(st, qpn, job.psn, AckKind::Nak(code));
+            qp::to_err(st, qpn, event);
+            return false;
+        }
+    };
+    let roce = RoceRepr {
+        bth: bth(st, qpn, code, job.psn),
+        aeth: (pos != Position::Middle).then_some(AethRepr {
+            kind: AckKind::Ack {
+                credits: CREDITS_INVALID,
+            },
+            msn: job.msn,
+        }),
+        payload_len: n as usize,
+        ..RoceRepr::default()
+    };
+    let _ = port::send(st, qpn, dmac, roce, |_, buf| {
+        sgl::copy_out(seg, buf);
+        Ok::<(), ()>(())
+    });
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        if let Some(Out::Read(j)) = qp.resp.out.front_mut() {
+            j.psn = psn_add(j.psn, 1);
+            j.left -= 1;
+            j.first = false;
+            j.va = j.va.wrapping_add(n);
+            j.bytes -= n;
+            if j.left == 0 {
+                qp.resp.out.pop_front();
+            }
+        }
+    }
+    true
+}
+
+/// Whether QP `qpn` accepts RDMA READ and atomic requests: a responder
+/// with no resources for them (`max_dest_rd_atomic` 0) rejects them as
+/// invalid requests, as the InfiniBand spec requires.
+fn accepts_rd_atomic(st: &State, qpn: u32) -> bool {
+    st.objs
+        .qps
+        .get(qpn)
+        .is_some_and(|qp| qp.attrs.max_dest_rd_atomic > 0)
+}
+
+/// Checks `rkey` for `len` bytes at `raddr` with `need` access at QP
+/// `qpn` and returns the target memory, or the syndrome of the failed
+/// check. A zero-length RDMA operation checks no key, as the InfiniBand
+/// spec says.
+fn check_rkey(
+    st: &mut State,
+    qpn: u32,
+    raddr: u64,
+    rkey: u32,
+    len: u64,
+    need: u32,
+) -> Result<Seg, Syndrome> {
+    if len == 0 {
+        return Ok(Seg::EMPTY);
+    }
+    let Some(qp) = st.objs.qps.get(qpn) else {
+        return Err(Syndrome::BadDestQp);
+    };
+    let (pdn, qp_access) = (qp.pdn, qp.attrs.qp_access_flags.to_ne());
+    match st.objs.mrs.get_mut(rkey) {
+        None => Err(Syndrome::BadRkey),
+        Some(mr) if mr.pdn != pdn => Err(Syndrome::PdMismatch),
+        Some(mr) if mr.access & need != need => Err(Syndrome::AccessDenied),
+        Some(_) if qp_access & need != need => Err(Syndrome::QpAccessDenied),
+        Some(mr) => sgl::mr_range(mr, &st.iommu, raddr, len),
+    }
+}
+
+/// The refusal of a failed R_Key check on a request that consumes no
+/// receive WQE: a remote access error with a `QpAccessErr` event, or, if
+/// the memory faulted, a remote operational error with `QpFatal`.
+fn remote_refusal(st: &State, qpn: u32, syn: Syndrome) -> Refuse {
+    let _ = st;
+    log::debug!("QP {qpn}: remote access refused: {syn:?}");
+    if syn == Syndrome::DmaFault {
+        Refuse::Nak(
+            NakCode::RemoteOperational,
+            Some((EventType::QpFatal, Syndrome::DmaFault)),
+        )
+    } else {
+        Refuse::Nak(NakCode::RemoteAccess, Some((EventType::QpAccessErr, syn)))
+    }
+}
+
+/// The QP's receive WQE buffer (allocated once per QP).
+fn take_rwqe(st: &mut State, qpn: u32) -> Box<RecvWqe> {
+    st.objs
+        .qps
+        .get_mut(qpn)
+        .and_then(|q| q.resp.rwqe.take())
+        .unwrap_or_default()
+}
+
+fn put_rwqe(st: &mut State, qpn: u32, w: Box<RecvWqe>) {
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.resp.rwqe = Some(w);
+    }
+}
+
+/// Copies the receive WQE at QP `qpn`'s receive consumer index, not yet
+/// consumed, into `w`; receiver-not-ready if there is none.
+fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Refuse> {
+    let max_sge = st.cfg.max_sge;
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return Err(Refuse::Rnr);
+    };
+    let fatal = |syn| Refuse::Nak(NakCode::RemoteOperational, Some((EventType::QpFatal, syn)));
+    // The doorbell record is read only once the receive WQEs known from it
+    // are consumed.
+    if qp::known(qp, Wq::Rq) == 0 {
+        match qp::published(qp, &st.iommu, Wq::Rq) {
+            Ok(0) => return Err(Refuse::Rnr),
+            Ok(_) => {}
+            Err(e @ BadDbrec::Unmapped) | Err(e @ BadDbrec::Malformed) => {
+                return Err(fatal(e.syndrome()))
+            }
+        }
+    }
+    match wqe::fetch_recv(w, qp, &st.iommu, max_sge) {
+        Ok(()) => Ok(()),
+        Err(RecvError::Fault) => Err(fatal(Syndrome::DmaFault)),
+        Err(RecvError::Malformed(wr_id)) => Err(recv_error(
+            st,
+            qpn,
+            wr_id,
+            (WcStatus::LocQpOpErr, Syndrome::BadWqe),
+            NakCode::RemoteOperational,
+        )),
+    }
+}
+
+/// Consumes the receive WQE `wr_id` with an error completion and refuses
+/// the request with `code`; the completion reports the error, so there is
+/// an event only if it cannot be written.
+fn recv_error(
+    st: &mut State,
+    qpn: u32,
+    wr_id: u64,
+    (status, syndrome): (WcStatus, Syndrome),
+    code: NakCode,
+) -> Refuse {
+    log::debug!("QP {qpn}: receive WQE {wr_id:#x} failed: {status:?} ({syndrome:?})");
+    let mut event = None;
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.rq_ci = qp.rq_ci.wrapping_add(1);
+        qp.resp.msg = None;
+        let c = cq::cqe(
+            wr_id,
+            qpn,
+            qp.rq_ci,
+            WcOpcode::Recv.raw(),
+            status,
+            syndrome as u32,
+        );
+        let cqn = qp.recv_cqn;
+        if cq::write(st, cqn, &c).is_err() {
+            event = Some((EventType::QpFatal, Syndrome::CqError));
+        }
+    }
+    Refuse::Nak(code, event)
+}
+
+/// Consumes the receive WQE `wr_id` with a successful completion.
+fn complete_recv(
+    st: &mut State,
+    qpn: u32,
+    wr_id: u64,
+    opcode: WcOpcode,
+    len: u64,
+    imm: Option<[u8; 4]>,
+    solicited: bool,
+) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    qp.rq_ci = qp.rq_ci.wrapping_add(1);
+    let mut c = cq::cqe(wr_id, qpn, qp.rq_ci, opcode.raw(), WcStatus::Success, 0);
+    c.byte_len = le32::from_ne(len as u32);
+    c.src_qp = qp.attrs.dest_qp_num;
+    if let Some(imm) = imm {
+        c.imm = imm;
+    }
+    c.flags = CqeFlags::new()
+        .with_with_imm(imm.is_some())
+        .with_solicited(solicited);
+    let cqn = qp.recv_cqn;
+    if cq::write(st, cqn, &c).is_err() {
+        qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::CqError)));
+    }
+}
+
+/// Drops the responder's state (the QP left service).
+pub(crate) fn clear(st: &mut State, qpn: u32) {
+    if let Some(qp) = st.objs.qps.get_mut(qpn) {
+        qp.resp.msg = None;
+        qp.resp.out.clear();
+        qp.resp.atomics.clear();
+        qp.resp.nak_sent = false;
+    }
+}
