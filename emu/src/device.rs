@@ -47,7 +47,7 @@ const RX_BATCH: usize = 64;
 /// Steps one inline call runs at most (the rest waits for the next call).
 pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
 /// Steps the device thread runs between two work items at most.
-pub(crate) const STREAK: u32 = 64;
+pub(crate) const STREAK: u32 = 4096;
 /// Idle device thread: busy-spin this long after the last work...
 const SPIN: Duration = Duration::from_micros(10);
 /// ...then yield the CPU until this long...

@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use rnic_emu::ExecMode;
 use rnic_hw_regs::cmd::{AddressVector, CmdOpcode, CreateQpOut, QpAttrs, RegMrOut};
+use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{Cqe, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
@@ -28,7 +29,7 @@ both_modes!(
     no_rd_atomic_resources,
     rnr_stall_and_resume,
     rnr_retry_zero,
-    rnr_retry_waits_for_events,
+    rnr_retry_waits_for_the_timer,
     rnr_retry_exhausted,
     rnr_retry_counts_per_wqe,
     sq_dbrec_beyond_ring,
@@ -350,8 +351,10 @@ fn retired_mapping_is_cut_off(mode: ExecMode) {
         .sge(src.key, src.addr(0), 8);
     p.a.post_send(&hal, &w);
     let c = p.acq.wait(&hal);
+    // The requester learns what the wire carries: a remote operational
+    // error NAK.
     assert_cqe(&c, 1, WcStatus::RemOpErr, WcOpcode::RdmaWrite);
-    assert_eq!(syndrome(&c), Some(Syndrome::DmaFault));
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteError));
     assert!(user.iter().all(|&b| b == 0x5a), "nothing landed");
     // Later mappings start past the retired pages.
     let end = iova + user.len() as u64;
@@ -504,8 +507,10 @@ fn remote_access_error(mode: ExecMode) {
         .sge(s.key, s.addr(0), 8);
     p.a.post_send(&hal, &w);
     let c = p.acq.wait(&hal);
+    // The requester knows only the NAK code; the responder's event says
+    // which check failed.
     assert_cqe(&c, 1, WcStatus::RemAccessErr, WcOpcode::RdmaWrite);
-    assert_eq!(syndrome(&c), Some(Syndrome::AccessDenied));
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteAccess));
     // Both sides are in ERR; the responder's posted receive is flushed.
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
     assert_eq!(state(&mut p.t, p.b.qpn), QpState::Err);
@@ -534,7 +539,7 @@ fn remote_access_error(mode: ExecMode) {
     p.a.post_send(&hal, &w);
     let c = p.acq.wait(&hal);
     assert_cqe(&c, 2, WcStatus::RemInvReqErr, WcOpcode::CompSwap);
-    assert_eq!(syndrome(&c), Some(Syndrome::Misaligned));
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteInvalidRequest));
     let ev = p.t.events();
     assert!(ev.contains(&(
         EventType::QpReqErr.raw(),
@@ -561,7 +566,7 @@ fn remote_access_error(mode: ExecMode) {
     let mut cq = cq;
     let c = cq.wait(&hal);
     assert_cqe(&c, 3, WcStatus::RemAccessErr, WcOpcode::RdmaRead);
-    assert_eq!(syndrome(&c), Some(Syndrome::QpAccessDenied));
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteAccess));
     assert_eq!(state(&mut t, b.qpn), QpState::Err);
 }
 
@@ -579,7 +584,7 @@ fn write_imm_access_error(mode: ExecMode) {
     p.a.post_send(&hal, &w);
     let c = p.acq.wait(&hal);
     assert_cqe(&c, 1, WcStatus::RemAccessErr, WcOpcode::RdmaWrite);
-    assert_eq!(syndrome(&c), Some(Syndrome::AccessDenied));
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteAccess));
     // The receive WQE the immediate needed reports the violation itself
     // (IBV_WC_LOC_ACCESS_ERR); the next one is flushed; no async event.
     let c = p.bcq.wait(&hal);
@@ -609,6 +614,7 @@ fn no_rd_atomic_resources(mode: ExecMode) {
         dest_qp_num: le32::from_ne(a.qpn),
         max_dest_rd_atomic: 0,
         ah: AddressVector {
+            dgid: t.dev.config().ipv4_gid(),
             is_global: 1,
             port_num: 1,
             hop_limit: 64,
@@ -632,7 +638,7 @@ fn no_rd_atomic_resources(mode: ExecMode) {
     a.post_send(&hal, &w);
     let c = cq.wait(&hal);
     assert_cqe(&c, 3, WcStatus::RemInvReqErr, WcOpcode::RdmaRead);
-    assert_eq!(syndrome(&c), Some(Syndrome::NoRdAtomic));
+    assert_eq!(syndrome(&c), Some(Syndrome::RemoteInvalidRequest));
     assert_eq!(state(&mut t, b.qpn), QpState::Err);
     assert_eq!(
         t.events(),
@@ -653,9 +659,14 @@ fn rnr_stall_and_resume(mode: ExecMode) {
     p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).sge(s.key, s.addr(0), 4));
     p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 2).sge(s.key, s.addr(0), 4));
     p.t.sync();
-    assert!(p.acq.poll().is_none(), "stalled on RNR");
+    assert!(p.acq.poll().is_none(), "waiting out an RNR NAK");
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+    // A receive alone retries nothing: the requester waits for its RNR
+    // timer, as on a wire.
     p.b.post_recv(&hal, 10, &[dseg(d.key, d.addr(0), 4)]);
+    p.t.sync();
+    assert!(p.acq.poll().is_none(), "the RNR timer has not run out");
+    p.t.advance(RNR_WAIT);
     assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
     assert_cqe(&p.bcq.wait(&hal), 10, WcStatus::Success, WcOpcode::Recv);
     p.t.sync();
@@ -664,6 +675,7 @@ fn rnr_stall_and_resume(mode: ExecMode) {
         "second SEND waits for a second receive"
     );
     p.b.post_recv(&hal, 11, &[dseg(d.key, d.addr(4), 4)]);
+    p.t.advance(RNR_WAIT);
     assert_cqe(&p.acq.wait(&hal), 2, WcStatus::Success, WcOpcode::Send);
     assert_cqe(&p.bcq.wait(&hal), 11, WcStatus::Success, WcOpcode::Recv);
     let mut got = [0u8; 8];
@@ -682,20 +694,12 @@ fn rnr_retry_zero(mode: ExecMode) {
     assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
 }
 
-/// A third QP, `c`, connected to `p.b` with `rnr_retry` 7: a second
-/// requester competing for b's receive WQEs.
-fn competitor(p: &mut Pair) -> (TQp, TCq) {
-    let ccq = p.t.create_cq(6);
-    let c = p.t.create_qp(p.pdn, &ccq, &ccq);
-    p.t.connect(c.qpn, p.b.qpn, 7);
-    (c, ccq)
-}
-
-/// A stalled SEND is retried only when the answer may change: the
+/// Only the RNR timer retries a SEND that met receiver-not-ready: the
 /// requester's own SQ doorbells and RQ doorbells of the responder that
-/// publish no receive WQE are no retries, however many, so `rnr_retry` 1
-/// is not spent by them; each receive posted lets one SEND through.
-fn rnr_retry_waits_for_events(mode: ExecMode) {
+/// publish no receive WQE retry nothing, however many, so `rnr_retry` 1 is
+/// not spent by them; a receive posted within each timer period lets one
+/// SEND through.
+fn rnr_retry_waits_for_the_timer(mode: ExecMode) {
     let mut p = pair(mode, 1);
     let hal = p.t.hal.clone();
     for wr_id in 1..=4 {
@@ -704,10 +708,11 @@ fn rnr_retry_waits_for_events(mode: ExecMode) {
         p.b.ring_rq(&hal);
     }
     p.t.sync();
-    assert!(p.acq.poll().is_none(), "stalled, not failed");
+    assert!(p.acq.poll().is_none(), "waiting, not failed");
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
     for wr_id in 1..=4 {
         p.b.post_recv(&hal, 10 + wr_id, &[]);
+        p.t.advance(RNR_WAIT);
         assert_cqe(&p.acq.wait(&hal), wr_id, WcStatus::Success, WcOpcode::Send);
         let r = p.bcq.wait(&hal);
         assert_cqe(&r, 10 + wr_id, WcStatus::Success, WcOpcode::Recv);
@@ -718,35 +723,21 @@ fn rnr_retry_waits_for_events(mode: ExecMode) {
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
 }
 
-/// `rnr_retry` 2 runs out when every retry meets receiver-not-ready again:
-/// `c`, stalled at b before `a`, is first in line and takes each receive
-/// b posts, so a's retry after it finds none. The first attempt and two
-/// such retries are three RNR NAKs: the third completes the WQE
-/// RNR_RETRY_EXC_ERR and flushes the rest. The responder is not affected.
+/// `rnr_retry` 2: the first attempt and two retries meet receiver-not-ready,
+/// three RNR NAKs; the third completes the WQE RNR_RETRY_EXC_ERR and
+/// flushes the rest. The responder is not affected. With 7 the retries
+/// never run out.
 fn rnr_retry_exhausted(mode: ExecMode) {
     let mut p = pair(mode, 2);
     let hal = p.t.hal.clone();
-    let (mut c, mut ccq) = competitor(&mut p);
-    c.write_wqe(&Wqe::new(WrOpcode::Send, 21));
-    c.write_wqe(&Wqe::new(WrOpcode::Send, 22));
-    c.ring_sq(&hal);
     p.a.write_wqe(&Wqe::new(WrOpcode::Send, 1));
     p.a.write_wqe(&Wqe::new(WrOpcode::Send, 2));
     p.a.ring_sq(&hal);
     for round in 1..=2 {
         p.t.sync();
-        assert!(p.acq.poll().is_none(), "stalled before round {round}");
+        assert!(p.acq.poll().is_none(), "waiting before retry {round}");
         assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
-        p.b.post_recv(&hal, 10 + round, &[]);
-        let r = p.bcq.wait(&hal);
-        assert_cqe(&r, 10 + round, WcStatus::Success, WcOpcode::Recv);
-        assert_eq!(r.src_qp.to_ne(), c.qpn, "c is first in line");
-        assert_cqe(
-            &ccq.wait(&hal),
-            20 + round,
-            WcStatus::Success,
-            WcOpcode::Send,
-        );
+        p.t.advance(RNR_WAIT);
     }
     let e = p.acq.wait(&hal);
     assert_cqe(&e, 1, WcStatus::RnrRetryExcErr, WcOpcode::Send);
@@ -755,80 +746,63 @@ fn rnr_retry_exhausted(mode: ExecMode) {
     assert!(p.acq.poll().is_none());
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Err);
     assert_eq!(state(&mut p.t, p.b.qpn), QpState::Rts);
-    assert_eq!(state(&mut p.t, c.qpn), QpState::Rts);
     assert!(p.bcq.poll().is_none());
     assert!(p.t.events().is_empty(), "the error CQE reports it");
+    let a = p.t.counters_qp(p.a.qpn);
+    assert_eq!(a[counter::RNR_NAKS_RECEIVED], 3);
+    assert_eq!(a[counter::RNR_RETRY_EXCEEDED], 1);
+    assert_eq!(p.t.counters_qp(p.b.qpn)[counter::RNR_NAKS_SENT], 3);
 
-    // 7 retries without limit: a loses every receive to c, and still gets
-    // the one after.
+    // 7 retries without limit.
     let mut p = pair(mode, 7);
     let hal = p.t.hal.clone();
-    let (mut c, mut ccq) = competitor(&mut p);
-    for wr_id in 21..=30 {
-        c.write_wqe(&Wqe::new(WrOpcode::Send, wr_id));
-    }
-    c.ring_sq(&hal);
     p.a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1));
-    for wr_id in 21..=30 {
-        // Every retry done before the next receive is published (a SEND
-        // not stalled may find a receive before its RQ doorbell).
-        p.t.sync();
-        p.b.post_recv(&hal, wr_id, &[]);
-        assert_cqe(&ccq.wait(&hal), wr_id, WcStatus::Success, WcOpcode::Send);
-    }
     p.t.sync();
-    assert!(p.acq.poll().is_none(), "still stalled");
+    for _ in 0..20 {
+        p.t.advance(RNR_WAIT);
+    }
+    assert!(p.acq.poll().is_none(), "still waiting");
+    assert_eq!(p.t.counters_qp(p.a.qpn)[counter::RNR_NAKS_RECEIVED], 21);
     p.b.post_recv(&hal, 10, &[]);
+    p.t.advance(RNR_WAIT);
     assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
 }
 
-/// `rnr_retry` 2: the count starts afresh for each WQE. a's first SEND
-/// meets two RNR NAKs (its first attempt, and a retry after which `c` took
-/// the receive) and then gets through; a's second SEND meets its first RNR
-/// NAK right after, which would be the third had the count not restarted.
+/// `rnr_retry` 2: the count starts afresh for each WQE. SEND 1 meets two
+/// RNR NAKs (its first attempt and a retry) and then gets through; SEND 2
+/// meets its first right after, which would be the third had the count
+/// not restarted, and a second one later, and still gets through.
 fn rnr_retry_counts_per_wqe(mode: ExecMode) {
     let mut p = pair(mode, 2);
     let hal = p.t.hal.clone();
-    let (mut c, mut ccq) = competitor(&mut p);
     let d = p.t.reg_mr(p.pdn, 4096, access::LOCAL_WRITE);
-    let recv = |p: &mut Pair, wr_id: u64, off: u64| {
-        // The SENDs posted so far have stalled before the receive is
-        // published: a SEND not stalled may find a receive before its RQ
-        // doorbell, ahead of those waiting.
-        p.t.sync();
-        p.b.post_recv(&hal, wr_id, &[dseg(d.key, d.addr(0) + off, 3)]);
-        let r = p.bcq.wait(&hal);
-        assert_cqe(&r, wr_id, WcStatus::Success, WcOpcode::Recv);
-        r.src_qp.to_ne()
-    };
-    c.post_send(&hal, &Wqe::new(WrOpcode::Send, 21));
     p.a.write_wqe(&Wqe::new(WrOpcode::Send, 1).inline(b"one"));
     p.a.write_wqe(&Wqe::new(WrOpcode::Send, 2).inline(b"two"));
     p.a.ring_sq(&hal);
-    // RNR NAK 2 for SEND 1: c is first in line.
-    assert_eq!(recv(&mut p, 11, 100), c.qpn);
-    assert_cqe(&ccq.wait(&hal), 21, WcStatus::Success, WcOpcode::Send);
     p.t.sync();
-    assert!(p.acq.poll().is_none(), "SEND 1 stalled");
+    // RNR NAK 2 for SEND 1.
+    p.t.advance(RNR_WAIT);
+    p.b.post_recv(&hal, 11, &[dseg(d.key, d.addr(0), 3)]);
     // SEND 1 gets through; SEND 2 meets its first RNR NAK.
-    assert_eq!(recv(&mut p, 12, 0), p.a.qpn);
+    p.t.advance(RNR_WAIT);
     assert_cqe(&p.acq.wait(&hal), 1, WcStatus::Success, WcOpcode::Send);
+    assert_cqe(&p.bcq.wait(&hal), 11, WcStatus::Success, WcOpcode::Recv);
+    // SEND 2's second RNR NAK.
+    p.t.advance(RNR_WAIT);
     p.t.sync();
-    assert!(p.acq.poll().is_none(), "SEND 2 stalled, not failed");
+    assert!(p.acq.poll().is_none(), "SEND 2 waiting, not failed");
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
-    // c stalls behind a now: a gets the next receive, c the one after.
-    c.post_send(&hal, &Wqe::new(WrOpcode::Send, 22));
-    assert_eq!(recv(&mut p, 13, 4), p.a.qpn);
+    p.b.post_recv(&hal, 12, &[dseg(d.key, d.addr(4), 3)]);
+    p.t.advance(RNR_WAIT);
     assert_cqe(&p.acq.wait(&hal), 2, WcStatus::Success, WcOpcode::Send);
-    assert_eq!(recv(&mut p, 14, 200), c.qpn);
-    assert_cqe(&ccq.wait(&hal), 22, WcStatus::Success, WcOpcode::Send);
+    assert_cqe(&p.bcq.wait(&hal), 12, WcStatus::Success, WcOpcode::Recv);
     let mut got = [0u8; 7];
     d.region.read_bytes(0, &mut got);
     assert_eq!(&got, b"one\0two");
     assert_eq!(state(&mut p.t, p.a.qpn), QpState::Rts);
+    assert_eq!(p.t.counters_qp(p.a.qpn)[counter::RNR_NAKS_RECEIVED], 4);
 }
 
-/// Creates a QP with 2^`log_sq` send BBs and 2^`log_rq` receive WQEs.
 fn qp_sized(t: &mut Tdev, pdn: u32, scq: &TCq, rcq: &TCq, log_sq: u32, log_rq: u32) -> TQp {
     let mut qp = t.qp_mem(log_sq, log_rq, 6);
     let i = Tdev::create_qp_in(pdn, scq.cqn, rcq.cqn, &qp);
@@ -1008,9 +982,17 @@ fn dest_not_ready(mode: ExecMode) {
     t.connect(a.qpn, b.qpn, 7);
     t.modify_init(b.qpn, 0).ok::<u32>();
     a.post_send(&hal, &Wqe::new(WrOpcode::Send, 1).inline(b"x"));
+    // b drops what it cannot take: a hears nothing, and retries at each
+    // local ACK timeout, `retry_cnt` (7) times.
+    t.sync();
+    for _ in 0..7 {
+        t.advance(ACK_WAIT);
+        assert!(cq.poll().is_none(), "still retrying");
+    }
+    t.advance(ACK_WAIT);
     let c = cq.wait(&hal);
     assert_cqe(&c, 1, WcStatus::RetryExcErr, WcOpcode::Send);
-    assert_eq!(syndrome(&c), Some(Syndrome::BadDestQp));
+    assert_eq!(syndrome(&c), Some(Syndrome::RetryExceeded));
     // WQEs wait while the QP is not in RTS.
     let mut c2 = t.create_qp(pdn, &cq, &cq);
     t.modify_init(c2.qpn, access::REMOTE_WRITE).ok::<u32>();

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode, VirtualClock};
 use rnic_hw_regs::bar0::{self, CmdqCtrl, Ctrl, EqCtrl, Status};
 use rnic_hw_regs::cmd::*;
 use rnic_hw_regs::cqe::{Cqe, CQE_OWNER_OFFSET, CQE_SIZE};
@@ -59,10 +59,13 @@ impl CmdOut {
     }
 }
 
-/// An enabled device with a command queue and EQ 0.
+/// An enabled device with a command queue and EQ 0, on a loopback wire
+/// and a virtual clock: transport timers fire only when a test advances
+/// the clock.
 pub struct Tdev {
     pub dev: Arc<EmuDevice>,
     pub hal: EmuHal,
+    pub clock: VirtualClock,
     cmdq: DmaRegion,
     cmd_pi: u32,
     pub eq: DmaRegion,
@@ -71,6 +74,14 @@ pub struct Tdev {
 }
 
 pub const CMDQ_LOG: u32 = 4;
+/// The responders' `min_rnr_timer` code: 0.64 ms.
+pub const RNR_TIMER: u8 = 12;
+/// A little more than the wait of [`RNR_TIMER`].
+pub const RNR_WAIT: std::time::Duration = std::time::Duration::from_micros(700);
+/// The requesters' `timeout` code: 4.096 µs × 2^14 = 67.1 ms.
+pub const ACK_TIMEOUT: u8 = 14;
+/// A little more than the local ACK timeout of [`ACK_TIMEOUT`].
+pub const ACK_WAIT: std::time::Duration = std::time::Duration::from_millis(68);
 pub const EQ_LOG: u32 = 6;
 
 /// Brings a device to STATUS.enabled the way a driver does.
@@ -108,7 +119,12 @@ pub fn write64(hal: &EmuHal, lo: usize, v: u64) {
 }
 
 pub fn bring_up_with(cfg: EmuConfig, mode: ExecMode) -> Tdev {
-    let dev = EmuDevice::new(cfg, mode);
+    let clock = VirtualClock::new();
+    let dev = EmuDevice::builder(cfg)
+        .mode(mode)
+        .clock(clock.clock())
+        .build()
+        .expect("device");
     let hal = dev.hal();
     reset(&hal);
     assert_eq!(hal.mmio_read32(0, bar0::ID), bar0::MAGIC);
@@ -135,6 +151,7 @@ pub fn bring_up_with(cfg: EmuConfig, mode: ExecMode) -> Tdev {
     Tdev {
         dev,
         hal,
+        clock,
         cmdq,
         cmd_pi: 0,
         eq,
@@ -220,6 +237,17 @@ impl Tdev {
 
     /// Waits until every doorbell written before is processed (commands and
     /// doorbells run in order).
+    /// Moves the device clock forward by `d` and waits until the device
+    /// has run what fell due and what that sent has been answered. A
+    /// device thread may complete the first command in the very step that
+    /// runs the timers; the second completes only once the frames they
+    /// sent are handled (it runs when the device has nothing else to do).
+    pub fn advance(&mut self, d: std::time::Duration) {
+        self.clock.advance(d);
+        self.sync();
+        self.sync();
+    }
+
     pub fn sync(&mut self) {
         self.cmd(CmdOpcode::QueryDevice, &0u32)
             .ok::<QueryDeviceOut>();
@@ -367,6 +395,7 @@ impl Tdev {
             path_mtu: Mtu::Mtu1024.raw(),
             dest_qp_num: le32::from_ne(dest),
             max_dest_rd_atomic: 4,
+            min_rnr_timer: RNR_TIMER,
             ah: AddressVector {
                 dgid: self.hal.device().config().ipv4_gid(),
                 is_global: 1,
@@ -387,7 +416,7 @@ impl Tdev {
     pub fn modify_rts(&mut self, qpn: u32, rnr_retry: u8) -> CmdOut {
         let a = QpAttrs {
             qp_state: QpState::Rts.raw(),
-            timeout: 14,
+            timeout: ACK_TIMEOUT,
             retry_cnt: 7,
             rnr_retry,
             max_rd_atomic: 4,
@@ -415,6 +444,26 @@ impl Tdev {
         self.modify_init(qpn, all).ok::<u32>();
         self.modify_rtr(qpn, dest).ok::<u32>();
         self.modify_rts(qpn, rnr_retry).ok::<u32>();
+    }
+
+    /// QP `qpn`'s counters (QUERY_COUNTERS), by `counters::counter` index.
+    pub fn counters_qp(&mut self, qpn: u32) -> Vec<u64> {
+        self.counters(rnic_hw_regs::counters::scope::QP, qpn)
+    }
+
+    /// Port 1's counters.
+    pub fn counters_port(&mut self) -> Vec<u64> {
+        self.counters(rnic_hw_regs::counters::scope::PORT, 1)
+    }
+
+    fn counters(&mut self, scope: u32, id: u32) -> Vec<u64> {
+        use rnic_hw_regs::counters::{CountersOut, QueryCountersIn};
+        let i = QueryCountersIn {
+            scope: le32::from_ne(scope),
+            id: le32::from_ne(id),
+        };
+        let o: CountersOut = self.cmd(CmdOpcode::QueryCounters, &i).ok();
+        o.values.iter().map(|v| v.to_ne()).collect()
     }
 
     pub fn query_qp(&mut self, qpn: u32) -> QpAttrs {
