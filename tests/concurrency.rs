@@ -40,7 +40,7 @@ fn concurrent_posters(mode: ExecMode) {
 
     std::thread::scope(|s| {
         for t in 0..THREADS {
-            let (qp, failed) = (&p.a, &failed);
+            let (qp, failed, ctx) = (&p.a, &failed, &p.ctx);
             s.spawn(move || {
                 let start = Instant::now();
                 for k in 0..PER_THREAD {
@@ -61,7 +61,7 @@ fn concurrent_posters(mode: ExecMode) {
                                 if failed.load(Ordering::Relaxed) || start.elapsed() > TIMEOUT {
                                     panic!("thread {t}: send queue stayed full");
                                 }
-                                std::thread::yield_now();
+                                ctx.hal().relax();
                             }
                             Err(e) => panic!("thread {t}: post_send: {e}"),
                         }
@@ -114,7 +114,7 @@ fn concurrent_posters(mode: ExecMode) {
                         last.elapsed() < TIMEOUT,
                         "no progress: received {received}, sends done {send_done}"
                     );
-                    std::thread::yield_now();
+                    p.ctx.hal().relax();
                 }
             }
             assert_eq!(next_k, vec![PER_THREAD; THREADS as usize]);
@@ -168,7 +168,7 @@ fn concurrent_receivers_and_pollers(mode: ExecMode) {
     let seen = std::sync::Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for _ in 0..2 {
-            let (cq, seen) = (&p.cq_a, &seen);
+            let (cq, seen, ctx) = (&p.cq_a, &seen, &p.ctx);
             s.spawn(move || {
                 let start = Instant::now();
                 let mut wc = [WorkCompletion::default(); 3];
@@ -179,7 +179,7 @@ fn concurrent_receivers_and_pollers(mode: ExecMode) {
                         w.wr_id
                     }));
                     assert!(start.elapsed() < TIMEOUT, "pollers timed out");
-                    std::thread::yield_now();
+                    ctx.hal().relax();
                 }
             });
         }
@@ -277,21 +277,28 @@ fn qp_churn(mode: ExecMode) {
         }
     });
     // Events still reach the right QP after all that reuse: a WRITE with a
-    // bad rkey to a QP connected to itself puts it in ERR, and the
-    // responder side's access error names it.
+    // bad rkey puts the responder in ERR, and its access error names it;
+    // the requester learns of it from the NAK.
     let cq = ctx.create_cq(8).expect("create_cq");
-    let qp = create_qp(&pd, &cq, &cq, cap(4, 1, 16), false);
-    connect(&ctx, &qp, qp.qp_num(), &Conn::default());
+    let a = create_qp(&pd, &cq, &cq, cap(4, 1, 16), false);
+    let b = create_qp(&pd, &cq, &cq, cap(4, 1, 16), false);
+    connect(&ctx, &a, b.qp_num(), &Conn::default());
+    connect(&ctx, &b, a.qp_num(), &Conn::default());
     let mr = pd.alloc_mr(64, ALL_ACCESS).expect("alloc_mr");
-    post_send(&qp, write(2, &[sge(&mr, 0, 8)], 0x1000, 0xdead_0000));
+    post_send(&a, write(2, &[sge(&mr, 0, 8)], 0x1000, 0xdead_0000));
     let wc = poll_one(&cq);
-    assert_eq!(wc.status, WcStatus::RemAccessErr, "{wc:?}");
+    assert_eq!(
+        (wc.status, wc.qp_num),
+        (WcStatus::RemAccessErr, a.qp_num()),
+        "{wc:?}"
+    );
     let ev = expect_event(&ctx);
     assert_eq!(
         (ev.event_type, ev.obj),
-        (EventType::QpAccessErr, qp.qp_num())
+        (EventType::QpAccessErr, b.qp_num())
     );
-    assert_eq!(query_state(&qp), QpState::Err);
+    assert_eq!(query_state(&a), QpState::Err);
+    assert_eq!(query_state(&b), QpState::Err);
 }
 
 both_modes!(

@@ -151,7 +151,7 @@ fn wrong_rkey(mode: ExecMode) {
     .unwrap();
 
     let (s, r) = split(&poll_n(&p.cq_a, 3));
-    assert_err(&s[0], 1, WcStatus::RemAccessErr, Syndrome::BadRkey);
+    assert_err(&s[0], 1, WcStatus::RemAccessErr, Syndrome::RemoteAccess);
     assert_flushed(&s[1..], &[2]);
     assert_flushed(&r, &[400]);
     assert_flushed(&poll_n(&p.cq_b, 3), &[300, 301, 302]);
@@ -181,8 +181,9 @@ enum RemoteOp {
 
 /// Runs `op` against `len` bytes at `offset` of a responder MR with
 /// `mr_access`, the responder QP granting `qp_access`, and expects
-/// REM_ACCESS_ERR with `syndrome`, both QPs in ERR, a QpAccessErr event
-/// for the responder, and no data moved either way.
+/// REM_ACCESS_ERR at the requester (which knows only the NAK code), both
+/// QPs in ERR, a QpAccessErr event with `syndrome` for the responder, and
+/// no data moved either way.
 fn remote_violation(
     mode: ExecMode,
     op: RemoteOp,
@@ -227,7 +228,7 @@ fn remote_violation(
     let w = poll_one(&p.cq_a);
     assert_eq!(
         (w.wr_id, w.status, w.syndrome()),
-        (1, WcStatus::RemAccessErr, Some(syndrome)),
+        (1, WcStatus::RemAccessErr, Some(Syndrome::RemoteAccess)),
         "{what}: {w:#?}"
     );
     let ev = expect_event(&p.ctx);
@@ -294,7 +295,7 @@ fn write_with_imm_rkey_violations(mode: ExecMode) {
         let s = poll_n(&p.cq_a, 2);
         assert_eq!(
             (s[0].wr_id, s[0].status, s[0].syndrome()),
-            (1, WcStatus::RemAccessErr, Some(syndrome)),
+            (1, WcStatus::RemAccessErr, Some(Syndrome::RemoteAccess)),
             "{syndrome:?}: {:#?}",
             s[0]
         );
@@ -352,7 +353,12 @@ fn read_and_atomic_need_responder_resources(mode: ExecMode) {
             assert_eq!(read_mr(&mr_b, 0, 16), [SENTINEL; 16]);
             assert_states(&p, QpState::Rts, QpState::Rts);
         } else {
-            assert_err(&w, 1, WcStatus::RemInvReqErr, Syndrome::NoRdAtomic);
+            assert_err(
+                &w,
+                1,
+                WcStatus::RemInvReqErr,
+                Syndrome::RemoteInvalidRequest,
+            );
             let ev = expect_event(&p.ctx);
             assert_eq!(
                 (ev.event_type, ev.obj, ev.syndrome),
@@ -444,7 +450,7 @@ fn remote_pd_mismatch(mode: ExecMode) {
         &poll_one(&p.cq_a),
         1,
         WcStatus::RemAccessErr,
-        Syndrome::PdMismatch,
+        Syndrome::RemoteAccess,
     );
     let ev = expect_event(&p.ctx);
     assert_eq!(
@@ -574,7 +580,12 @@ fn receive_buffer_too_small(mode: ExecMode) {
     p.a.post_send(&[send(1, &[sge(&mr_a, 0, 17)]), send(2, &[sge(&mr_a, 0, 1)])])
         .unwrap();
     let s = poll_n(&p.cq_a, 2);
-    assert_err(&s[0], 1, WcStatus::RemInvReqErr, Syndrome::RecvTooSmall);
+    assert_err(
+        &s[0],
+        1,
+        WcStatus::RemInvReqErr,
+        Syndrome::RemoteInvalidRequest,
+    );
     assert_flushed(&s[1..], &[2]);
     let r = poll_n(&p.cq_b, 2);
     assert_err(&r[0], 10, WcStatus::LocLenErr, Syndrome::RecvTooSmall);
@@ -731,13 +742,11 @@ fn rnr_retry_waits_for_receive(mode: ExecMode) {
 }
 
 /// A finite `rnr_retry` runs out when every retry meets receiver-not-ready
-/// again. There is no RNR timer: the device retries a stalled SEND only
-/// when the responder has a receive again (or leaves RTR/RTS), so a's own
-/// doorbells retry nothing. Here a second requester, `c`, stalled at b
-/// first, is ahead in line and takes each receive b posts; a's retry after
-/// each meets RNR again, and the RNR NAK after `rnr_retry` (2) retries
-/// completes a's SEND RNR_RETRY_EXC_ERR and flushes the rest. The responder
-/// is not affected and its receive posted afterwards stays.
+/// again: the first attempt and `rnr_retry` (2) retries, one RNR timer
+/// apart, are three RNR NAKs, and the third completes a's SEND
+/// RNR_RETRY_EXC_ERR and flushes the rest. Posting more while waiting
+/// retries nothing. The responder is not affected and its receive posted
+/// afterwards stays; both sides counted the NAKs.
 fn rnr_retry_runs_out(mode: ExecMode) {
     let opts = PairOpts {
         conn_a: Conn {
@@ -747,46 +756,27 @@ fn rnr_retry_runs_out(mode: ExecMode) {
         ..PairOpts::default()
     };
     let (p, mr_a, mr_b) = setup(mode, opts);
-    let cq_c = p.ctx.create_cq(16).unwrap();
-    let c = create_qp(&p.pd, &cq_c, &cq_c, cap(16, 4, 64), false);
-    connect(&p.ctx, &c, p.b.qp_num(), &Conn::default());
-    write_mr(&mr_a, 0, b"from c 1from c 2");
-    c.post_send(&[send(21, &[sge(&mr_a, 0, 8)]), send(22, &[sge(&mr_a, 8, 8)])])
-        .unwrap();
-    settle(&p.ctx);
-    // a's first attempt meets RNR; its later doorbells are no retries.
     for wr_id in 1..=3 {
         post_send(&p.a, send(wr_id, &[sge(&mr_a, 16, 8)]));
-    }
-    assert_cq_empty(&p.ctx, &p.cq_a);
-    assert_eq!(query_state(&p.a), QpState::Rts, "stalled, not failed");
-    for (i, wr_id) in [21, 22].into_iter().enumerate() {
-        // a's SEND stalled again before the receive is published (a SEND
-        // not stalled may find one before the RQ doorbell).
-        settle(&p.ctx);
-        post_recv(&p.b, recv(5 + i as u64, &[sge(&mr_b, 8 * i, 8)]));
-        let r = poll_one(&p.cq_b);
-        assert_ok(&r, 5 + i as u64, WcOpcode::Recv);
-        assert_eq!(r.src_qp, c.qp_num(), "c is first in line");
-        assert_ok(&poll_one(&cq_c), wr_id, WcOpcode::Send);
     }
     let s = poll_n(&p.cq_a, 3);
     assert_err(&s[0], 1, WcStatus::RnrRetryExcErr, Syndrome::RnrExceeded);
     assert_flushed(&s[1..], &[2, 3]);
     assert_states(&p, QpState::Err, QpState::Rts);
-    assert_eq!(query_state(&c), QpState::Rts);
+    let a = p.a.query_counters().unwrap();
+    assert_eq!(a.get(counter::RNR_NAKS_RECEIVED), 3);
+    assert_eq!(a.get(counter::RNR_RETRY_EXCEEDED), 1);
+    assert_eq!(p.b.query_counters().unwrap().get(counter::RNR_NAKS_SENT), 3);
     post_recv(&p.b, recv(7, &[sge(&mr_b, 16, 8)]));
     assert_cq_empty(&p.ctx, &p.cq_b);
-    assert_eq!(read_mr(&mr_b, 0, 16), b"from c 1from c 2");
-    assert!(read_mr(&mr_b, 16, MR_LEN - 16)
-        .iter()
-        .all(|&b| b == SENTINEL));
-    assert_cq_empty(&p.ctx, &cq_c);
+    assert_all_sentinel(&mr_b);
     p.assert_quiet();
 }
 
-/// The destination QP missing, in RESET, in INIT or in ERR: RETRY_EXC_ERR
-/// / BadDestQp at the requester; nothing happens at the destination.
+/// The destination QP missing, in RESET, in INIT or in ERR: it drops the
+/// requests, so the requester retries at each local ACK timeout and
+/// completes RETRY_EXC_ERR / RetryExceeded after `retry_cnt` retries;
+/// nothing happens at the destination.
 fn destination_not_ready(mode: ExecMode) {
     for dest in ["missing", "reset", "init", "err"] {
         let opts = PairOpts {
@@ -794,7 +784,12 @@ fn destination_not_ready(mode: ExecMode) {
             ..PairOpts::default()
         };
         let (p, mr_a, mr_b) = setup(mode, opts);
-        let c = Conn::default();
+        // A 1 ms local ACK timeout, 3 retries.
+        let c = Conn {
+            timeout: 8,
+            retry_cnt: 3,
+            ..Conn::default()
+        };
         let dest_qpn = if dest == "missing" {
             0x00ab_cdef
         } else {
@@ -817,7 +812,7 @@ fn destination_not_ready(mode: ExecMode) {
         let s = poll_n(&p.cq_a, 2);
         assert_eq!(
             (s[0].wr_id, s[0].status, s[0].syndrome()),
-            (1, WcStatus::RetryExcErr, Some(Syndrome::BadDestQp)),
+            (1, WcStatus::RetryExcErr, Some(Syndrome::RetryExceeded)),
             "destination {dest}: {:#?}",
             s[0]
         );
@@ -858,7 +853,7 @@ fn misaligned_atomic(mode: ExecMode) {
         &poll_one(&p.cq_a),
         1,
         WcStatus::RemInvReqErr,
-        Syndrome::Misaligned,
+        Syndrome::RemoteInvalidRequest,
     );
     let ev = expect_event(&p.ctx);
     assert_eq!(
@@ -953,10 +948,11 @@ fn nothing_accepted_is_lost(mode: ExecMode) {
     p.assert_quiet();
 }
 
-/// A send queue stalled on receiver-not-ready at a responder that leaves
-/// RTR/RTS (to ERR or RESET) or is destroyed: the stalled SEND completes
-/// RETRY_EXC_ERR and the rest is flushed. A requester moved to ERR while
-/// stalled flushes the stalled SEND itself.
+/// A send queue waiting on receiver-not-ready at a responder that leaves
+/// RTR/RTS (to ERR or RESET) or is destroyed: the responder drops the
+/// retries, so the SEND completes RETRY_EXC_ERR after the requester's
+/// timeouts and the rest is flushed. A requester moved to ERR while
+/// waiting flushes the SEND itself.
 fn rnr_stall_ends_when_a_side_goes_away(mode: ExecMode) {
     for how in [
         "responder err",
@@ -964,7 +960,15 @@ fn rnr_stall_ends_when_a_side_goes_away(mode: ExecMode) {
         "responder destroyed",
         "requester err",
     ] {
-        let (p, mr_a, _mr_b) = setup(mode, PairOpts::default());
+        let opts = PairOpts {
+            conn_a: Conn {
+                timeout: 8,
+                retry_cnt: 2,
+                ..Conn::default()
+            },
+            ..PairOpts::default()
+        };
+        let (p, mr_a, _mr_b) = setup(mode, opts);
         p.a.post_send(&[send(1, &[sge(&mr_a, 0, 8)]), send(2, &[sge(&mr_a, 0, 8)])])
             .unwrap();
         assert_cq_empty(&p.ctx, &p.cq_a);
@@ -988,7 +992,7 @@ fn rnr_stall_ends_when_a_side_goes_away(mode: ExecMode) {
         } else {
             assert_eq!(
                 (s[0].wr_id, s[0].status, s[0].syndrome()),
-                (1, WcStatus::RetryExcErr, Some(Syndrome::BadDestQp)),
+                (1, WcStatus::RetryExcErr, Some(Syndrome::RetryExceeded)),
                 "{how}: {:#?}",
                 s[0]
             );
@@ -1075,9 +1079,10 @@ fn no_second_flush(mode: ExecMode) {
 
 /// A QP connected to itself is requester and responder at once: an error
 /// on its responder side during its own request (receive too small, bad
-/// rkey) completes the request and the receive once each, flushes the
-/// rest once, and raises only the responder's event; an RNR stall on
-/// itself ends when it posts a receive.
+/// rkey) fails the receive (or raises the responder's event) and moves the
+/// QP to ERR before the NAK returns, so the request is flushed with the
+/// rest, each WQE once; an RNR wait on itself ends when it posts a
+/// receive.
 fn loopback_to_self_errors(mode: ExecMode) {
     for case in ["too small", "bad rkey", "rnr"] {
         let ctx = open(mode);
@@ -1121,14 +1126,14 @@ fn loopback_to_self_errors(mode: ExecMode) {
                 continue;
             }
         }
+        // The QP fails the request as responder and moves to ERR before
+        // its own NAK comes back: the request is flushed with the rest.
         let (s, r) = split(&poll_n(&cq, 4));
         if case == "too small" {
-            assert_err(&s[0], 10, WcStatus::RemInvReqErr, Syndrome::RecvTooSmall);
             assert_err(&r[0], 1, WcStatus::LocLenErr, Syndrome::RecvTooSmall);
             assert_flushed(&r[1..], &[2]);
             assert_no_event(&ctx);
         } else {
-            assert_err(&s[0], 10, WcStatus::RemAccessErr, Syndrome::BadRkey);
             assert_flushed(&r, &[1, 2]);
             let ev = expect_event(&ctx);
             assert_eq!(
@@ -1138,7 +1143,7 @@ fn loopback_to_self_errors(mode: ExecMode) {
             );
             assert_no_event(&ctx);
         }
-        assert_flushed(&s[1..], &[11]);
+        assert_flushed(&s, &[10, 11]);
         assert_eq!(query_state(&qp), QpState::Err, "{case}");
         assert_cq_empty(&ctx, &cq);
         assert_all_sentinel(&mr);

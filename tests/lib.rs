@@ -27,11 +27,14 @@
 
 use std::time::{Duration, Instant};
 
+pub use rnic_queues::Hal;
+
 pub use rnic_driver::Config as DriverConfig;
 pub use rnic_driver::{
-    access, qp_attr, send_flags, wc_flags, AhAttr, AsyncEvent, Context, Cq, DestroyError, Error,
-    ErrorKind, EventType, Mr, Mtu, Payload, Pd, PostError, Qp, QpAttr, QpCap, QpInitAttr, QpState,
-    QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Syndrome, WcOpcode, WcStatus, WorkCompletion,
+    access, counter, qp_attr, send_flags, wc_flags, AhAttr, AsyncEvent, Context, Counters, Cq,
+    DestroyError, Error, ErrorKind, EventType, Mr, Mtu, Payload, Pd, PostError, Qp, QpAttr, QpCap,
+    QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Syndrome, WcOpcode,
+    WcStatus, WorkCompletion,
 };
 pub use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
@@ -400,7 +403,9 @@ pub fn poll_n(cq: &ECq, n: usize) -> Vec<WorkCompletion> {
                     &out[..got]
                 );
             }
-            std::thread::yield_now();
+            // The waiting thread lends itself to the device (an inline
+            // device runs its timers and received frames).
+            cq.context().hal().relax();
         }
     }
     out

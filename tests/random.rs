@@ -135,6 +135,11 @@ fn random_traffic(mode: ExecMode) {
         let batch = rng.range(1, 6);
         let mut plans = Vec::new();
         let mut recvs: Vec<(u64, Vec<(usize, usize)>)> = Vec::new();
+        // The model runs each batch in order. The device pipelines, so a
+        // WQE after a READ or atomic could gather memory before the
+        // response lands: such a WQE carries a FENCE, as the IB spec
+        // requires of an application that depends on that order.
+        let mut read_before = false;
         for i in 0..batch {
             next_id += 1;
             let wr_id = next_id;
@@ -145,6 +150,10 @@ fn random_traffic(mode: ExecMode) {
             if rng.chance(20) {
                 flags |= send_flags::SOLICITED;
             }
+            if read_before || rng.chance(20) {
+                flags |= send_flags::FENCE;
+            }
+            read_before |= kind >= 4;
             let n = rng.range(1, 4);
             let local = rng.list(n, 1, 120, true);
             let len: usize = local.iter().map(|e| e.1).sum();

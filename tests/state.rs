@@ -520,7 +520,7 @@ fn reconnect_after_error(mode: ExecMode) {
         &poll_one(&p.cq_a),
         99,
         WcStatus::RemAccessErr,
-        Syndrome::BadRkey,
+        Syndrome::RemoteAccess,
     );
     assert_eq!(expect_event(&p.ctx).event_type, EventType::QpAccessErr);
     assert_eq!(
@@ -752,8 +752,14 @@ fn reset_cleans_a_shared_cq(mode: ExecMode) {
         }
         assert_cq_empty(&ctx, &shared);
 
-        // a works again after reconnecting.
-        connect(&ctx, &a, b.qp_num(), &conn);
+        // a works again after reconnecting, from the PSN b expects: b has
+        // taken one SEND from a per round (the two sides of a connection
+        // agree on PSNs, or b takes a's requests for duplicates).
+        let again = Conn {
+            sq_psn: round as u32,
+            ..conn
+        };
+        connect(&ctx, &a, b.qp_num(), &again);
         post_recv(&b, recv(id + 60, &[sge(&mr, 3072, 64)]));
         post_send(&a, send(id + 61, &[sge(&mr, 0, 8)]));
         assert_ok(&poll_one(&shared), id + 61, WcOpcode::Send);

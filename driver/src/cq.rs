@@ -204,6 +204,13 @@ impl<H: Hal> Cq<H> {
         self.inner.cqn
     }
 
+    /// The context the CQ belongs to (`ibv_cq.context`).
+    pub fn context(&self) -> Context<H> {
+        Context {
+            shared: self.inner.ctx.clone(),
+        }
+    }
+
     /// Number of completions the CQ holds.
     pub fn cqe(&self) -> u32 {
         1 << self.inner.log_size

@@ -29,6 +29,7 @@
 //!     )?;
 //!     let mut rtr = QpAttr { qp_state: QpState::Rtr, path_mtu: Some(Mtu::Mtu1024), ..QpAttr::default() };
 //!     rtr.dest_qp_num = qp.qp_num(); // loopback to itself
+//!     rtr.ah_attr.dgid = ctx.query_gid(1, 0)?;
 //!     rtr.ah_attr.port_num = 1;
 //!     rtr.ah_attr.is_global = true;
 //!     qp.modify(&rtr, qp_attr::STATE | qp_attr::AV | qp_attr::PATH_MTU | qp_attr::DEST_QPN
@@ -74,6 +75,7 @@ mod attr;
 mod bringup;
 mod cmd;
 mod context;
+mod counters;
 mod cq;
 mod dma;
 mod error;
@@ -91,6 +93,7 @@ mod fake;
 pub use attr::{DeviceAttr, Gid, PortAttr};
 pub use bringup::Config;
 pub use context::Context;
+pub use counters::{counter, Counters};
 pub use cq::Cq;
 pub use error::{CmdFailure, DestroyError, Error, ErrorKind, PostError, Result};
 pub use event::AsyncEvent;

@@ -301,10 +301,10 @@ impl Shared {
         {
             let mut wire = self.wire();
             wire.poll(now);
-            if self.notify.rx_pending.swap(false, Ordering::AcqRel) {
-                if wire.recv(&mut rx, RX_BATCH) == RX_BATCH {
-                    self.notify.rx_pending.store(true, Ordering::Release);
-                }
+            if self.notify.rx_pending.swap(false, Ordering::AcqRel)
+                && wire.recv(&mut rx, RX_BATCH) == RX_BATCH
+            {
+                self.notify.rx_pending.store(true, Ordering::Release);
             }
         }
         if let Some(w) = work {

@@ -168,7 +168,7 @@ pub(crate) fn resolve(st: &mut State, qpn: u32, now: u64) -> Option<EthernetAddr
         mac: None,
         asked_ns: None,
     });
-    if n.asked_ns.is_none_or(|t| now >= t + RESOLVE_RETRY_NS) {
+    if n.asked_ns.map_or(true, |t| now >= t + RESOLVE_RETRY_NS) {
         n.asked_ns = Some(now);
         solicit(st, &path);
     }

@@ -66,13 +66,19 @@ pub(crate) fn resolve(
     mr_range(mr, iommu, addr, len)
 }
 
+/// The memory a QP's local keys reach: the MR table, the IOMMU and the
+/// QP's PD.
+pub(crate) struct Keys<'a> {
+    pub mrs: &'a mut MrTable,
+    pub iommu: &'a Iommu,
+    pub pdn: u32,
+}
+
 /// Walks the bytes `offset .. offset + len` of the list `sges`, resolving
 /// each piece with `need` access and handing it to `f` with its position
 /// in those `len` bytes. Only the SGEs the range reaches are resolved.
 fn walk(
-    mrs: &mut MrTable,
-    iommu: &Iommu,
-    pdn: u32,
+    k: Keys<'_>,
     sges: &[DataSeg],
     offset: u64,
     len: usize,
@@ -92,9 +98,9 @@ fn walk(
         }
         let take = ((n - skip) as usize).min(len - done);
         let seg = resolve(
-            mrs,
-            iommu,
-            pdn,
+            k.mrs,
+            k.iommu,
+            k.pdn,
             s.lkey.to_ne(),
             s.addr.to_ne().wrapping_add(skip),
             take as u64,
@@ -115,15 +121,13 @@ fn walk(
 /// Copies bytes `offset .. offset + dst.len()` of the gather list `sges`
 /// into `dst`.
 pub(crate) fn gather(
-    mrs: &mut MrTable,
-    iommu: &Iommu,
-    pdn: u32,
+    k: Keys<'_>,
     sges: &[DataSeg],
     offset: u64,
     dst: &mut [u8],
 ) -> Result<(), Syndrome> {
     let len = dst.len();
-    walk(mrs, iommu, pdn, sges, offset, len, 0, |seg, at| {
+    walk(k, sges, offset, len, 0, |seg, at| {
         copy_out(seg, &mut dst[at..at + seg.len])
     })
 }
@@ -131,15 +135,13 @@ pub(crate) fn gather(
 /// Copies `src` into bytes `offset ..` of the scatter list `sges`, which
 /// needs `need` access.
 pub(crate) fn scatter(
-    mrs: &mut MrTable,
-    iommu: &Iommu,
-    pdn: u32,
+    k: Keys<'_>,
     sges: &[DataSeg],
     offset: u64,
     src: &[u8],
     need: u32,
 ) -> Result<(), Syndrome> {
-    walk(mrs, iommu, pdn, sges, offset, src.len(), need, |seg, at| {
+    walk(k, sges, offset, src.len(), need, |seg, at| {
         copy_in(seg, &src[at..at + seg.len])
     })
 }

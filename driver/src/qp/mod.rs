@@ -282,6 +282,17 @@ impl<H: Hal> Qp<H> {
         Ok(attr)
     }
 
+    /// Reads this QP's counters (QUERY_COUNTERS).
+    pub fn query_counters(&self) -> Result<crate::Counters> {
+        use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn};
+        let input = QueryCountersIn {
+            scope: le32::from_ne(scope::QP),
+            id: le32::from_ne(self.qpn),
+        };
+        let out: CountersOut = self.pd.ctx.exec(CmdOpcode::QueryCounters, &input)?;
+        Ok(crate::Counters::from_out(&out))
+    }
+
     /// Destroys the QP (DESTROY_QP).
     ///
     /// If the device refuses, or never gets the command, the QP is handed

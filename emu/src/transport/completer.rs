@@ -410,9 +410,11 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
         n += 1;
     }
     let r = sgl::scatter(
-        &mut st.objs.mrs,
-        &st.iommu,
-        pdn,
+        sgl::Keys {
+            mrs: &mut st.objs.mrs,
+            iommu: &st.iommu,
+            pdn,
+        },
         &sges[..n],
         off,
         payload,
@@ -456,9 +458,11 @@ fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
         return;
     };
     let r = sgl::scatter(
-        &mut st.objs.mrs,
-        &st.iommu,
-        pdn,
+        sgl::Keys {
+            mrs: &mut st.objs.mrs,
+            iommu: &st.iommu,
+            pdn,
+        },
         &[sge],
         0,
         &orig.to_le_bytes(),

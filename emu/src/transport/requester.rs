@@ -162,8 +162,9 @@ fn take(st: &mut State, qpn: u32) -> bool {
     let e = match fetched {
         Err(e) => errored(e),
         Ok(()) => match admit(st, qpn, w, max_sge, max_msg) {
-            Admit::Taken(e) => e,
-            Admit::Wait => return false,
+            Some(e) => e,
+            // The READ/atomic limit or a fence holds the WQE back for now.
+            None => return false,
         },
     };
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -199,17 +200,10 @@ fn errored(e: WqeError) -> Inflight {
     }
 }
 
-enum Admit {
-    Taken(Inflight),
-    /// The READ/atomic limit or a fence holds the WQE back for now.
-    Wait,
-}
-
-/// Checks a fetched WQE against the local rules and gives it its PSNs.
-fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Admit {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Admit::Wait;
-    };
+/// Checks a fetched WQE against the local rules and gives it its PSNs;
+/// `None` if the READ/atomic limit or a fence holds it back for now.
+fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Option<Inflight> {
+    let qp = st.objs.qps.get_mut(qpn)?;
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu));
     let max_rd = qp.attrs.max_rd_atomic.max(1);
     let ctrl = w.ctrl;
@@ -230,10 +224,10 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Adm
         Err(err) => Err(err),
         Ok(d) => {
             if d.op.is_rd_atomic() && qp.req.rd_atomic >= max_rd {
-                return Admit::Wait;
+                return None;
             }
             if ctrl.word.fence() && qp.req.rd_atomic > 0 {
-                return Admit::Wait;
+                return None;
             }
             e.op = d.op;
             local_checks(st, pdn, &d, max_msg)
@@ -251,7 +245,7 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Adm
         Err(err) => e.error = Some(err),
     }
     e.wqe = w;
-    Admit::Taken(e)
+    Some(e)
 }
 
 /// The message length of a decoded WQE, after checking every local SGE.
@@ -292,7 +286,9 @@ fn local_checks(
 }
 
 /// Where a packet's payload comes from: copied out of the WQE, so that the
-/// device state can be borrowed while it is gathered.
+/// device state can be borrowed while it is gathered. (A stack value built
+/// once per packet: boxing the large variant would allocate per packet.)
+#[allow(clippy::large_enum_variant)]
 enum Source {
     Inline([u8; 4096], usize),
     Sges([DataSeg; MAX_SEND_WQE_DS], usize),
@@ -411,9 +407,16 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
             buf.copy_from_slice(&b[..*n]);
             Ok(())
         }
-        Some(Source::Sges(s, k)) => {
-            sgl::gather(&mut st.objs.mrs, &st.iommu, pdn, &s[..*k], offset, buf)
-        }
+        Some(Source::Sges(s, k)) => sgl::gather(
+            sgl::Keys {
+                mrs: &mut st.objs.mrs,
+                iommu: &st.iommu,
+                pdn,
+            },
+            &s[..*k],
+            offset,
+            buf,
+        ),
     });
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;

@@ -91,6 +91,15 @@ pub(crate) fn on_request(
         port::count(st, qpn, counter::DUPLICATE_REQUESTS);
         return duplicate(st, qpn, info, roce);
     }
+    // A READ answered later would read memory this request may change:
+    // requests execute in order, so what is queued goes first. (A request
+    // behind a READ is within the requester's window, so this is at most
+    // MAX_UNACKED_PSNS packets.)
+    let reads_queued = resp.out.iter().any(|o| matches!(o, Out::Read(_)));
+    if reads_queued {
+        let mut all = u32::MAX;
+        send_out(st, qpn, &mut all);
+    }
     match execute(st, qpn, info, roce, payload) {
         Ok(()) => {
             if let Some(qp) = st.objs.qps.get_mut(qpn) {
@@ -285,9 +294,11 @@ fn send(
         ))
     } else {
         sgl::scatter(
-            &mut st.objs.mrs,
-            &st.iommu,
-            pdn,
+            sgl::Keys {
+                mrs: &mut st.objs.mrs,
+                iommu: &st.iommu,
+                pdn,
+            },
             w.sges(),
             got,
             payload,

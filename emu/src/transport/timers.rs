@@ -74,7 +74,7 @@ pub(crate) fn arm_rnr(st: &mut State, qpn: u32, at: u64) {
 /// Runs QP `qpn`'s requester again at `at` to ask its neighbour again.
 pub(crate) fn arm_resolve(st: &mut State, qpn: u32, at: u64) {
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        if qp.timers.resolve.is_none_or(|r| r > at) {
+        if qp.timers.resolve.map_or(true, |r| r > at) {
             qp.timers.resolve = Some(at);
         }
         queue(st, qpn, at);
