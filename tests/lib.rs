@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 pub use rnic_queues::Hal;
 
+pub mod fabric;
+
 pub use rnic_driver::Config as DriverConfig;
 pub use rnic_driver::{
     access, counter, qp_attr, send_flags, wc_flags, AhAttr, AsyncEvent, Context, Counters, Cq,
@@ -164,6 +166,13 @@ pub fn init_attr(c: &Conn) -> (QpAttr, u32) {
 /// INIT → RTR attributes and mask for a connection to QP `dest` of the same
 /// device (GID index 0 as source and destination).
 pub fn rtr_attr(ctx: &Ctx, dest: u32, c: &Conn) -> (QpAttr, u32) {
+    rtr_attr_to(ctx.query_gid(1, 0).expect("QUERY_GID(1, 0)"), dest, c)
+}
+
+/// INIT → RTR attributes and mask for a connection to QP `dest` behind GID
+/// `dgid` (source GID index 0; the destination MAC left for the device to
+/// resolve).
+pub fn rtr_attr_to(dgid: [u8; 16], dest: u32, c: &Conn) -> (QpAttr, u32) {
     let mut attr = QpAttr {
         qp_state: QpState::Rtr,
         path_mtu: Some(c.mtu),
@@ -174,7 +183,7 @@ pub fn rtr_attr(ctx: &Ctx, dest: u32, c: &Conn) -> (QpAttr, u32) {
         ..QpAttr::default()
     };
     attr.ah_attr = AhAttr {
-        dgid: ctx.query_gid(1, 0).expect("QUERY_GID(1, 0)"),
+        dgid,
         sgid_index: 0,
         hop_limit: 64,
         port_num: 1,
@@ -241,6 +250,17 @@ pub fn connect(ctx: &Ctx, qp: &EQp, dest: u32, c: &Conn) {
         "QP {} after connect",
         qp.qp_num()
     );
+}
+
+/// Brings `qp` from RESET to RTS, connected to QP number `dest` of the NIC
+/// whose context is `peer`.
+pub fn connect_to(peer: &Ctx, qp: &EQp, dest: u32, c: &Conn) {
+    let dgid = peer.query_gid(1, 0).expect("peer QUERY_GID(1, 0)");
+    to_init(qp, c).unwrap_or_else(|e| panic!("QP {} RESET -> INIT: {e}", qp.qp_num()));
+    let (attr, mask) = rtr_attr_to(dgid, dest, c);
+    qp.modify(&attr, mask)
+        .unwrap_or_else(|e| panic!("QP {} INIT -> RTR: {e}", qp.qp_num()));
+    to_rts(qp, c).unwrap_or_else(|e| panic!("QP {} RTR -> RTS: {e}", qp.qp_num()));
 }
 
 /// Moves `qp` to `state` with only `STATE` in the mask (RESET and ERR).

@@ -11,8 +11,9 @@ use crate::wire::ethernet::{ethertype, EthernetFrame};
 use crate::wire::{ipv4, ipv6, udp, ROCE_V2_PORT};
 
 /// Fault rates, each the probability (0.0..=1.0) that one frame suffers
-/// it. Every frame crossing the injector, sent or received, draws once per
-/// kind, in the order corrupt, drop, duplicate, delay, reorder.
+/// it. Every frame crossing the injector in a direction with faults draws
+/// once per kind, in the order drop, corrupt, duplicate, then for each copy
+/// delay and reorder.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FaultConfig {
     /// Drop the frame.
@@ -74,7 +75,8 @@ pub struct FaultStats {
     pub reordered: u64,
     /// Frames delayed.
     pub delayed: u64,
-    /// Frames with a flipped bit.
+    /// Frames delivered with a flipped bit (both copies of a duplicated
+    /// one).
     pub corrupted: u64,
 }
 
@@ -253,16 +255,24 @@ impl<W: Wire> Faults<W> {
                 continue;
             }
             c.frames.fetch_add(1, Ordering::Relaxed);
-            if self.draw() < cfg.corrupt {
-                if let Some((start, len)) = roce_region(&f) {
-                    let bit = (self.draw() * (len * 8) as f64) as usize % (len * 8);
-                    f[start + bit / 8] ^= 1 << (bit % 8);
-                    c.corrupted.fetch_add(1, Ordering::Relaxed);
-                }
-            }
             if self.draw() < cfg.drop {
                 c.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
+            }
+            let mut corrupted = false;
+            if self.draw() < cfg.corrupt {
+                if let Some((start, len)) = roce_region(&f) {
+                    // Any byte but the BTH's fifth (FECN, BECN and reserved
+                    // bits), which the ICRC leaves out.
+                    let bits = (len - 1) * 8;
+                    let bit = (self.draw() * bits as f64) as usize % bits;
+                    let mut byte = bit / 8;
+                    if byte >= BTH_MASKED_BYTE {
+                        byte += 1;
+                    }
+                    f[start + byte] ^= 1 << (bit % 8);
+                    corrupted = true;
+                }
             }
             let copies = if self.draw() < cfg.duplicate {
                 c.duplicated.fetch_add(1, Ordering::Relaxed);
@@ -270,6 +280,9 @@ impl<W: Wire> Faults<W> {
             } else {
                 1
             };
+            if corrupted {
+                c.corrupted.fetch_add(copies, Ordering::Relaxed);
+            }
             for i in 0..copies {
                 let f = if i + 1 == copies {
                     std::mem::take(&mut f)
@@ -308,8 +321,11 @@ impl<W: Wire> Faults<W> {
     }
 }
 
-/// The byte range the ICRC covers past the UDP header of a RoCEv2 frame,
-/// or `None` for any other frame.
+/// The BTH byte the ICRC does not cover (FECN, BECN, reserved).
+const BTH_MASKED_BYTE: usize = 4;
+
+/// The bytes after the UDP header of a RoCEv2 frame (all but one covered
+/// by the ICRC), or `None` for any other frame.
 fn roce_region(f: &[u8]) -> Option<(usize, usize)> {
     let eth = EthernetFrame::new_checked(f).ok()?;
     let ip_at = eth.header_len();
@@ -324,7 +340,7 @@ fn roce_region(f: &[u8]) -> Option<(usize, usize)> {
         return None;
     }
     let start = udp_at + udp::HEADER_LEN;
-    (f.len() > start).then(|| (start, f.len() - start))
+    (f.len() > start + BTH_MASKED_BYTE).then(|| (start, f.len() - start))
 }
 
 impl<W: Wire> Wire for Faults<W> {
@@ -335,11 +351,19 @@ impl<W: Wire> Wire for Faults<W> {
     }
 
     fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
+        // Fill up to `max` from the inner wire, so that returning fewer
+        // means nothing is left but frames held back (which `poll`
+        // releases, waking the NIC).
         let mut got = Vec::new();
-        self.inner.recv(&mut got, max);
-        let mut passed = Vec::with_capacity(got.len());
-        self.apply(false, &mut got, &mut passed);
-        self.rx_ready.extend(passed);
+        while self.rx_ready.len() < max {
+            got.clear();
+            if self.inner.recv(&mut got, max) == 0 {
+                break;
+            }
+            let mut passed = Vec::with_capacity(got.len());
+            self.apply(false, &mut got, &mut passed);
+            self.rx_ready.extend(passed);
+        }
         let n = max.min(self.rx_ready.len());
         out.extend(self.rx_ready.drain(..n));
         n
@@ -494,6 +518,7 @@ mod tests {
             .collect();
         assert_eq!(diff.len(), 1, "one byte changed");
         assert!(diff[0] >= 42, "only after the UDP header");
+        assert_ne!(diff[0], 42 + 4, "never the byte the ICRC masks");
         assert_eq!((got[0][diff[0]] ^ clean[diff[0]]).count_ones(), 1);
         assert_eq!(got[1], vec![0u8; 60], "non-RoCE frames are never corrupted");
         assert_eq!(h.stats().corrupted, 1);

@@ -27,7 +27,7 @@ use std::sync::Arc;
 pub use capture::{Capture, CaptureHandle};
 pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
 pub use loopback::Loopback;
-pub use switch::{Switch, SwitchPort};
+pub use switch::{Switch, SwitchPort, DEFAULT_PORT_CAPACITY};
 
 /// An Ethernet frame, from the destination MAC to the end of the payload
 /// (no FCS).
@@ -49,6 +49,8 @@ pub trait Wire: Send {
     fn send(&mut self, frames: &mut Vec<Frame>);
 
     /// Moves up to `max` received frames into `out`; returns how many.
+    /// Fewer than `max` means the wire has nothing more until it calls
+    /// the waker again.
     fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize;
 
     /// Sets the function to call when frames arrive.

@@ -8,10 +8,14 @@
 //! - An ACK past a READ or atomic whose response never came means the
 //!   response was lost: the requester asks again (an implied NAK).
 //! - A PSN-sequence NAK, a missing READ response packet or the retransmit
-//!   timer rewinds the requester to the first PSN not acknowledged
-//!   (go-back-N), costing one of `retry_cnt` retries; an RNR NAK rewinds
-//!   it after the NAK's timer, costing one of `rnr_retry` (7: without
-//!   limit). Progress (an acknowledged PSN) restores both counts.
+//!   timer rewinds the requester (go-back-N) to the NAK's PSN, the missing
+//!   response's or the first PSN not acknowledged, costing one of
+//!   `retry_cnt` retries; while a rewind is under way further NAKs start
+//!   none (one rewind per loss, as rxe's `started_retry`), and the timer
+//!   covers a rewind whose packets are lost again. An RNR NAK rewinds it
+//!   after the NAK's timer, costing one of `rnr_retry` (7: without limit).
+//!   Progress (the oldest unacknowledged PSN moving) restores both
+//!   counts.
 //! - The other NAKs fail their WQE with `REM_INV_REQ_ERR`,
 //!   `REM_ACCESS_ERR`, `REM_OP_ERR` or `REM_INV_RD_REQ_ERR`; running out of
 //!   retries with `RETRY_EXC_ERR` or `RNR_RETRY_EXC_ERR`. The QP then moves
@@ -67,12 +71,12 @@ pub(crate) fn on_response(
         (Op::Ack, Some(AckKind::Nak(NakCode::PsnSeqError))) => {
             port::count(st, qpn, counter::SEQ_NAKS_RECEIVED);
             ack_through(st, qpn, psn_add(psn, PSN_MASK));
-            let again = st
-                .objs
-                .qps
-                .get(qpn)
-                .is_some_and(|q| q.req.retrying && q.req.unacked == psn);
-            if !again {
+            // One rewind per loss: while a retry is under way, NAKs (for
+            // this gap or a later one its packets met) start no other;
+            // the retransmit timer covers a retry whose packets are lost
+            // again.
+            let retrying = st.objs.qps.get(qpn).is_some_and(|q| q.req.retrying);
+            if !retrying {
                 retry(st, qpn, psn);
             }
         }

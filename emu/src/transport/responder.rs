@@ -54,6 +54,16 @@ pub(crate) enum Out {
     Read(ReadJob),
 }
 
+impl Out {
+    /// The PSN of the (next) packet this answer sends.
+    fn psn(&self) -> u32 {
+        match self {
+            Out::Ack { psn, .. } | Out::AtomicAck { psn, .. } => *psn,
+            Out::Read(j) => j.psn,
+        }
+    }
+}
+
 /// Why a request is refused.
 enum Refuse {
     /// No receive WQE: RNR NAK, the request not taken.
@@ -175,15 +185,25 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
                 return;
             }
             if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                qp.resp.out.push_back(Out::Read(ReadJob {
-                    psn,
-                    left: n,
-                    first: true,
-                    va: reth.va,
-                    rkey: reth.rkey,
-                    bytes: len,
-                    msn,
-                }));
+                // In PSN order, ahead of the answers to later requests.
+                let at = qp
+                    .resp
+                    .out
+                    .iter()
+                    .position(|o| psn_diff(o.psn(), psn) > 0)
+                    .unwrap_or(qp.resp.out.len());
+                qp.resp.out.insert(
+                    at,
+                    Out::Read(ReadJob {
+                        psn,
+                        left: n,
+                        first: true,
+                        va: reth.va,
+                        rkey: reth.rkey,
+                        bytes: len,
+                        msn,
+                    }),
+                );
                 st.kick(qpn);
             }
         }
@@ -191,7 +211,13 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
             let cached = qp.resp.atomics.iter().find(|(p, _)| *p == psn).copied();
             match cached {
                 Some((_, orig)) => {
-                    qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
+                    let at = qp
+                        .resp
+                        .out
+                        .iter()
+                        .position(|o| psn_diff(o.psn(), psn) > 0)
+                        .unwrap_or(qp.resp.out.len());
+                    qp.resp.out.insert(at, Out::AtomicAck { psn, msn, orig });
                     st.kick(qpn);
                 }
                 None => log::debug!("QP {qpn}: duplicate atomic {psn:#x} no longer cached"),
