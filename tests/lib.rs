@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 pub use rnic_queues::Hal;
 
 pub mod fabric;
+pub mod traffic;
 
 pub use rnic_driver::Config as DriverConfig;
 pub use rnic_driver::{
