@@ -10,6 +10,8 @@
 //! - [`Switch`]: an in-memory Ethernet switch joining any number of NICs in
 //!   one process, forwarding by destination MAC (learned from source MACs)
 //!   and flooding broadcast, multicast and unknown destinations;
+//! - [`UdpWire`]: one frame per UDP datagram, as QEMU's `-netdev socket,udp=`
+//!   and `-netdev dgram` carry them: NICs in other processes, or a VM's;
 //!
 //! and the middleware, in smoltcp's style a wire around a wire:
 //!
@@ -21,6 +23,7 @@ mod capture;
 mod faults;
 mod loopback;
 mod switch;
+mod udp;
 
 use std::sync::Arc;
 
@@ -28,6 +31,7 @@ pub use capture::{Capture, CaptureHandle};
 pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
 pub use loopback::Loopback;
 pub use switch::{Switch, SwitchPort, DEFAULT_PORT_CAPACITY};
+pub use udp::UdpWire;
 
 /// An Ethernet frame, from the destination MAC to the end of the payload
 /// (no FCS).

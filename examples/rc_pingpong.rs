@@ -1,0 +1,650 @@
+//! `ibv_rc_pingpong` over an emulated rnic NIC on a UDP wire.
+//!
+//! Each side brings up its own NIC, whose port is a UDP socket carrying
+//! one Ethernet frame per datagram (as QEMU's `-netdev dgram` does), and
+//! exchanges LID, QPN, PSN and GID over TCP in `ibv_rc_pingpong`'s own
+//! text format, so it pairs with the real `ibv_rc_pingpong` (on Linux rxe
+//! in a VM whose NIC shares the wire) as well as with itself:
+//!
+//! ```sh
+//! # server
+//! cargo run --example rc_pingpong -- --wire 127.0.0.1:47001=127.0.0.1:47002
+//! # client
+//! cargo run --example rc_pingpong -- --wire 127.0.0.1:47002=127.0.0.1:47001 \
+//!     --mac 02:00:00:00:00:02 --ipv4 192.0.2.2 127.0.0.1
+//! ```
+//!
+//! The options that make sense here are `ibv_rc_pingpong`'s (`-p`, `-s`,
+//! `-n`, `-m`, `-r`, `-g`, `-l`), and so are the output lines. `--ops`
+//! then runs RDMA WRITE, WRITE with immediate, READ, compare-and-swap and
+//! fetch-and-add in both directions and checks every byte and value.
+
+use std::io::{Read, Write};
+use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use rnic_driver::{
+    access, qp_attr, send_flags, AhAttr, Context, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr,
+    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
+};
+use rnic_emu::net::UdpWire;
+use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+/// How long any wait may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// Size of the memory `--ops` works on, on each side.
+const OPS_LEN: usize = 128 << 10;
+
+#[derive(Parser, Debug)]
+#[command(about = "RC ping-pong over an emulated rnic NIC on a UDP wire")]
+struct Args {
+    /// Server to connect to; without it, wait for a client.
+    host: Option<String>,
+    /// TCP port of the address exchange.
+    #[arg(short, long, default_value_t = 18515)]
+    port: u16,
+    /// Size of the messages.
+    #[arg(short, long, default_value_t = 4096)]
+    size: usize,
+    /// Number of exchanges.
+    #[arg(short = 'n', long, default_value_t = 1000)]
+    iters: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(short, long, default_value_t = 1024)]
+    mtu: u32,
+    /// Receives posted at a time.
+    #[arg(short, long, default_value_t = 500)]
+    rx_depth: u32,
+    /// Local GID index (0: the IPv4-mapped GID, 1: link-local IPv6).
+    #[arg(short, long, default_value_t = 0)]
+    gid_idx: u8,
+    /// Service level.
+    #[arg(short = 'l', long, default_value_t = 0)]
+    sl: u8,
+    /// The UDP wire: LOCAL=REMOTE socket addresses.
+    #[arg(long, default_value = "127.0.0.1:47001=127.0.0.1:47002")]
+    wire: String,
+    /// This NIC's MAC address.
+    #[arg(long, default_value = "02:00:00:00:00:01")]
+    mac: String,
+    /// This NIC's IPv4 address (its GID 0).
+    #[arg(long, default_value = "192.0.2.1")]
+    ipv4: std::net::Ipv4Addr,
+    /// After the ping-pong, run RDMA WRITE, WRITE with immediate, READ and
+    /// both atomics in both directions, checking every result (both sides
+    /// must be this program).
+    #[arg(long)]
+    ops: bool,
+}
+
+type Ctx = Context<EmuHal>;
+
+/// What `ibv_rc_pingpong` exchanges.
+#[derive(Debug, Clone, Copy)]
+struct Dest {
+    lid: u16,
+    qpn: u32,
+    psn: u32,
+    gid: [u8; 16],
+}
+
+impl Dest {
+    /// `%04x:%06x:%06x:` and the GID as 32 hex digits, NUL-terminated: 52
+    /// bytes.
+    fn wire(&self) -> [u8; 52] {
+        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
+        let s = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn, self.psn);
+        let mut out = [0u8; 52];
+        out[..51].copy_from_slice(s.as_bytes());
+        out
+    }
+
+    fn parse(msg: &[u8]) -> Result<Dest, String> {
+        let s = std::str::from_utf8(msg)
+            .map_err(|_| "address is not text".to_string())?
+            .trim_end_matches('\0');
+        let f: Vec<&str> = s.split(':').collect();
+        let hex = |x: &str| u32::from_str_radix(x, 16).map_err(|e| format!("{x:?}: {e}"));
+        if f.len() != 4 || f[3].len() != 32 {
+            return Err(format!("malformed address {s:?}"));
+        }
+        let mut gid = [0u8; 16];
+        for (i, g) in gid.iter_mut().enumerate() {
+            *g = u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+        }
+        Ok(Dest {
+            lid: hex(f[0])? as u16,
+            qpn: hex(f[1])?,
+            psn: hex(f[2])?,
+            gid,
+        })
+    }
+
+    fn print(&self, what: &str) {
+        println!(
+            "  {what} address: {}LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+            if what == "local" { " " } else { "" },
+            self.lid,
+            self.qpn,
+            self.psn,
+            Ipv6Addr::from(self.gid)
+        );
+    }
+}
+
+fn read_exact(s: &mut TcpStream, n: usize) -> Result<Vec<u8>, String> {
+    let mut buf = vec![0u8; n];
+    s.read_exact(&mut buf)
+        .map_err(|e| format!("address exchange: {e}"))?;
+    Ok(buf)
+}
+
+/// The client's side of the exchange: its address, the server's, "done".
+fn client_exchange(host: &str, port: u16, me: &Dest) -> Result<(TcpStream, Dest), String> {
+    let mut s = TcpStream::connect((host, port))
+        .map_err(|e| format!("couldn't connect to {host}:{port}: {e}"))?;
+    s.write_all(&me.wire())
+        .map_err(|e| format!("couldn't send local address: {e}"))?;
+    let rem = Dest::parse(&read_exact(&mut s, 52)?)?;
+    s.write_all(b"done\0").map_err(|e| e.to_string())?;
+    Ok((s, rem))
+}
+
+/// The server's side: the client's address, then (once connected) its
+/// own, then the client's "done".
+fn server_exchange(
+    port: u16,
+    me: &Dest,
+    connect: impl FnOnce(&Dest) -> Result<(), String>,
+) -> Result<(TcpStream, Dest), String> {
+    let l = TcpListener::bind(("0.0.0.0", port))
+        .map_err(|e| format!("couldn't listen to port {port}: {e}"))?;
+    let (mut s, _) = l.accept().map_err(|e| format!("accept() failed: {e}"))?;
+    let rem = Dest::parse(&read_exact(&mut s, 52)?)?;
+    connect(&rem)?;
+    s.write_all(&me.wire())
+        .map_err(|e| format!("couldn't send local address: {e}"))?;
+    let done = read_exact(&mut s, 5)?;
+    if &done != b"done\0" {
+        return Err(format!("expected \"done\", got {done:?}"));
+    }
+    Ok((s, rem))
+}
+
+fn mtu(bytes: u32) -> Result<Mtu, String> {
+    Ok(match bytes {
+        256 => Mtu::Mtu256,
+        512 => Mtu::Mtu512,
+        1024 => Mtu::Mtu1024,
+        2048 => Mtu::Mtu2048,
+        4096 => Mtu::Mtu4096,
+        _ => return Err(format!("path MTU {bytes} is none of 256..4096")),
+    })
+}
+
+/// RTR then RTS, connected to `dest`, as `ibv_rc_pingpong` does (with the
+/// remote rights `--ops` needs, and room for its READs and atomics).
+fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), String> {
+    let rd_atomic = if a.ops { 16 } else { 1 };
+    let mut rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Some(mtu(a.mtu)?),
+        dest_qp_num: dest.qpn,
+        rq_psn: dest.psn,
+        max_dest_rd_atomic: rd_atomic,
+        min_rnr_timer: 12,
+        ..QpAttr::default()
+    };
+    rtr.ah_attr = AhAttr {
+        dgid: dest.gid,
+        sgid_index: a.gid_idx,
+        hop_limit: 1,
+        sl: a.sl,
+        port_num: 1,
+        is_global: true,
+        ..AhAttr::default()
+    };
+    qp.modify(
+        &rtr,
+        qp_attr::STATE
+            | qp_attr::AV
+            | qp_attr::PATH_MTU
+            | qp_attr::DEST_QPN
+            | qp_attr::RQ_PSN
+            | qp_attr::MAX_DEST_RD_ATOMIC
+            | qp_attr::MIN_RNR_TIMER,
+    )
+    .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        sq_psn: my_psn,
+        max_rd_atomic: rd_atomic,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &rts,
+        qp_attr::STATE
+            | qp_attr::TIMEOUT
+            | qp_attr::RETRY_CNT
+            | qp_attr::RNR_RETRY
+            | qp_attr::SQ_PSN
+            | qp_attr::MAX_QP_RD_ATOMIC,
+    )
+    .map_err(|e| format!("Failed to modify QP to RTS: {e}"))
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let v: Vec<u8> = s
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("MAC {s:?}: {e}"))?;
+    v.try_into().map_err(|_| format!("MAC {s:?}: six bytes"))
+}
+
+fn parse_wire(s: &str) -> Result<(SocketAddr, SocketAddr), String> {
+    let (l, r) = s
+        .split_once('=')
+        .ok_or_else(|| format!("wire {s:?}: LOCAL=REMOTE"))?;
+    let p = |x: &str| {
+        x.parse::<SocketAddr>()
+            .map_err(|e| format!("wire address {x:?}: {e}"))
+    };
+    Ok((p(l)?, p(r)?))
+}
+
+fn main() -> ExitCode {
+    env_logger::init();
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(a: Args) -> Result<(), String> {
+    let (local, remote) = parse_wire(&a.wire)?;
+    let wire = UdpWire::bind(local, remote).map_err(|e| format!("UDP wire on {local}: {e}"))?;
+    let cfg = EmuConfig {
+        mac: parse_mac(&a.mac)?,
+        ipv4: a.ipv4.octets(),
+        ..EmuConfig::default()
+    };
+    let dev = EmuDevice::builder(cfg)
+        .mode(ExecMode::Thread)
+        .wire(wire)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let ctx: Ctx = Context::open(dev.hal()).map_err(|e| format!("Couldn't open the NIC: {e}"))?;
+    let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
+    let buf = pd
+        .alloc_mr(a.size.max(1), access::LOCAL_WRITE)
+        .map_err(|e| format!("Couldn't register MR: {e}"))?;
+    buf.write(0, &vec![0x7b; buf.len()])
+        .map_err(|e| e.to_string())?;
+    let cq = ctx
+        .create_cq(a.rx_depth + 1)
+        .map_err(|e| format!("Couldn't create CQ: {e}"))?;
+    let cap = QpCap {
+        max_send_wr: if a.ops { 16 } else { 1 },
+        max_recv_wr: a.rx_depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qp = pd
+        .create_qp(&QpInitAttr {
+            send_cq: &cq,
+            recv_cq: &cq,
+            cap,
+            qp_type: QpType::Rc,
+            sq_sig_all: false,
+        })
+        .map_err(|e| format!("Couldn't create QP: {e}"))?;
+    let remote_rights = access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        pkey_index: 0,
+        port_num: 1,
+        qp_access_flags: if a.ops { remote_rights } else { 0 },
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &init,
+        qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
+    )
+    .map_err(|e| format!("Failed to modify QP to INIT: {e}"))?;
+    let recv_wr = |n: u32| -> Result<(), String> {
+        let sg = [buf.sge(0, a.size as u32).map_err(|e| e.to_string())?];
+        for _ in 0..n {
+            qp.post_recv(&[RecvWr {
+                wr_id: RECV_WRID,
+                sg_list: &sg,
+            }])
+            .map_err(|e| format!("Couldn't post receive: {e}"))?;
+        }
+        Ok(())
+    };
+    recv_wr(a.rx_depth)?;
+    let mut routs = a.rx_depth;
+
+    let me = Dest {
+        lid: 0,
+        qpn: qp.qp_num(),
+        psn: (std::process::id().wrapping_mul(2_654_435_761) ^ now_nanos()) & 0xff_ffff,
+        gid: ctx
+            .query_gid(1, a.gid_idx as u32)
+            .map_err(|e| format!("can't read sgid of index {}: {e}", a.gid_idx))?,
+    };
+    me.print("local");
+    let (mut tcp, rem) = match &a.host {
+        Some(h) => {
+            let (s, rem) = client_exchange(h, a.port, &me)?;
+            connect(&qp, &a, me.psn, &rem)?;
+            (s, rem)
+        }
+        None => server_exchange(a.port, &me, |rem| connect(&qp, &a, me.psn, rem))?,
+    };
+    rem.print("remote");
+
+    // The ping-pong: a send goes out once the last one completed and a
+    // receive arrived; the client starts.
+    let send_sg = [buf.sge(0, a.size as u32).map_err(|e| e.to_string())?];
+    let send = || {
+        qp.post_send(&[SendWr {
+            wr_id: SEND_WRID,
+            op: SendOp::Send,
+            payload: rnic_driver::Payload::Sgl(&send_sg),
+            flags: send_flags::SIGNALED,
+        }])
+        .map_err(|e| format!("Couldn't post send: {e}"))
+    };
+    let mut pending = RECV_WRID;
+    if a.host.is_some() {
+        send()?;
+        pending |= SEND_WRID;
+    }
+    let start = Instant::now();
+    let (mut rcnt, mut scnt) = (0u32, 0u32);
+    let mut wc = [WorkCompletion::default(); 2];
+    while rcnt < a.iters || scnt < a.iters {
+        let n = poll(&cq, &mut wc, start)?;
+        for w in &wc[..n] {
+            if w.status != WcStatus::Success {
+                return Err(format!(
+                    "Failed status {:?} ({}) for wr_id {}",
+                    w.status, w.status as u8, w.wr_id
+                ));
+            }
+            match w.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    if w.byte_len as usize != a.size {
+                        return Err(format!("received {} bytes, not {}", w.byte_len, a.size));
+                    }
+                    let mut got = vec![0u8; a.size];
+                    buf.read(0, &mut got).map_err(|e| e.to_string())?;
+                    if got.iter().any(|&b| b != 0x7b) {
+                        return Err("a message arrived with other bytes".into());
+                    }
+                    routs -= 1;
+                    if routs <= 1 {
+                        recv_wr(a.rx_depth - routs)?;
+                        routs = a.rx_depth;
+                    }
+                    rcnt += 1;
+                }
+                other => return Err(format!("Completion for unknown wr_id {other}")),
+            }
+            pending &= !w.wr_id;
+            if scnt < a.iters && pending == 0 {
+                send()?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let usec = start.elapsed().as_secs_f64() * 1e6;
+    let bytes = a.size as u64 * a.iters as u64 * 2;
+    println!(
+        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
+        usec / 1e6,
+        bytes as f64 * 8.0 / usec
+    );
+    println!(
+        "{} iters in {:.2} seconds = {:.2} usec/iter",
+        a.iters,
+        usec / 1e6,
+        usec / a.iters as f64
+    );
+    if a.ops {
+        ops(&a, &pd, &qp, &cq, &mut tcp)?;
+    }
+    Ok(())
+}
+
+fn now_nanos() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
+
+/// Polls until at least one completion arrives.
+fn poll(
+    cq: &rnic_driver::Cq<EmuHal>,
+    wc: &mut [WorkCompletion],
+    since: Instant,
+) -> Result<usize, String> {
+    let start = Instant::now();
+    loop {
+        let n = cq.poll(wc).map_err(|e| format!("poll CQ failed: {e}"))?;
+        if n > 0 {
+            return Ok(n);
+        }
+        if start.elapsed() > TIMEOUT {
+            return Err(format!(
+                "no completion for {TIMEOUT:?} ({:.1} s into the run)",
+                since.elapsed().as_secs_f64()
+            ));
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The bytes side `role` (0 server, 1 client) writes into its peer.
+fn pattern(role: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i * 7 + role as usize * 13) as u8)
+        .collect()
+}
+
+/// The `--ops` round: each side, on the other's memory, does an RDMA WRITE
+/// of the first half and reads it back, a WRITE with immediate that the
+/// other side receives, three compare-and-swaps (hit, hit, miss) and three
+/// fetch-and-adds, then both check what the other did to them.
+fn ops(
+    a: &Args,
+    pd: &rnic_driver::Pd<EmuHal>,
+    qp: &Qp<EmuHal>,
+    cq: &rnic_driver::Cq<EmuHal>,
+    tcp: &mut TcpStream,
+) -> Result<(), String> {
+    let role = a.host.is_some() as u8;
+    let all =
+        access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
+    let mine = pd.alloc_mr(OPS_LEN, all).map_err(|e| e.to_string())?;
+    let scratch = pd.alloc_mr(OPS_LEN, all).map_err(|e| e.to_string())?;
+    mine.write(0, &vec![0; OPS_LEN])
+        .map_err(|e| e.to_string())?;
+    // Exchange the memory: "%016x:%08x:%08x" address, rkey, length.
+    let msg = format!("{:016x}:{:08x}:{:08x}\0", mine.addr(), mine.rkey(), OPS_LEN);
+    tcp.write_all(msg.as_bytes()).map_err(|e| e.to_string())?;
+    let peer = read_exact(tcp, msg.len())?;
+    let peer = std::str::from_utf8(&peer).map_err(|e| e.to_string())?;
+    let f: Vec<&str> = peer.trim_end_matches('\0').split(':').collect();
+    let hex = |x: &str| u64::from_str_radix(x, 16).map_err(|e| format!("{x:?}: {e}"));
+    if f.len() != 3 {
+        return Err(format!("malformed memory {peer:?}"));
+    }
+    let (raddr, rkey, rlen) = (hex(f[0])?, hex(f[1])? as u32, hex(f[2])? as usize);
+    if rlen != OPS_LEN {
+        return Err(format!("peer memory of {rlen} bytes"));
+    }
+    let at = |off: usize| RemoteAddr {
+        addr: raddr + off as u64,
+        rkey,
+    };
+    let half = OPS_LEN / 2;
+    let data = pattern(role, half);
+    scratch.write(0, &data).map_err(|e| e.to_string())?;
+    // The peer's WRITE with immediate takes one of the ping-pong's
+    // receives, whenever it comes.
+    let imm_seen = std::cell::Cell::new(false);
+    let run = |id: u64, op: SendOp, sg: rnic_driver::Sge| -> Result<WorkCompletion, String> {
+        qp.post_send(&[SendWr {
+            wr_id: id,
+            op,
+            payload: Payload::Sgl(&[sg]),
+            flags: send_flags::SIGNALED,
+        }])
+        .map_err(|e| e.to_string())?;
+        let mut wc = [WorkCompletion::default(); 1];
+        let start = Instant::now();
+        loop {
+            let n = poll(cq, &mut wc, start)?;
+            if n == 1 && wc[0].wr_id == id {
+                if wc[0].status != WcStatus::Success {
+                    return Err(format!("{wc:?}"));
+                }
+                return Ok(wc[0]);
+            }
+            if n == 1 && wc[0].opcode == WcOpcode::RecvRdmaWithImm {
+                check_write_imm(&wc[0], role)?;
+                imm_seen.set(true);
+            }
+        }
+    };
+    let sge = |mr: &Mr<EmuHal>, off: usize, len: usize| {
+        mr.sge(off, len as u32).map_err(|e| e.to_string())
+    };
+    run(
+        10,
+        SendOp::RdmaWrite { remote: at(0) },
+        sge(&scratch, 0, half)?,
+    )?;
+    run(
+        11,
+        SendOp::RdmaRead { remote: at(0) },
+        sge(&scratch, half, half)?,
+    )?;
+    let mut back = vec![0u8; half];
+    scratch.read(half, &mut back).map_err(|e| e.to_string())?;
+    if back != data {
+        return Err("RDMA READ did not return what RDMA WRITE placed".into());
+    }
+    println!("  RDMA WRITE and READ of {half} bytes: ok");
+    let imm = [0x12, 0x34, 0, role];
+    run(
+        12,
+        SendOp::RdmaWriteWithImm {
+            remote: at(half),
+            imm,
+        },
+        sge(&scratch, 0, 1024)?,
+    )?;
+    let word = |off| sge(&scratch, off, 8);
+    let result = |off| -> Result<u64, String> {
+        let mut b = [0u8; 8];
+        scratch.read(off, &mut b).map_err(|e| e.to_string())?;
+        Ok(u64::from_le_bytes(b))
+    };
+    let cas_at = at(OPS_LEN - 16);
+    for (i, (compare, swap, orig)) in [(0, 7, 0), (7, 9, 7), (1, 5, 9)].into_iter().enumerate() {
+        run(
+            20 + i as u64,
+            SendOp::AtomicCmpAndSwp {
+                remote: cas_at,
+                compare,
+                swap,
+            },
+            word(OPS_LEN - 64)?,
+        )?;
+        let got = result(OPS_LEN - 64)?;
+        if got != orig {
+            return Err(format!("compare-and-swap {i} returned {got}, not {orig}"));
+        }
+    }
+    for i in 0..3u64 {
+        run(
+            30 + i,
+            SendOp::AtomicFetchAndAdd {
+                remote: at(OPS_LEN - 8),
+                add: 5,
+            },
+            word(OPS_LEN - 64)?,
+        )?;
+        let got = result(OPS_LEN - 64)?;
+        if got != 5 * i {
+            return Err(format!("fetch-and-add {i} returned {got}, not {}", 5 * i));
+        }
+    }
+    println!("  compare-and-swap and fetch-and-add: ok");
+    // Wait for the peer's WRITE with immediate, then for the peer to be
+    // done with this side's memory.
+    let start = Instant::now();
+    let mut wc = [WorkCompletion::default(); 1];
+    while !imm_seen.get() {
+        if poll(cq, &mut wc, start)? == 1 && wc[0].opcode == WcOpcode::RecvRdmaWithImm {
+            check_write_imm(&wc[0], role)?;
+            imm_seen.set(true);
+        }
+    }
+    tcp.write_all(b"ops\0").map_err(|e| e.to_string())?;
+    read_exact(tcp, 4)?;
+    let mut got = vec![0u8; half];
+    mine.read(0, &mut got).map_err(|e| e.to_string())?;
+    if got != pattern(1 - role, half) {
+        return Err("the peer's RDMA WRITE did not land".into());
+    }
+    let mut imm_data = vec![0u8; 1024];
+    mine.read(half, &mut imm_data).map_err(|e| e.to_string())?;
+    if imm_data != pattern(1 - role, 1024) {
+        return Err("the peer's WRITE with immediate did not land".into());
+    }
+    let mut words = [0u8; 16];
+    mine.read(OPS_LEN - 16, &mut words)
+        .map_err(|e| e.to_string())?;
+    let (cas, fa) = (
+        u64::from_le_bytes(words[..8].try_into().unwrap_or_default()),
+        u64::from_le_bytes(words[8..].try_into().unwrap_or_default()),
+    );
+    if (cas, fa) != (9, 15) {
+        return Err(format!(
+            "the peer's atomics left ({cas}, {fa}), not (9, 15)"
+        ));
+    }
+    println!("  the peer's WRITE, WRITE with immediate and atomics on this side: ok");
+    Ok(())
+}
+
+fn check_write_imm(w: &WorkCompletion, role: u8) -> Result<(), String> {
+    let want = [0x12, 0x34, 0, 1 - role];
+    if w.status != WcStatus::Success
+        || w.wr_id != RECV_WRID
+        || w.opcode != WcOpcode::RecvRdmaWithImm
+        || w.byte_len != 1024
+        || w.imm_data != Some(want)
+    {
+        return Err(format!("WRITE with immediate arrived as {w:?}"));
+    }
+    println!("  WRITE with immediate received: ok");
+    Ok(())
+}
