@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prepares a machine to build and test rnic: the Rust toolchain with the
-# rustfmt and clippy components, and the Debian packages the VFIO VM test
+# rustfmt and clippy components, the Debian packages the VFIO VM test
 # (tests/vm/run.sh) boots from: QEMU, a kernel with its modules, busybox,
-# cpio, kmod (and xz-utils or zstd if the modules are compressed).
+# cpio, kmod (and xz-utils or zstd if the modules are compressed), and
+# tshark for the capture test.
 # Idempotent, and quick when everything is already there (it only asks
 # rustup or apt when something is missing).
 set -euo pipefail
@@ -47,6 +48,9 @@ if [ ! -x /bin/busybox ] || ldd /bin/busybox 2>/dev/null | grep -q '=>'; then
 fi
 command -v cpio >/dev/null 2>&1 || vm_missing+=(cpio)
 command -v depmod >/dev/null 2>&1 || vm_missing+=(kmod)
+# The capture test (tests/capture.rs) dissects the model's frames with
+# tshark.
+command -v tshark >/dev/null 2>&1 || vm_missing+=(tshark)
 # Compressed modules (Debian 13 ships .ko.xz) are unpacked for the VM.
 if [ -n "$vm_kernel" ]; then
     mods=/lib/modules/${vm_kernel#/boot/vmlinuz-}/kernel/drivers/vfio
@@ -60,12 +64,12 @@ fi
 
 if [ ${#vm_missing[@]} -gt 0 ]; then
     if [ "$(uname -m)" != x86_64 ] || ! command -v apt-get >/dev/null 2>&1; then
-        echo "setup: the VFIO VM test needs ${vm_missing[*]} (Debian package names);" \
+        echo "setup: the VM and capture tests need ${vm_missing[*]} (Debian package names);" \
             "install them by hand on this machine" >&2
     else
         sudo=()
         [ "$(id -u)" = 0 ] || sudo=(sudo)
-        echo "setup: installing ${vm_missing[*]} for the VFIO VM test"
+        echo "setup: installing ${vm_missing[*]} for the VM and capture tests"
         "${sudo[@]}" apt-get update -qq
         DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq \
             --no-install-recommends "${vm_missing[@]}" >/dev/null
@@ -74,5 +78,5 @@ fi
 
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
-    echo "setup: VM test packages present (qemu, kernel, busybox-static, cpio, kmod)"
+    echo "setup: VM and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, tshark)"
 fi

@@ -6,10 +6,11 @@
 //! the test waits), so a run repeats exactly for a seed. In
 //! [`ExecMode::Thread`] they run on the host clock.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rnic_emu::net::{FaultHandle, Faults, Switch};
+use rnic_emu::net::{Capture, FaultHandle, Faults, Switch};
 use rnic_emu::{Clock, EmuConfig, EmuDevice, ExecMode, VirtualClock};
 
 use crate::{Ctx, DriverConfig, Hal};
@@ -48,18 +49,27 @@ impl Fabric {
     /// `n` NICs in `mode`; the fault injectors draw from seeds derived
     /// from `seed`.
     pub fn new(mode: ExecMode, n: usize, seed: u64) -> Fabric {
+        Self::with_capture(mode, n, seed, None)
+    }
+
+    /// As [`Fabric::new`], with NIC 0's frames (as it sends and receives
+    /// them, inside its fault injector) written to the pcap file
+    /// `capture`.
+    pub fn with_capture(mode: ExecMode, n: usize, seed: u64, capture: Option<&Path>) -> Fabric {
         let switch = Switch::new();
         let clock = (mode == ExecMode::Inline).then(VirtualClock::new);
         let nics = (0..n)
             .map(|i| {
                 let c = clock.as_ref().map_or_else(Clock::real, VirtualClock::clock);
                 let (wire, faults) = Faults::new(switch.port(), c.clone(), seed + i as u64);
-                let dev = EmuDevice::builder(nic_config(i as u8 + 1))
+                let b = EmuDevice::builder(nic_config(i as u8 + 1))
                     .mode(mode)
-                    .clock(c)
-                    .wire(wire)
-                    .build()
-                    .expect("device");
+                    .clock(c);
+                let b = match capture.filter(|_| i == 0) {
+                    Some(path) => b.wire(Capture::create(wire, path).expect("capture file").0),
+                    None => b.wire(wire),
+                };
+                let dev = b.build().expect("device");
                 let ctx =
                     Ctx::open_with(dev.hal(), DriverConfig::default()).expect("Context::open");
                 Nic { dev, ctx, faults }

@@ -284,6 +284,14 @@ pub(crate) fn send<E>(
         }),
         _ => return Ok(()),
     };
+    // Over IPv4 the UDP checksum is left 0, as rxe and RoCE NICs do (the
+    // ICRC covers the packet); IPv6 requires one (RFC 8200 8.1; the
+    // zero-checksum exception of RFC 6935 is for tunnels that agree on
+    // it), and receivers such as Wireshark treat a zero as an error.
+    let checksum = match ip {
+        IpRepr::V4(_) => UdpChecksum::None,
+        IpRepr::V6(_) => UdpChecksum::Computed,
+    };
     let repr = FrameRepr {
         eth: eth_of(ip.ethertype()),
         ip,
@@ -291,7 +299,7 @@ pub(crate) fn send<E>(
             src_port: path.src_port,
             dst_port: ROCE_V2_PORT,
             payload_len: 0,
-            checksum: UdpChecksum::None,
+            checksum,
         },
         roce,
     };

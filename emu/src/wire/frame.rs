@@ -14,7 +14,7 @@ use super::ip::IpAddress;
 use super::ipv4::{protocol, Ipv4Packet, Ipv4Repr};
 use super::ipv6::{Ipv6Address, Ipv6Packet, Ipv6Repr};
 use super::roce::{RocePacket, RoceRepr};
-use super::udp::{UdpPacket, UdpRepr};
+use super::udp::{UdpChecksum, UdpPacket, UdpRepr};
 use super::{bth, ipv4, ipv6, udp, Error, Result, ROCE_V2_PORT};
 
 /// An IPv4 or IPv6 header.
@@ -112,7 +112,7 @@ impl FrameRepr {
     /// Writes the frame into `buf` (exactly `buffer_len()` bytes): every
     /// header, with the IP and UDP lengths taken from the transport packet;
     /// then `fill` writes the payload (`roce.payload_len` bytes); then the
-    /// UDP checksum (if computed) and the ICRC are filled in.
+    /// ICRC and (if computed) the UDP checksum are filled in.
     pub fn emit(&self, buf: &mut [u8], fill: impl FnOnce(&mut [u8])) {
         let roce_len = self.roce.buffer_len();
         let mut ip = self.ip;
@@ -131,13 +131,22 @@ impl FrameRepr {
         self.roce.emit(&mut rp);
         fill(rp.payload_mut());
         let (src, dst) = (ip.src_addr(), ip.dst_addr());
-        udp.emit(
-            &mut UdpPacket::new_unchecked(&mut buf[udp_at..roce_at + roce_len]),
+        let header_only = UdpRepr {
+            checksum: UdpChecksum::None,
+            ..udp
+        };
+        let udp_bytes = udp_at..roce_at + roce_len;
+        header_only.emit(
+            &mut UdpPacket::new_unchecked(&mut buf[udp_bytes.clone()]),
             &src,
             &dst,
         );
-        // Every header is in place: the ICRC covers them all.
+        // Every header is in place: the ICRC covers them all, and masks the
+        // UDP checksum, which then covers the ICRC.
         let _ = icrc::fill(&mut buf[ip_at..]);
+        if udp.checksum == UdpChecksum::Computed {
+            UdpPacket::new_unchecked(&mut buf[udp_bytes]).fill_checksum(&src, &dst);
+        }
     }
 }
 
@@ -353,6 +362,39 @@ mod tests {
         // Ethernet padding after the IP datagram is ignored.
         buf.extend_from_slice(&[0; 6]);
         assert!(matches!(classify(&buf), Ok(Received::Roce(..))));
+    }
+
+    #[test]
+    fn ipv6_frames_carry_a_udp_checksum() {
+        let mut r = ack_frame();
+        let a = |last| {
+            Ipv6Address([
+                0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xfe, 0, 0, last,
+            ])
+        };
+        r.eth.ethertype = ethertype::IPV6;
+        r.ip = IpRepr::V6(Ipv6Repr {
+            src_addr: a(1),
+            dst_addr: a(2),
+            traffic_class: 0,
+            flow_label: 0,
+            next_header: protocol::UDP,
+            hop_limit: 64,
+            payload_len: 0,
+        });
+        r.udp.checksum = UdpChecksum::Computed;
+        let mut buf = vec![0u8; r.buffer_len()];
+        r.emit(&mut buf, |_| {});
+        let at = 14 + 40 + 6;
+        assert_ne!(&buf[at..at + 2], &[0, 0]);
+        match classify(&buf) {
+            Ok(Received::Roce(back, _)) => assert_eq!(back.udp.checksum, UdpChecksum::Computed),
+            other => panic!("{other:?}"),
+        }
+        // The checksum covers the ICRC too.
+        let n = buf.len();
+        buf[n - 1] ^= 1;
+        assert_eq!(classify(&buf), Err(Error::Checksum));
     }
 
     #[test]
