@@ -219,8 +219,14 @@ impl RoceRepr {
 
     /// Writes the headers and the pad bytes into `p` (exactly
     /// `buffer_len()` bytes), with the pad count set from the payload
-    /// length; the payload and the ICRC are the caller's to fill.
+    /// length; the payload and the ICRC are the caller's to fill. The
+    /// headers present must be those the opcode calls for
+    /// ([`RoceRepr::is_consistent`]).
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut RocePacket<T>) {
+        debug_assert!(
+            self.is_consistent(),
+            "headers do not match the opcode: {self:?}"
+        );
         let bth = BthRepr {
             pad_count: self.pad_count(),
             ..self.bth

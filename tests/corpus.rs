@@ -1,0 +1,314 @@
+//! Thousands of bad frames thrown at a NIC in the middle of live traffic:
+//! truncated at every length, every single bit flipped (where a checksum,
+//! a length or the ICRC covers it), rewritten with a valid ICRC but
+//! another transport version, a foreign P_Key, a QP that does not exist or
+//! is connected elsewhere, an unknown opcode or a reserved AETH syndrome,
+//! addressed to another host or port, and random garbage. Each must be
+//! dropped and counted once, in its counter where its kind says which; the
+//! live traffic must complete as if nothing happened, and the device must
+//! keep answering commands.
+
+use std::time::{Duration, Instant};
+
+use rnic_emu::net::{Frame, Wire};
+use rnic_emu::wire::aeth::{AckKind, AethRepr, CREDITS_INVALID};
+use rnic_emu::wire::bth::BthRepr;
+use rnic_emu::wire::ethernet::{ethertype, EthernetAddress, EthernetRepr};
+use rnic_emu::wire::frame::{FrameRepr, IpRepr};
+use rnic_emu::wire::icrc;
+use rnic_emu::wire::ipv4::{protocol, Ipv4Address, Ipv4Packet, Ipv4Repr};
+use rnic_emu::wire::opcode;
+use rnic_emu::wire::reth::RethRepr;
+use rnic_emu::wire::roce::RoceRepr;
+use rnic_emu::wire::udp::{UdpChecksum, UdpRepr};
+use rnic_emu::wire::ROCE_V2_PORT;
+use rnic_tests::fabric::Fabric;
+use rnic_tests::traffic::{conn, Requester, Responder};
+use rnic_tests::*;
+
+/// Where a bad frame must be counted; `Any` for those whose damage may
+/// land in any drop counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    At(usize),
+    Any,
+}
+
+const DROPS: [usize; 6] = [
+    counter::RX_MALFORMED,
+    counter::RX_ICRC_ERRORS,
+    counter::RX_BAD_VERSION,
+    counter::RX_BAD_PKEY,
+    counter::RX_UNKNOWN_QP,
+    counter::RX_IGNORED,
+];
+
+/// The corpus frames' source MAC: not a NIC's, so the switch learns it at
+/// the injecting port and keeps forwarding the NICs' own traffic right.
+const INJECTOR_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x99];
+
+/// A valid frame from NIC 1's address to QP `qpn` of NIC 2.
+fn base(op: u8, qpn: u32, payload_len: usize) -> FrameRepr {
+    let info = opcode::info(op).unwrap();
+    let mut roce = RoceRepr {
+        bth: BthRepr {
+            opcode: op,
+            pkey: 0xffff,
+            dest_qp: qpn,
+            psn: 0x00ab_cdef,
+            ack_req: true,
+            ..BthRepr::default()
+        },
+        payload_len,
+        ..RoceRepr::default()
+    };
+    if info.headers & opcode::headers::RETH != 0 {
+        roce.reth = Some(RethRepr {
+            va: 0x1000,
+            rkey: 0x1234,
+            dma_len: payload_len as u32,
+        });
+    }
+    if info.headers & opcode::headers::IMMDT != 0 {
+        roce.immdt = Some(rnic_emu::wire::immdt::ImmDtRepr { imm: [1, 2, 3, 4] });
+    }
+    if info.headers & opcode::headers::AETH != 0 {
+        roce.aeth = Some(AethRepr {
+            kind: AckKind::Ack {
+                credits: CREDITS_INVALID,
+            },
+            msn: 1,
+        });
+    }
+    FrameRepr {
+        eth: EthernetRepr {
+            src_addr: EthernetAddress(INJECTOR_MAC),
+            dst_addr: EthernetAddress([0x02, 0, 0, 0, 0, 2]),
+            vlan: None,
+            ethertype: ethertype::IPV4,
+        },
+        ip: IpRepr::V4(Ipv4Repr {
+            src_addr: Ipv4Address([192, 0, 2, 1]),
+            dst_addr: Ipv4Address([192, 0, 2, 2]),
+            tos: 0,
+            ident: 1,
+            dont_frag: true,
+            ttl: 64,
+            protocol: protocol::UDP,
+            payload_len: 0,
+        }),
+        udp: UdpRepr {
+            src_port: 0xc001,
+            dst_port: ROCE_V2_PORT,
+            payload_len: 0,
+            checksum: UdpChecksum::None,
+        },
+        roce,
+    }
+}
+
+fn emit(r: &FrameRepr) -> Frame {
+    let mut buf = vec![0u8; r.buffer_len()];
+    r.emit(&mut buf, |p| p.fill(0x5a));
+    buf
+}
+
+/// Re-seals a frame edited in place: the IPv4 header checksum, then the
+/// ICRC.
+fn reseal(mut f: Frame) -> Frame {
+    Ipv4Packet::new_unchecked(&mut f[14..]).fill_checksum();
+    icrc::fill(&mut f[14..]).unwrap();
+    f
+}
+
+/// xorshift64*.
+fn rng(state: &mut u64) -> u64 {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+fn corpus(qpn: u32) -> Vec<(Frame, Expect)> {
+    use opcode::*;
+    let bases: Vec<FrameRepr> = vec![
+        base(RC_SEND_ONLY, qpn, 64),
+        base(RC_RDMA_WRITE_FIRST, qpn, 1024),
+        base(RC_RDMA_READ_REQUEST, qpn, 0),
+        base(RC_ACKNOWLEDGE, qpn, 0),
+        base(RC_SEND_LAST_WITH_IMMEDIATE, qpn, 3),
+    ];
+    let mut out = Vec::new();
+    for b in &bases {
+        let f = emit(b);
+        // Cut at every length that still has an Ethernet header (the
+        // switch drops shorter ones before any NIC sees them).
+        for len in 14..f.len() {
+            out.push((f[..len].to_vec(), Expect::At(counter::RX_MALFORMED)));
+        }
+        // Every bit past the Ethernet header but the BTH's fifth byte,
+        // which the ICRC masks and nothing else covers.
+        let bth = b.roce_offset();
+        for bit in 14 * 8..f.len() * 8 {
+            if bit / 8 == bth + 4 {
+                continue;
+            }
+            let mut g = f.clone();
+            g[bit / 8] ^= 1 << (bit % 8);
+            out.push((g, Expect::Any));
+        }
+    }
+    let send = base(RC_SEND_ONLY, qpn, 64);
+    let bth_at = send.roce_offset();
+    let f = emit(&send);
+    // Another transport header version.
+    for tver in 1..16u8 {
+        let mut g = f.clone();
+        g[bth_at + 1] = (g[bth_at + 1] & 0xf0) | tver;
+        out.push((reseal(g), Expect::At(counter::RX_BAD_VERSION)));
+    }
+    // Another partition (0x7fff would be a limited member of ours).
+    for pkey in [0x0000u16, 0x1234, 0x7ffe, 0x8001, 0xfffe] {
+        let mut g = f.clone();
+        g[bth_at + 2..bth_at + 4].copy_from_slice(&pkey.to_be_bytes());
+        out.push((reseal(g), Expect::At(counter::RX_BAD_PKEY)));
+    }
+    // A QP that does not exist, a reserved one, and a live one reached
+    // from a source it is not connected to, or with a UD opcode.
+    for dest in [0u32, 1, 0x00ab_cdef, qpn + 100] {
+        let mut r = send;
+        r.roce.bth.dest_qp = dest;
+        out.push((emit(&r), Expect::At(counter::RX_UNKNOWN_QP)));
+    }
+    let mut stranger = send;
+    stranger.ip = IpRepr::V4(Ipv4Repr {
+        src_addr: Ipv4Address([192, 0, 2, 77]),
+        ..match send.ip {
+            IpRepr::V4(v) => v,
+            IpRepr::V6(_) => unreachable!(),
+        }
+    });
+    out.push((emit(&stranger), Expect::At(counter::RX_UNKNOWN_QP)));
+    let mut ud = send;
+    ud.roce.bth.opcode = UD_SEND_ONLY;
+    ud.roce.deth = Some(rnic_emu::wire::deth::DethRepr { qkey: 1, src_qp: 5 });
+    out.push((emit(&ud), Expect::At(counter::RX_UNKNOWN_QP)));
+    // Opcodes nobody here speaks: reserved RC, RD, CNP, vendor.
+    for op in [0x15u8, 0x18, 0x1f, 0x40, 0x4c, 0x81, 0xc0, 0xff] {
+        let mut g = f.clone();
+        g[bth_at] = op;
+        out.push((reseal(g), Expect::At(counter::RX_IGNORED)));
+    }
+    // A reserved AETH syndrome.
+    let mut ack = emit(&base(RC_ACKNOWLEDGE, qpn, 0));
+    let aeth_at = bth_at + 12;
+    ack[aeth_at] = 0x40;
+    out.push((reseal(ack), Expect::At(counter::RX_MALFORMED)));
+    // Addressed to another host, and to another UDP port.
+    let mut other = send;
+    other.ip = IpRepr::V4(Ipv4Repr {
+        dst_addr: Ipv4Address([192, 0, 2, 200]),
+        ..match send.ip {
+            IpRepr::V4(v) => v,
+            IpRepr::V6(_) => unreachable!(),
+        }
+    });
+    out.push((emit(&other), Expect::At(counter::RX_IGNORED)));
+    let mut port = send;
+    port.udp.dst_port = 4790;
+    out.push((emit(&port), Expect::At(counter::RX_IGNORED)));
+    // Garbage after a real Ethernet header, of random lengths.
+    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    for _ in 0..1000 {
+        let len = 14 + (rng(&mut s) % 1500) as usize;
+        let mut g = vec![0u8; len];
+        g[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
+        g[6..12].copy_from_slice(&INJECTOR_MAC);
+        let kind = rng(&mut s) % 3;
+        g[12..14].copy_from_slice(&[0x0800u16, 0x86dd, 0x0806][kind as usize].to_be_bytes());
+        for b in &mut g[14..] {
+            *b = rng(&mut s) as u8;
+        }
+        out.push((g, Expect::Any));
+    }
+    out
+}
+
+fn drops(ctx: &Ctx) -> Vec<u64> {
+    let c = ctx.query_port_counters(1).unwrap();
+    DROPS.iter().map(|&i| c.get(i)).collect()
+}
+
+fn run(mode: ExecMode) {
+    let fabric = Fabric::new(mode, 2, 11);
+    let (a, b) = (&fabric.nics[0].ctx, &fabric.nics[1].ctx);
+    let c = conn(if mode == ExecMode::Inline { 12 } else { 14 });
+    let mut q = Requester::new(a, 77, 3000);
+    let mut r = Responder::new(b, 77, 3000);
+    connect_to(b, &q.qp, r.qp.qp_num(), &c);
+    connect_to(a, &r.qp, q.qp.qp_num(), &c);
+    q.set_peer(r.window());
+    r.start();
+    let mut injector = fabric.switch.port();
+    let bad = corpus(r.qp.qp_num());
+    assert!(bad.len() > 4000, "{} frames", bad.len());
+    let before = drops(b);
+    let mut next = 0;
+    let start = Instant::now();
+    while !(q.finished() && r.finished()) || next < bad.len() {
+        // A few bad frames between every round of good work.
+        let n = (bad.len() - next).min(16);
+        let mut batch: Vec<Frame> = bad[next..next + n].iter().map(|(f, _)| f.clone()).collect();
+        injector.send(&mut batch);
+        next += n;
+        let moved = q.post() | q.poll() | r.poll();
+        if !moved {
+            fabric.idle(Duration::from_millis(1));
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "stalled: {}, receives {}/{}",
+            q.progress(),
+            r.received,
+            r.total
+        );
+    }
+    // Let the NIC take what is still queued for it.
+    for _ in 0..20 {
+        fabric.nics[1].dev.poll();
+        fabric.idle(Duration::from_millis(1));
+    }
+    let after = drops(b);
+    let delta: Vec<u64> = after.iter().zip(&before).map(|(x, y)| x - y).collect();
+    let total: u64 = delta.iter().sum();
+    assert_eq!(
+        total,
+        bad.len() as u64,
+        "every bad frame counted once: {delta:?}"
+    );
+    for (k, &idx) in DROPS.iter().enumerate() {
+        let want = bad.iter().filter(|(_, e)| *e == Expect::At(idx)).count() as u64;
+        assert!(delta[k] >= want, "counter {idx}: {} < {want}", delta[k]);
+    }
+    assert_eq!(r.atomic_words(), (q.cmp_swaps, q.fetch_adds));
+    assert_eq!(query_state(&q.qp), QpState::Rts);
+    assert_eq!(query_state(&r.qp), QpState::Rts);
+    // The device still answers.
+    b.query_device().expect("the NIC answers commands");
+    let names: Vec<String> = rnic_tests::counter::NAMES
+        .iter()
+        .filter(|(i, _)| DROPS.contains(i))
+        .map(|(i, n)| format!("{n}={}", delta[DROPS.iter().position(|d| d == i).unwrap()]))
+        .collect();
+    eprintln!("{mode:?}: {} bad frames: {}", bad.len(), names.join(" "));
+}
+
+#[test]
+fn bad_frames_are_dropped_and_counted_inline() {
+    run(ExecMode::Inline);
+}
+
+#[test]
+fn bad_frames_are_dropped_and_counted_thread() {
+    run(ExecMode::Thread);
+}
