@@ -403,3 +403,81 @@ fn tshark_reads_every_opcode() {
     assert!(neigh >= 2, "ARP and neighbour discovery: {neigh} frames");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// In a capture of NIC 0's port: with `max_rd_atomic` 2 no more than two
+/// READs or atomics are outstanding at a time (requests sent, responses
+/// not all back), and a fenced SEND after a READ leaves only once the
+/// READ's last response arrived.
+#[test]
+fn outstanding_reads_are_limited_and_fences_wait() {
+    let dir = std::env::temp_dir().join(format!("rnic-capture-rd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("reads.pcap");
+    {
+        let f = Fabric::with_capture(ExecMode::Inline, 2, 9, Some(&path));
+        let (a, b) = (&f.nics[0].ctx, &f.nics[1].ctx);
+        let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+        let (cq_q, cq_r) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
+        let q = create_qp(&pd_a, &cq_q, &cq_q, cap(16, 1, 0), false);
+        let r = create_qp(&pd_b, &cq_r, &cq_r, cap(16, 1, 0), false);
+        let c = Conn {
+            mtu: Mtu::Mtu1024,
+            max_rd_atomic: 2,
+            max_dest_rd_atomic: 2,
+            ..Conn::default()
+        };
+        connect_to(b, &q, r.qp_num(), &c);
+        connect_to(a, &r, q.qp_num(), &c);
+        let local = pd_a.alloc_mr(65536, ALL_ACCESS).unwrap();
+        let remote = pd_b.alloc_mr(65536, ALL_ACCESS).unwrap();
+        post_recv(&r, recv(1, &[sge(&remote, 60000, 64)]));
+        let mut wrs = Vec::new();
+        let sgl: Vec<[Sge; 1]> = (0..6).map(|i| [sge(&local, i * 4096, 3000)]).collect();
+        for (i, s) in sgl.iter().enumerate() {
+            wrs.push(read(
+                i as u64,
+                s,
+                remote.addr() + (i * 4096) as u64,
+                remote.rkey(),
+            ));
+        }
+        let send_sg = [sge(&local, 0, 16)];
+        let mut fenced = send(6, &send_sg);
+        fenced.flags |= send_flags::FENCE;
+        wrs.push(fenced);
+        q.post_send(&wrs).unwrap();
+        let done = poll_n(&cq_q, 7);
+        assert!(
+            done.iter().all(|w| w.status == WcStatus::Success),
+            "{done:#?}"
+        );
+        poll_one(&cq_r);
+    }
+    let frames = pcap::read(&std::fs::read(&path).unwrap()).unwrap();
+    let (mut outstanding, mut most, mut reads_done, mut send_at) = (0i32, 0, 0, None);
+    for (i, rec) in frames.iter().enumerate() {
+        let Ok(Received::Roce(r, _)) = classify(&rec.frame) else {
+            continue;
+        };
+        let from_a = r.eth.src_addr.0[5] == 1;
+        match r.roce.bth.opcode {
+            opcode::RC_RDMA_READ_REQUEST if from_a => outstanding += 1,
+            opcode::RC_RDMA_READ_RESPONSE_LAST | opcode::RC_RDMA_READ_RESPONSE_ONLY if !from_a => {
+                outstanding -= 1;
+                reads_done += 1;
+            }
+            opcode::RC_SEND_ONLY if from_a => {
+                send_at.get_or_insert((i, reads_done));
+            }
+            _ => {}
+        }
+        most = most.max(outstanding);
+    }
+    assert_eq!(most, 2, "READs outstanding at most");
+    let (_, reads_before_send) = send_at.expect("the SEND");
+    assert_eq!(
+        reads_before_send, 6,
+        "the fenced SEND waited for every READ"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -23,9 +23,13 @@ use rnic_tests::*;
 /// port, with local ACK timeout code `timeout`; returns the fabric for the
 /// counter checks.
 fn run(mode: ExecMode, total: u64, faults: FaultConfig, timeout: u8, seed: u64) -> Fabric {
+    run_with(mode, total, faults, conn(timeout), seed)
+}
+
+/// [`run`] with connection parameters `c`.
+fn run_with(mode: ExecMode, total: u64, faults: FaultConfig, c: Conn, seed: u64) -> Fabric {
     let _ = env_logger::builder().is_test(true).try_init();
     let fabric = Fabric::new(mode, 2, seed);
-    let c = conn(timeout);
     let (a, b) = (&fabric.nics[0].ctx, &fabric.nics[1].ctx);
     let mut pairs: Vec<(Requester, Responder)> = (0..4u64)
         .map(|i| {
@@ -167,5 +171,22 @@ fn clean_wire_needs_no_retransmission() {
         // side at most (the side asked first learns from the request).
         let asked = port_sum(&fabric, counter::NEIGH_REQUESTS_SENT);
         assert!((1..=2).contains(&asked), "{mode:?}: {asked} ARP requests");
+    }
+}
+
+/// PSNs that wrap from 0xffffff to 0 within the run, at the smallest path
+/// MTU (every message of more than 256 bytes segments), through the
+/// faults.
+#[test]
+fn psn_wrap_at_mtu_256() {
+    for mode in [ExecMode::Inline, ExecMode::Thread] {
+        let c = Conn {
+            sq_psn: 0xff_ff00,
+            rq_psn: 0xff_ff00,
+            mtu: Mtu::Mtu256,
+            ..conn(if mode == ExecMode::Inline { 12 } else { 10 })
+        };
+        let fabric = run_with(mode, 8_000, lossy(), c, 4);
+        assert!(port_sum(&fabric, counter::RETRANSMITS) > 0, "{mode:?}");
     }
 }

@@ -368,6 +368,11 @@ fn device_thread(shared: Arc<Shared>) {
     let mut more = false;
     let mut streak = 0;
     loop {
+        // Checked while busy too: a send queue that feeds itself never
+        // lets the device go idle.
+        if shared.shutdown.load(Ordering::Acquire) {
+            return;
+        }
         let work = if more && streak < STREAK {
             None
         } else {
@@ -381,9 +386,6 @@ fn device_thread(shared: Arc<Shared>) {
         if had_work || more {
             idle_since = None;
             continue;
-        }
-        if shared.shutdown.load(Ordering::Acquire) {
-            return;
         }
         let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
         if idle < SPIN {

@@ -11,7 +11,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{Cqe, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::uar::{CqArmCmd, QP_DBREC_RQ};
+use rnic_hw_regs::uar::{CqArmCmd, QP_DBREC_RQ, QP_DBREC_SQ};
 use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus, WrOpcode};
 use rnic_queues::{DmaRegion, Hal};
 
@@ -39,6 +39,7 @@ both_modes!(
     flush_on_err_and_reset,
     cq_overrun,
     cq_arm_events,
+    self_feeding_send_queue,
 );
 
 const ALL: u32 =
@@ -993,6 +994,22 @@ fn dest_not_ready(mode: ExecMode) {
     let c = cq.wait(&hal);
     assert_cqe(&c, 1, WcStatus::RetryExcErr, WcOpcode::Send);
     assert_eq!(syndrome(&c), Some(Syndrome::RetryExceeded));
+    // Eight timeouts, seven retransmissions of the one packet.
+    let k = t.counters_qp(a.qpn);
+    assert_eq!(
+        (
+            k[counter::LOCAL_ACK_TIMEOUTS],
+            k[counter::RETRANSMITS],
+            k[counter::RETRY_EXCEEDED],
+            k[counter::TX_FRAMES]
+        ),
+        (8, 7, 1, 8)
+    );
+    assert_eq!(
+        t.counters_port()[counter::RX_UNKNOWN_QP],
+        8,
+        "b dropped each one"
+    );
     // WQEs wait while the QP is not in RTS.
     let mut c2 = t.create_qp(pdn, &cq, &cq);
     t.modify_init(c2.qpn, access::REMOTE_WRITE).ok::<u32>();
@@ -1120,4 +1137,60 @@ fn cq_arm_events(mode: ExecMode) {
         p.t.events(),
         vec![(EventType::Completion.raw(), p.bcq.cqn, 0)]
     );
+}
+
+/// A send queue that feeds itself: 256 one-BB FETCH_ADDs on the QP's own
+/// doorbell record (registered as an MR), each adding one to the SQ
+/// producer index, so that every WQE executed publishes the next, without
+/// end. The device serves it in quanta: commands complete, another QP
+/// pair's SEND gets through, and a reset stops it.
+fn self_feeding_send_queue(mode: ExecMode) {
+    let mut t = bring_up(mode);
+    let hal = t.hal.clone();
+    let pdn = t.create_pd();
+    let mut cq = t.create_cq(8);
+    let mut a = qp_sized(&mut t, pdn, &cq, &cq, 8, 6);
+    t.connect(a.qpn, a.qpn, 7);
+    let i = t.reg_mr_in(pdn, &a.dbrec, ALL);
+    let rkey = t.cmd(CmdOpcode::RegMr, &i).ok::<RegMrOut>().rkey.to_ne();
+    let m = t.reg_mr(pdn, 4096, ALL);
+    for _ in 0..256 {
+        // The SQ producer index is the high half of the record's first
+        // 8 bytes.
+        let w = Wqe::new(WrOpcode::AtomicFetchAndAdd, 1)
+            .unsignaled()
+            .raddr(a.dbrec.iova(), rkey)
+            .atomic(1 << 32, 0)
+            .sge(m.key, m.addr(64), 8);
+        a.write_wqe(&w);
+    }
+    a.sq_pi = 1;
+    a.ring_sq(&hal);
+    let sq_pi = |a: &TQp| a.dbrec.load_u32_acquire(QP_DBREC_SQ);
+    // It runs: the producer index keeps moving while commands complete.
+    let mut last = sq_pi(&a);
+    for _ in 0..5 {
+        t.sync();
+        let now = sq_pi(&a);
+        assert_ne!(now, last, "the send queue feeds itself");
+        last = now;
+    }
+    assert_eq!(state(&mut t, a.qpn), QpState::Rts);
+    // Another pair's SEND gets through.
+    let mut p2 = (t.create_cq(6), t.create_cq(6));
+    let mut b = t.create_qp(pdn, &p2.0, &p2.0);
+    let mut c = t.create_qp(pdn, &p2.1, &p2.1);
+    t.connect(b.qpn, c.qpn, 7);
+    t.connect(c.qpn, b.qpn, 7);
+    c.post_recv(&hal, 5, &[dseg(m.key, m.addr(128), 16)]);
+    b.post_send(&hal, &Wqe::new(WrOpcode::Send, 6).inline(b"not starved"));
+    assert_cqe(&p2.0.wait(&hal), 6, WcStatus::Success, WcOpcode::Send);
+    assert_cqe(&p2.1.wait(&hal), 5, WcStatus::Success, WcOpcode::Recv);
+    assert!(cq.poll().is_none(), "the FETCH_ADDs are unsignaled");
+    // A reset ends it.
+    reset(&hal);
+    let stopped = sq_pi(&a);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    t.dev.poll();
+    assert_eq!(sq_pi(&a), stopped, "nothing runs after the reset");
 }
