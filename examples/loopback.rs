@@ -1,5 +1,6 @@
-//! Two RC queue pairs on one emulated rnic device, connected through the
-//! device's loopback port: a SEND, an RDMA WRITE and an RDMA READ, each
+//! Two RC queue pairs on one emulated rnic device, connected to each other
+//! through port 1 on a loopback wire (every request and ACK is a RoCEv2
+//! frame that comes back): a SEND, an RDMA WRITE and an RDMA READ, each
 //! verified byte for byte.
 //!
 //! ```text

@@ -1,13 +1,14 @@
 //! Emulated rnic RDMA device: a software NIC behind the same register and
-//! DMA interface as the hardware.
+//! DMA interface as the hardware, with a RoCEv2 port on a wire.
 //!
 //! [`EmuDevice`] implements the device specification (`hw-regs` layouts,
 //! `docs/device-spec.md`): the BAR 0 register file, the command queue, the
-//! BAR 2 doorbell pages, CQs and the asynchronous event queue, and an RC
-//! data path that loops requests back to QPs of the same device through
-//! port 1. A driver reaches it only through [`EmuHal`], its implementation
-//! of [`rnic_queues::Hal`]: register reads and writes, and DMA memory that
-//! the device reaches only through an emulated IOMMU.
+//! BAR 2 doorbell pages, CQs and the asynchronous event queue, and the RC
+//! transport, whose packets leave port 1 as RoCEv2 frames on a
+//! [`net::Wire`]. A driver reaches it only through [`EmuHal`], its
+//! implementation of [`rnic_queues::Hal`]: register reads and writes, and
+//! DMA memory that the device reaches only through an emulated IOMMU. A NIC
+//! reaches another only through frames on a wire.
 //!
 //! ```
 //! use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
@@ -19,28 +20,26 @@
 //! assert_eq!(hal.mmio_read32(0, bar0::ID), bar0::MAGIC);
 //! ```
 //!
-//! The work a register or doorbell write triggers runs either synchronously
-//! in the writing thread ([`ExecMode::Inline`]) or on a device thread
-//! ([`ExecMode::Thread`]); both behave identically.
+//! The work a register or doorbell write triggers, and what frames and
+//! timers bring, runs either in the writing thread ([`ExecMode::Inline`])
+//! or on a device thread ([`ExecMode::Thread`]); both behave identically.
+//! [`EmuDevice::builder`] picks the wire ([`net::Loopback`] by default,
+//! [`net::Switch`] ports, [`net::UdpWire`]) and the clock ([`Clock`], or a
+//! [`VirtualClock`] that tests advance by hand).
 //!
 //! # Model notes
 //!
 //! Where the specification leaves a choice, the model does this:
 //!
-//! - Every WQE executes to completion before the next starts, so fences and
-//!   outstanding-READ limits are trivially honoured.
-//! - Receiver-not-ready with `rnr_retry` 1..=7 stalls the send queue at the
-//!   WQE. There is no RNR timer: the WQE is retried only on an event that
-//!   can change the answer, when the responder's RQ doorbell leaves receive
-//!   WQEs available or the responder leaves RTR/RTS or is destroyed. The
-//!   requester's own SQ doorbells do not retry (new WQEs queue behind the
-//!   stalled one), nor does an RQ doorbell that publishes nothing. Stalled
-//!   requesters retry in the order they last stalled, so a retry meets RNR
-//!   again only when another requester took the receive WQEs first; each
-//!   such retry counts, and after `rnr_retry` of them (1..=6) the WQE
-//!   completes `RNR_RETRY_EXC_ERR`, while 7 retries without limit. A stall
-//!   nothing ends lasts forever. Timed retries belong to the RC wire
-//!   transport.
+//! - The transport follows Linux rxe where the IBA leaves room: at most
+//!   128 PSNs outstanding, an ACK requested every 64 packets of a long
+//!   message, one go-back-N rewind per loss, a WRITE with immediate taking
+//!   its receive WQE at its last packet, ACKs coalesced over what arrives
+//!   before the responder's next turn. `max_rd_atomic` 0 acts as 1.
+//! - Each QP sends at most 16 packets per turn, so a busy QP cannot starve
+//!   the others, commands or a reset.
+//! - The requester reads a WQE's gather list as it builds each packet (and
+//!   again for a retransmission), as hardware does.
 //! - Producer indices are read from a doorbell record on each SQ/RQ
 //!   doorbell and otherwise only once the WQEs already known from it are
 //!   consumed; a CQ's consumer index only when the CQ looks full from the
@@ -51,13 +50,11 @@
 //!   mlx5). Errors no CQE can report do: `QpFatal` when a doorbell record or
 //!   the receive queue cannot be read, a doorbell record is malformed, a CQE
 //!   cannot be written, or the responder's memory faults during an RDMA
-//!   operation that consumes no receive WQE; `QpAccessErr` for responder rkey errors and `QpReqErr` for
-//!   misaligned atomics and READs/atomics to a responder without
-//!   `max_dest_rd_atomic` (IB responder class C errors). A MODIFY_QP to ERR
-//!   raises none.
-//! - The requester's CQE `vendor_err` carries the responder's syndrome for
-//!   access and invalid-request NAKs, and `RemoteError` (or `DmaFault`) for
-//!   remote operational errors.
+//!   operation that consumes no receive WQE; `QpAccessErr` for responder
+//!   rkey errors and `QpReqErr` for invalid requests (IB responder class C
+//!   errors). A MODIFY_QP to ERR raises none.
+//! - The requester's CQE `vendor_err` reflects the NAK code it received
+//!   (the responder's own syndrome does not cross the wire).
 //! - A receive WQE's SGEs are checked only as far as the message reaches;
 //!   a zero-length RDMA WRITE/READ checks no rkey (InfiniBand rule).
 //! - Arming a CQ that already holds CQEs past the arm's consumer index (or,
@@ -68,13 +65,17 @@
 //! - Queue configuration registers are ignored while the device is enabled
 //!   or resetting. DMA memory never freed by the driver is leaked when the
 //!   device goes away, since a `DmaRegion` stays valid until `dma_free`.
+//! - A panic inside the model makes the device fatal (`Internal`) rather
+//!   than unwinding into the driver.
 //!
-//! Modules, one concern each: `config`, `device` (locking, thread, BAR
-//! dispatch), `hal`, `iommu`, `irq`, `regs` (BAR 0), `cmdq` and `cmd`
-//! (commands), `objects` (PD/MR/CQ/QP tables), `cq` and `eq` (CQE/EQE
-//! writers), `qp` (state side effects, flush), `wqe` (WQE decoding), `sgl`
-//! (keys to host memory), `requester`, `op` (request/response messages),
-//! `port` (loopback delivery) and `responder`.
+//! Modules, one concern each: `config`, `device` (locking, steps, the
+//! inline driver and the device thread, BAR dispatch), `hal`, `iommu`,
+//! `irq`, `regs` (BAR 0), `cmdq` and `cmd` (commands), `objects`
+//! (PD/MR/CQ/QP tables), `cq` and `eq` (CQE/EQE writers), `qp` (state side
+//! effects, flush), `wqe` (WQE decoding), `sgl` (keys to host memory),
+//! `counters`, `clock`, `port` (paths, neighbours, receive checks),
+//! `transport` (requester, completer, responder, timers), and the public
+//! [`wire`] (formats), [`net`] (wires and middleware) and [`pcap`].
 
 mod clock;
 mod cmd;

@@ -112,8 +112,6 @@ pub(crate) struct Port {
     neighbours: HashMap<IpAddress, Neighbour>,
     /// QPs waiting for a neighbour.
     pub waiting: Vec<u32>,
-    /// QPs with a coalesced ACK to send at the end of a receive batch.
-    pub acks: Vec<u32>,
 }
 
 impl Port {
@@ -125,7 +123,6 @@ impl Port {
             ident: 0,
             neighbours: HashMap::new(),
             waiting: Vec::new(),
-            acks: Vec::new(),
         }
     }
 
@@ -135,7 +132,6 @@ impl Port {
         self.counters = Counters::default();
         self.neighbours.clear();
         self.waiting.clear();
-        self.acks.clear();
     }
 }
 

@@ -66,21 +66,21 @@ wire_enum! {
         /// Destroy a queue pair: [`ObjIn`] (QPN).
         DestroyQp = 0x0403,
         /// Create a shared receive queue: [`CreateSrqIn`] / [`CreateSrqOut`]
-        /// (layout fixed; device 1.0 answers `BadOpcode`).
+        /// (layout fixed; device 1.1 answers `BadOpcode`).
         CreateSrq = 0x0500,
-        /// Destroy a shared receive queue: [`ObjIn`] (SRQN) (device 1.0:
+        /// Destroy a shared receive queue: [`ObjIn`] (SRQN) (device 1.1:
         /// `BadOpcode`).
         DestroySrq = 0x0501,
-        /// Modify a shared receive queue: [`ModifySrqIn`] (device 1.0:
+        /// Modify a shared receive queue: [`ModifySrqIn`] (device 1.1:
         /// `BadOpcode`).
         ModifySrq = 0x0502,
         /// Query a shared receive queue: [`ObjIn`] (SRQN) / [`QuerySrqOut`]
-        /// (device 1.0: `BadOpcode`).
+        /// (device 1.1: `BadOpcode`).
         QuerySrq = 0x0503,
         /// Create a completion event queue: [`CreateEqIn`] / [`CreateEqOut`]
-        /// (device 1.0: `BadOpcode`).
+        /// (device 1.1: `BadOpcode`).
         CreateEq = 0x0600,
-        /// Destroy a completion event queue: [`ObjIn`] (EQN) (device 1.0:
+        /// Destroy a completion event queue: [`ObjIn`] (EQN) (device 1.1:
         /// `BadOpcode`).
         DestroyEq = 0x0601,
         /// Read a port's or a QP's counters:

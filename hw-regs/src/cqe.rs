@@ -108,7 +108,9 @@ wire_enum! {
         BadRkey = 7,
         /// The receive buffer is too small for the incoming message.
         RecvTooSmall = 8,
-        /// The destination QP does not exist or is not in a receiving state.
+        /// The destination QP does not exist or is not in a receiving state
+        /// (device 1.0; over a wire the requester sees a timeout,
+        /// [`Syndrome::RetryExceeded`]).
         BadDestQp = 9,
         /// The destination QP does not allow the remote operation.
         QpAccessDenied = 10,

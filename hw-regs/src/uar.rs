@@ -27,10 +27,10 @@ pub const RQ_DB: usize = 0x008;
 /// Offset of [`CqDoorbell`] within a doorbell page.
 pub const CQ_DB: usize = 0x010;
 /// Offset of the SRQ doorbell within a doorbell page: a [`WqDoorbell`] whose
-/// `qpn` field holds the SRQ number (device 1.0 has no SRQs and ignores it).
+/// `qpn` field holds the SRQ number (device 1.1 has no SRQs and ignores it).
 pub const SRQ_DB: usize = 0x018;
 /// Offset of [`EqArmDoorbell`] within a doorbell page (completion EQs made
-/// by CREATE_EQ; device 1.0 has none and ignores it).
+/// by CREATE_EQ; device 1.1 has none and ignores it).
 pub const EQ_DB: usize = 0x020;
 
 /// Work queue doorbell, the layout of both [`SQ_DB`] and [`RQ_DB`]: the
@@ -55,8 +55,8 @@ pub type SqDoorbell = WqDoorbell;
 
 /// Receive queue doorbell ([`RQ_DB`]). The device reads receive producer
 /// indices from the doorbell record whenever it needs a receive WQE; this
-/// write wakes senders stalled on receiver-not-ready (and flushes a QP in
-/// the error state).
+/// write makes it read the record now (and flushes a QP in the error
+/// state).
 pub type RqDoorbell = WqDoorbell;
 
 /// Completion queue doorbell: request a completion event.

@@ -122,7 +122,7 @@ pub struct InlineHdr {
 }
 
 /// Datagram segment: the address vector of a UD send WQE, following the
-/// control segment (reserved: device 1.0 implements RC only and rejects UD
+/// control segment (reserved: device 1.1 implements RC only and rejects UD
 /// QPs at CREATE_QP).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]

@@ -6,9 +6,11 @@
 //! | length          | checksum         |
 //! ```
 //!
-//! RoCEv2 senders (Linux rxe, RoCE NICs) leave the checksum 0 over IPv4
+//! RoCEv2 senders (Linux rxe, RoCE NICs) leave the checksum 0, over IPv4
 //! and IPv6 alike: the ICRC protects the packet. [`UdpChecksum::None`]
-//! emits that; a received non-zero checksum is verified.
+//! emits that, as the port does over IPv4; [`UdpChecksum::Computed`] is
+//! the checksum IPv6 requires, which the port sends over IPv6. A received
+//! non-zero checksum is verified.
 
 use super::ip::IpAddress;
 use super::ipv4::protocol;
