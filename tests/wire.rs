@@ -109,6 +109,22 @@ fn lossy() -> FaultConfig {
     }
 }
 
+/// The faults of the device-thread runs. On the host clock a machine busy
+/// with other work delays the device threads too, and a delay past the
+/// ACK timeout costs a retry like a loss: at 5 % loss a READ-heavy stream
+/// needs, now and then, all seven retries of one request (two losses in
+/// each of eight rounds), so a scheduling hiccup on top could exhaust them
+/// and fail the run for the machine's sake. At 1 % it never comes close.
+fn mild() -> FaultConfig {
+    FaultConfig {
+        drop: 0.01,
+        duplicate: 0.005,
+        reorder: 0.005,
+        corrupt: 0.001,
+        ..FaultConfig::default()
+    }
+}
+
 fn check_counters(fabric: &Fabric) {
     let stats = fabric.nics[0].faults.stats();
     eprintln!("faults: {stats:?}");
@@ -147,9 +163,8 @@ fn million_messages_through_faults_inline() {
 
 #[test]
 fn messages_through_faults_thread() {
-    // On the host clock each tail loss waits out the timeout: a short one
-    // (4.2 ms), which a busy machine may also hit without a loss.
-    let fabric = run(ExecMode::Thread, messages(40_000), lossy(), 10, 2);
+    // On the host clock each tail loss waits out the timeout (16.8 ms).
+    let fabric = run(ExecMode::Thread, messages(40_000), mild(), 12, 2);
     check_counters(&fabric);
 }
 
@@ -184,9 +199,14 @@ fn psn_wrap_at_mtu_256() {
             sq_psn: 0xff_ff00,
             rq_psn: 0xff_ff00,
             mtu: Mtu::Mtu256,
-            ..conn(if mode == ExecMode::Inline { 12 } else { 10 })
+            ..conn(12)
         };
-        let fabric = run_with(mode, 8_000, lossy(), c, 4);
+        let faults = if mode == ExecMode::Inline {
+            lossy()
+        } else {
+            mild()
+        };
+        let fabric = run_with(mode, 8_000, faults, c, 4);
         assert!(port_sum(&fabric, counter::RETRANSMITS) > 0, "{mode:?}");
     }
 }

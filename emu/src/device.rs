@@ -298,19 +298,21 @@ impl Shared {
         let now = self.clock.now_ns();
         let mut rx: Vec<Frame> = Vec::new();
         let mut st = self.lock();
+        let mut backlog = false;
         {
             let mut wire = self.wire();
             wire.poll(now);
             if self.notify.rx_pending.swap(false, Ordering::AcqRel)
                 && wire.recv(&mut rx, RX_BATCH) == RX_BATCH
             {
+                backlog = true;
                 self.notify.rx_pending.store(true, Ordering::Release);
             }
         }
         if let Some(w) = work {
             run(&mut st, w);
         }
-        let more = st.turn(&rx, now);
+        let more = st.turn(&rx, backlog, now);
         let mut tx = std::mem::take(&mut st.port.tx);
         if !tx.is_empty() {
             let mut wire = self.wire();

@@ -46,7 +46,12 @@ pub(crate) struct State {
     pub timers: Timers,
     /// The device clock at the start of the current turn.
     pub now: u64,
+    /// Turns in a row that left received frames in the wire.
+    backlog_turns: u32,
 }
+
+/// Turns a receive backlog may hold back due timers.
+const TIMER_DEFER: u32 = 16;
 
 impl State {
     pub(crate) fn new(cfg: EmuConfig, irq: Arc<IrqLines>) -> Self {
@@ -62,6 +67,7 @@ impl State {
             port: Port::new(cfg.mac),
             timers: Timers::default(),
             now: 0,
+            backlog_turns: 0,
             cfg,
         };
         st.reset();
@@ -134,9 +140,9 @@ impl State {
 
     /// One turn of the device at time `now`: the frames received, the
     /// timers due, a quantum for every QP with something to send. Frames to
-    /// send collect in `port.tx`. Returns whether work remains for another
-    /// turn.
-    pub(crate) fn turn(&mut self, rx: &[Frame], now: u64) -> bool {
+    /// send collect in `port.tx`. `backlog` says the wire holds more
+    /// received frames. Returns whether work remains for another turn.
+    pub(crate) fn turn(&mut self, rx: &[Frame], backlog: bool, now: u64) -> bool {
         if !self.running() {
             return false;
         }
@@ -144,7 +150,16 @@ impl State {
         for f in rx {
             port::receive(self, f);
         }
-        timers::run_due(self, now);
+        // An answer already waiting in the receive queue is no timeout
+        // (a device thread that was not scheduled for a while finds both
+        // at once): due timers wait for the backlog, a flood delaying
+        // them by at most TIMER_DEFER turns.
+        if backlog && self.backlog_turns < TIMER_DEFER {
+            self.backlog_turns += 1;
+        } else {
+            self.backlog_turns = 0;
+            timers::run_due(self, now);
+        }
         self.run_kicked()
     }
 

@@ -10,9 +10,9 @@
 //! - A PSN-sequence NAK, a missing READ response packet or the retransmit
 //!   timer rewinds the requester (go-back-N) to the NAK's PSN, the missing
 //!   response's or the first PSN not acknowledged, costing one of
-//!   `retry_cnt` retries; while a rewind is under way further NAKs start
-//!   none (one rewind per loss, as rxe's `started_retry`), and the timer
-//!   covers a rewind whose packets are lost again. An RNR NAK rewinds it
+//!   `retry_cnt` retries; until the requester makes progress further NAKs
+//!   start none (one rewind per loss, as rxe's `started_retry`), and the
+//!   timer covers a rewind whose packets are lost again. An RNR NAK rewinds it
 //!   after the NAK's timer, costing one of `rnr_retry` (7: without limit).
 //!   Progress (the oldest unacknowledged PSN moving) restores both
 //!   counts.
@@ -29,6 +29,7 @@ use rnic_hw_regs::verbs::{access, QpState, WcStatus};
 
 use super::{mtu_bytes, timers, ReqOp};
 use crate::cq;
+use crate::objects::Qp;
 use crate::port;
 use crate::qp;
 use crate::sgl;
@@ -71,9 +72,9 @@ pub(crate) fn on_response(
         (Op::Ack, Some(AckKind::Nak(NakCode::PsnSeqError))) => {
             port::count(st, qpn, counter::SEQ_NAKS_RECEIVED);
             ack_through(st, qpn, psn_add(psn, PSN_MASK));
-            // One rewind per loss: while a retry is under way, NAKs (for
-            // this gap or a later one its packets met) start no other;
-            // the retransmit timer covers a retry whose packets are lost
+            // One rewind per loss: until progress (which the implicit ACK
+            // may just have made), NAKs start no other rewind; the
+            // retransmit timer covers a retry whose packets are lost
             // again.
             let retrying = st.objs.qps.get(qpn).is_some_and(|q| q.req.retrying);
             if !retrying {
@@ -121,9 +122,22 @@ pub(crate) fn on_response(
     progress(st, qpn, before);
 }
 
-/// After a response: if the oldest unacknowledged PSN moved, the retry
-/// counts are restored and the retransmit timer restarts (or stops when
-/// nothing is outstanding); the requester runs again (the window moved).
+/// Moves the oldest unacknowledged PSN to `psn`. Progress restores the
+/// retry counts and ends a rewind at once: a NAK or gap that the same
+/// response reveals is a new loss, and costs its own retry.
+fn acked(qp: &mut Qp, psn: u32) {
+    let req = &mut qp.req;
+    if psn != req.unacked {
+        req.unacked = psn;
+        req.retry_left = qp.attrs.retry_cnt;
+        req.rnr_left = qp.attrs.rnr_retry;
+        req.retrying = false;
+    }
+}
+
+/// After a response: if the oldest unacknowledged PSN moved, the
+/// retransmit timer restarts (or stops when nothing is outstanding) and
+/// the requester runs again (the window moved).
 fn progress(st: &mut State, qpn: u32, before: u32) {
     let now = st.now;
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -132,10 +146,7 @@ fn progress(st: &mut State, qpn: u32, before: u32) {
     if qp.state != QpState::Rts || qp.req.unacked == before {
         return;
     }
-    let req = &mut qp.req;
-    req.retry_left = qp.attrs.retry_cnt;
-    req.rnr_left = qp.attrs.rnr_retry;
-    req.retrying = false;
+    let req = &qp.req;
     let outstanding = psn_diff(req.frontier, req.unacked) > 0;
     if qp.timers.rnr.is_none() && outstanding {
         timers::arm_retx(st, qpn, now);
@@ -156,8 +167,7 @@ fn ack_through(st: &mut State, qpn: u32, a: u32) {
         if qp.state != QpState::Rts {
             return;
         }
-        let req = &mut qp.req;
-        let Some(e) = req.inflight.front() else {
+        let Some(e) = qp.req.inflight.front() else {
             return;
         };
         if e.error.is_some() {
@@ -166,22 +176,23 @@ fn ack_through(st: &mut State, qpn: u32, a: u32) {
         if psn_diff(a, e.first_psn) < 0 {
             return;
         }
-        if psn_diff(a, e.last_psn()) < 0 {
+        let (rd_atomic, last) = (e.op.is_rd_atomic(), e.last_psn());
+        if psn_diff(a, last) < 0 {
             // Part of a SEND or WRITE.
-            if !e.op.is_rd_atomic() {
-                req.unacked = psn_add(a, 1);
+            if !rd_atomic {
+                acked(qp, psn_add(a, 1));
             }
             return;
         }
-        if e.op.is_rd_atomic() {
+        if rd_atomic {
             let missing = psn_add(e.first_psn, e.recv);
-            req.unacked = missing;
-            if !req.retrying {
+            acked(qp, missing);
+            if !qp.req.retrying {
                 retry(st, qpn, missing);
             }
             return;
         }
-        req.unacked = psn_add(e.last_psn(), 1);
+        acked(qp, psn_add(last, 1));
         complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
     }
 }
@@ -433,7 +444,7 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
     let e = &mut qp.req.inflight[at];
     e.recv += 1;
     let (done, len) = (e.recv == e.npkts, e.len);
-    qp.req.unacked = psn_add(psn, 1);
+    acked(qp, psn_add(psn, 1));
     if done {
         complete_front(st, qpn, WcStatus::Success, Syndrome::None, len as u32);
     }
@@ -476,7 +487,7 @@ fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
         return fail_at(st, qpn, psn, WcStatus::LocProtErr, syn);
     }
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.req.unacked = psn_add(psn, 1);
+        acked(qp, psn_add(psn, 1));
     }
     complete_front(st, qpn, WcStatus::Success, Syndrome::None, 8);
 }

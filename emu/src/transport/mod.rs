@@ -160,8 +160,8 @@ pub(crate) struct ReqState {
     pub rnr_left: u8,
     /// READs and atomics in `inflight`.
     pub rd_atomic: u8,
-    /// A rewind is under way: NAKs and out-of-order responses for the same
-    /// PSN do not start another (rxe's `started_retry`); progress clears it.
+    /// A rewind is under way: until progress clears it, NAKs and
+    /// out-of-order responses start no other (rxe's `started_retry`).
     pub retrying: bool,
     /// Packets sent since the last ACK request.
     pub noack: u32,
