@@ -55,7 +55,9 @@ fn side(
         .build()
         .expect("device");
     let ctx = Ctx::open(dev.hal()).expect("Context::open");
-    let c = conn(10);
+    // A 16.8 ms ACK timeout: each tail loss waits it out, and a scheduling
+    // delay of the other process must exceed it to cost a retry.
+    let c = conn(12);
     let mut reqs: Vec<Requester> = mine
         .iter()
         .map(|&s| Requester::new(&ctx, s, PER_FLOW))
