@@ -285,12 +285,13 @@ fn local_checks(
     }
 }
 
-/// Where a packet's payload comes from: copied out of the WQE, so that the
-/// device state can be borrowed while it is gathered. (A stack value built
-/// once per packet: boxing the large variant would allocate per packet.)
+/// Where a packet's payload comes from, copied out of the WQE so that the
+/// device state can be borrowed while it is gathered: the packet's share
+/// of the inline data, or the gather list (a stack value: boxing it would
+/// allocate per packet).
 #[allow(clippy::large_enum_variant)]
 enum Source {
-    Inline([u8; 4096], usize),
+    Inline(Vec<u8>),
     Sges([DataSeg; MAX_SEND_WQE_DS], usize),
 }
 
@@ -369,11 +370,10 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
             roce.bth.solicited = e.wqe.ctrl.word.solicited() && pos.ends();
             source = Some(match d.data {
                 Data::Inline(bytes) => {
-                    let mut b = [0u8; 4096];
+                    // Copied out: the bytes live in the QP, which the
+                    // frame builder's closure cannot borrow.
                     let end = (offset as usize + n).min(bytes.len());
-                    let chunk = &bytes[(offset as usize).min(end)..end];
-                    b[..chunk.len()].copy_from_slice(chunk);
-                    Source::Inline(b, chunk.len())
+                    Source::Inline(bytes[(offset as usize).min(end)..end].to_vec())
                 }
                 Data::Sges(_) => {
                     let mut s = [DataSeg::default(); MAX_SEND_WQE_DS];
@@ -403,8 +403,8 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     };
     let sent = port::send(st, qpn, dmac, roce, |st, buf| match &source {
         None => Ok(()),
-        Some(Source::Inline(b, n)) => {
-            buf.copy_from_slice(&b[..*n]);
+        Some(Source::Inline(b)) => {
+            buf.copy_from_slice(b);
             Ok(())
         }
         Some(Source::Sges(s, k)) => sgl::gather(
