@@ -121,14 +121,6 @@ fn reseal(mut f: Frame) -> Frame {
     f
 }
 
-/// xorshift64*.
-fn rng(state: &mut u64) -> u64 {
-    *state ^= *state >> 12;
-    *state ^= *state << 25;
-    *state ^= *state >> 27;
-    state.wrapping_mul(0x2545_f491_4f6c_dd1d)
-}
-
 fn corpus(qpn: u32) -> Vec<(Frame, Expect)> {
     use opcode::*;
     let bases: Vec<FrameRepr> = vec![
@@ -218,16 +210,16 @@ fn corpus(qpn: u32) -> Vec<(Frame, Expect)> {
     port.udp.dst_port = 4790;
     out.push((emit(&port), Expect::At(counter::RX_IGNORED)));
     // Garbage after a real Ethernet header, of random lengths.
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
+    let mut s = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..1000 {
-        let len = 14 + (rng(&mut s) % 1500) as usize;
+        let len = 14 + (s.next() % 1500) as usize;
         let mut g = vec![0u8; len];
         g[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 2]);
         g[6..12].copy_from_slice(&INJECTOR_MAC);
-        let kind = rng(&mut s) % 3;
+        let kind = s.next() % 3;
         g[12..14].copy_from_slice(&[0x0800u16, 0x86dd, 0x0806][kind as usize].to_be_bytes());
         for b in &mut g[14..] {
-            *b = rng(&mut s) as u8;
+            *b = s.next() as u8;
         }
         out.push((g, Expect::Any));
     }

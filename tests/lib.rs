@@ -580,6 +580,36 @@ pub fn post_recv(qp: &EQp, w: RecvWr<'_>) {
         .unwrap_or_else(|e| panic!("QP {}: post_recv: {e}", qp.qp_num()));
 }
 
+/// xorshift64*: a small seeded generator, so that a failing run repeats.
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// A number in `lo..=hi`.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + self.below(hi - lo + 1)
+    }
+
+    /// True `percent` times in a hundred.
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
 /// `len` deterministic pseudo-random bytes that depend on `seed`, for
 /// payloads whose placement a test checks byte for byte.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {

@@ -15,49 +15,27 @@ const SLOTS: usize = 64;
 const MR_LEN: usize = SLOT * SLOTS;
 const ROUNDS: usize = 1500;
 
-/// xorshift64*: small, seeded, good enough to pick operations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `lo..=hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    /// `n` entries `(offset, len)` in distinct slots, lengths in
-    /// `min..=max` (`max <= SLOT`), an entry empty one time in ten when
-    /// `allow_empty`.
-    fn list(&mut self, n: usize, min: usize, max: usize, allow_empty: bool) -> Vec<(usize, usize)> {
-        let mut slots: Vec<usize> = Vec::with_capacity(n);
-        while slots.len() < n {
-            let s = self.range(0, SLOTS - 1);
-            if !slots.contains(&s) {
-                slots.push(s);
-            }
+/// `n` entries `(offset, len)` in distinct slots, lengths in `min..=max`
+/// (`max <= SLOT`), an entry empty one time in ten when `allow_empty`.
+fn list(rng: &mut Rng, n: usize, min: usize, max: usize, allow_empty: bool) -> Vec<(usize, usize)> {
+    let mut slots: Vec<usize> = Vec::with_capacity(n);
+    while slots.len() < n {
+        let s = rng.range(0, SLOTS - 1);
+        if !slots.contains(&s) {
+            slots.push(s);
         }
-        slots
-            .into_iter()
-            .map(|s| {
-                let len = if allow_empty && self.chance(10) {
-                    0
-                } else {
-                    self.range(min, max)
-                };
-                (s * SLOT + self.range(0, SLOT - len), len)
-            })
-            .collect()
     }
+    slots
+        .into_iter()
+        .map(|s| {
+            let len = if allow_empty && rng.chance(10) {
+                0
+            } else {
+                rng.range(min, max)
+            };
+            (s * SLOT + rng.range(0, SLOT - len), len)
+        })
+        .collect()
 }
 
 /// One side of the connection.
@@ -155,7 +133,7 @@ fn random_traffic(mode: ExecMode) {
             }
             read_before |= kind >= 4;
             let n = rng.range(1, 4);
-            let local = rng.list(n, 1, 120, true);
+            let local = list(&mut rng, n, 1, 120, true);
             let len: usize = local.iter().map(|e| e.1).sum();
             // SEND and WRITE kinds may carry their payload inline.
             let use_inline = kind <= 3 && len <= max_inline && rng.chance(30);
@@ -180,7 +158,7 @@ fn random_traffic(mode: ExecMode) {
                     let rid = wr_id | 1 << 40;
                     // 1 to 4 entries that together hold the message.
                     let n = rng.range(len.div_ceil(SLOT).max(1), 4);
-                    let list = rng.list(n, len.div_ceil(n).max(1), SLOT, false);
+                    let list = list(&mut rng, n, len.div_ceil(n).max(1), SLOT, false);
                     scatter(model_to, &list, &payload);
                     let imm = if kind == 1 {
                         imm.or(Some([0; 4]))
@@ -202,7 +180,7 @@ fn random_traffic(mode: ExecMode) {
                         let rid = wr_id | 1 << 40;
                         let imm = imm.unwrap_or([9; 4]);
                         recv_wc = Some((rid, WcOpcode::RecvRdmaWithImm, len as u32, Some(imm)));
-                        recvs.push((rid, rng.list(1, 1, 16, false)));
+                        recvs.push((rid, list(&mut rng, 1, 1, 16, false)));
                         SendOp::RdmaWriteWithImm {
                             remote: remote(remote_off),
                             imm,
@@ -250,7 +228,7 @@ fn random_traffic(mode: ExecMode) {
                         )
                     };
                     model_to[at..at + 8].copy_from_slice(&new.to_le_bytes());
-                    let (lo, _) = rng.list(1, 8, 8, false)[0];
+                    let (lo, _) = list(&mut rng, 1, 8, 8, false)[0];
                     let lo = lo - lo % 8;
                     model_from[lo..lo + 8].copy_from_slice(&old.to_le_bytes());
                     plans.push(Planned {

@@ -35,32 +35,15 @@ pub const RING_LEN: usize = 4 << 20;
 /// Slots for atomic results at the requester.
 const RESULT_SLOTS: usize = 64;
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// A message size: mostly small, now and then up to `max`.
-    fn size(&mut self, max: usize) -> usize {
-        let p = self.below(10_000);
-        let top = match p {
-            0..=8999 => 64,
-            9000..=9899 => 4096,
-            9900..=9989 => 64 << 10,
-            _ => 1 << 20,
-        };
-        self.below(top.min(max) + 1)
-    }
+/// A message size: mostly small, now and then up to `max`.
+fn size(r: &mut Rng, max: usize) -> usize {
+    let top = match r.below(10_000) {
+        0..=8999 => 64,
+        9000..=9899 => 4096,
+        9900..=9989 => 64 << 10,
+        _ => 1 << 20,
+    };
+    r.below(top.min(max) + 1)
 }
 
 /// What an operation does.
@@ -117,8 +100,8 @@ impl Plan {
             _ => Kind::FetchAdd,
         };
         let len = match kind {
-            Kind::Send | Kind::SendImm => r.size(MAX_SEND),
-            Kind::Write | Kind::WriteImm | Kind::Read => r.size(MAX_RDMA),
+            Kind::Send | Kind::SendImm => size(r, MAX_SEND),
+            Kind::Write | Kind::WriteImm | Kind::Read => size(r, MAX_RDMA),
             Kind::CmpSwap | Kind::FetchAdd => 8,
         };
         let src = r.below(SRC_LEN - len + 1);

@@ -79,7 +79,7 @@ pub(crate) struct Keys<'a> {
 /// in those `len` bytes. Only the SGEs the range reaches are resolved.
 fn walk(
     k: Keys<'_>,
-    sges: &[DataSeg],
+    sges: impl IntoIterator<Item = DataSeg>,
     offset: u64,
     len: usize,
     need: u32,
@@ -91,7 +91,7 @@ fn walk(
         if done == len {
             break;
         }
-        let n = sge_len(s);
+        let n = sge_len(&s);
         if skip >= n {
             skip -= n;
             continue;
@@ -122,7 +122,7 @@ fn walk(
 /// into `dst`.
 pub(crate) fn gather(
     k: Keys<'_>,
-    sges: &[DataSeg],
+    sges: impl IntoIterator<Item = DataSeg>,
     offset: u64,
     dst: &mut [u8],
 ) -> Result<(), Syndrome> {
@@ -136,7 +136,7 @@ pub(crate) fn gather(
 /// needs `need` access.
 pub(crate) fn scatter(
     k: Keys<'_>,
-    sges: &[DataSeg],
+    sges: impl IntoIterator<Item = DataSeg>,
     offset: u64,
     src: &[u8],
     need: u32,

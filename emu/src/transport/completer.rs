@@ -388,7 +388,7 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
     let Some(at) = front_holding(st, qpn, psn) else {
         return;
     };
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+    let Some(qp) = st.objs.qps.get(qpn) else {
         return;
     };
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu) as u64);
@@ -418,19 +418,14 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
     else {
         return;
     };
-    let mut sges = [rnic_hw_regs::wqe::DataSeg::default(); rnic_hw_regs::wqe::MAX_SEND_WQE_DS];
-    let mut n = 0;
-    for (slot, s) in sges.iter_mut().zip(d.data.sges()) {
-        *slot = s;
-        n += 1;
-    }
+    // The WQE stays in the QP table while the MR table is borrowed.
     let r = sgl::scatter(
         sgl::Keys {
             mrs: &mut st.objs.mrs,
             iommu: &st.iommu,
             pdn,
         },
-        &sges[..n],
+        d.data.sges(),
         off,
         payload,
         access::LOCAL_WRITE,
@@ -478,7 +473,7 @@ fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
             iommu: &st.iommu,
             pdn,
         },
-        &[sge],
+        [sge],
         0,
         &orig.to_le_bytes(),
         access::LOCAL_WRITE,

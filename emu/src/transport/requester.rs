@@ -14,7 +14,7 @@ use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::uar::SqDoorbell;
 use rnic_hw_regs::verbs::{access, QpState, WcStatus};
-use rnic_hw_regs::wqe::{DataSeg, MAX_SEND_WQE_DS};
+use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
 
 use super::{
     mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS, QUANTUM,
@@ -285,16 +285,6 @@ fn local_checks(
     }
 }
 
-/// Where a packet's payload comes from, copied out of the WQE so that the
-/// device state can be borrowed while it is gathered: the packet's share
-/// of the inline data, or the gather list (a stack value: boxing it would
-/// allocate per packet).
-#[allow(clippy::large_enum_variant)]
-enum Source {
-    Inline(Vec<u8>),
-    Sges([DataSeg; MAX_SEND_WQE_DS], usize),
-}
-
 /// Sends the next packet of the WQE at `send_at`.
 fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -321,7 +311,6 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     };
     let raddr = d.raddr.raddr.to_ne();
     let rkey = d.raddr.rkey.to_ne();
-    let mut source = None;
     let mut offset = 0;
     let (op, pos) = match e.op {
         ReqOp::Read => {
@@ -368,23 +357,6 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
                 });
             }
             roce.bth.solicited = e.wqe.ctrl.word.solicited() && pos.ends();
-            source = Some(match d.data {
-                Data::Inline(bytes) => {
-                    // Copied out: the bytes live in the QP, which the
-                    // frame builder's closure cannot borrow.
-                    let end = (offset as usize + n).min(bytes.len());
-                    Source::Inline(bytes[(offset as usize).min(end)..end].to_vec())
-                }
-                Data::Sges(_) => {
-                    let mut s = [DataSeg::default(); MAX_SEND_WQE_DS];
-                    let mut k = 0;
-                    for (slot, seg) in s.iter_mut().zip(d.data.sges()) {
-                        *slot = seg;
-                        k += 1;
-                    }
-                    Source::Sges(s, k)
-                }
-            });
             let op = if write { Op::Write } else { Op::Send };
             (op, pos)
         }
@@ -401,22 +373,38 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
         ReqOp::Read => e.npkts - e.recv,
         _ => 1,
     };
-    let sent = port::send(st, qpn, dmac, roce, |st, buf| match &source {
-        None => Ok(()),
-        Some(Source::Inline(b)) => {
-            buf.copy_from_slice(b);
-            Ok(())
+    // The payload is read from the WQE in place (decoded again: the frame
+    // builder holds the device state), while the MR table is borrowed.
+    let sent = port::send(st, qpn, dmac, roce, |st, buf| {
+        if buf.is_empty() {
+            return Ok(());
         }
-        Some(Source::Sges(s, k)) => sgl::gather(
-            sgl::Keys {
-                mrs: &mut st.objs.mrs,
-                iommu: &st.iommu,
-                pdn,
-            },
-            &s[..*k],
-            offset,
-            buf,
-        ),
+        let Some(qp) = st.objs.qps.get(qpn) else {
+            return Ok(());
+        };
+        let Ok(d) = qp.req.inflight[at]
+            .wqe
+            .decode(qp.max_inline, MAX_SEND_WQE_DS as u8)
+        else {
+            return Ok(());
+        };
+        match d.data {
+            Data::Inline(bytes) => {
+                let chunk = bytes.get(offset as usize..offset as usize + buf.len());
+                buf.copy_from_slice(chunk.ok_or(Syndrome::BadWqe)?);
+                Ok(())
+            }
+            Data::Sges(_) => sgl::gather(
+                sgl::Keys {
+                    mrs: &mut st.objs.mrs,
+                    iommu: &st.iommu,
+                    pdn,
+                },
+                d.data.sges(),
+                offset,
+                buf,
+            ),
+        }
     });
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;

@@ -184,47 +184,41 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
             if check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ).is_err() {
                 return;
             }
-            if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                // In PSN order, ahead of the answers to later requests.
-                let at = qp
-                    .resp
-                    .out
-                    .iter()
-                    .position(|o| psn_diff(o.psn(), psn) > 0)
-                    .unwrap_or(qp.resp.out.len());
-                qp.resp.out.insert(
-                    at,
-                    Out::Read(ReadJob {
-                        psn,
-                        left: n,
-                        first: true,
-                        va: reth.va,
-                        rkey: reth.rkey,
-                        bytes: len,
-                        msn,
-                    }),
-                );
-                st.kick(qpn);
-            }
+            let job = ReadJob {
+                psn,
+                left: n,
+                first: true,
+                va: reth.va,
+                rkey: reth.rkey,
+                bytes: len,
+                msn,
+            };
+            answer_again(st, qpn, Out::Read(job));
         }
         Op::CompareSwap | Op::FetchAdd => {
             let cached = qp.resp.atomics.iter().find(|(p, _)| *p == psn).copied();
             match cached {
-                Some((_, orig)) => {
-                    let at = qp
-                        .resp
-                        .out
-                        .iter()
-                        .position(|o| psn_diff(o.psn(), psn) > 0)
-                        .unwrap_or(qp.resp.out.len());
-                    qp.resp.out.insert(at, Out::AtomicAck { psn, msn, orig });
-                    st.kick(qpn);
-                }
+                Some((_, orig)) => answer_again(st, qpn, Out::AtomicAck { psn, msn, orig }),
                 None => log::debug!("QP {qpn}: duplicate atomic {psn:#x} no longer cached"),
             }
         }
         _ => {}
     }
+}
+
+/// Queues the answer to a duplicate request in PSN order, ahead of the
+/// answers to later requests.
+fn answer_again(st: &mut State, qpn: u32, out: Out) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let q = &mut qp.resp.out;
+    let at = q
+        .iter()
+        .position(|o| psn_diff(o.psn(), out.psn()) > 0)
+        .unwrap_or(q.len());
+    q.insert(at, out);
+    st.kick(qpn);
 }
 
 /// Executes the request at the expected PSN.
@@ -325,7 +319,7 @@ fn send(
                 iommu: &st.iommu,
                 pdn,
             },
-            w.sges(),
+            w.sges().iter().copied(),
             got,
             payload,
             access::LOCAL_WRITE,
@@ -415,19 +409,14 @@ fn write_data(
 ) -> Result<(), Refuse> {
     let refuse = |st: &mut State, syn: Syndrome| match rwqe {
         Some(w) => {
-            let status = if syn == Syndrome::DmaFault {
-                WcStatus::LocProtErr
+            let (status, code) = if syn == Syndrome::DmaFault {
+                (WcStatus::LocProtErr, NakCode::RemoteOperational)
             } else {
-                WcStatus::LocAccessErr
-            };
-            let code = if syn == Syndrome::DmaFault {
-                NakCode::RemoteOperational
-            } else {
-                NakCode::RemoteAccess
+                (WcStatus::LocAccessErr, NakCode::RemoteAccess)
             };
             recv_error(st, qpn, w.wr_id, (status, syn), code)
         }
-        None => remote_refusal(st, qpn, syn),
+        None => remote_refusal(qpn, syn),
     };
     if info.pos.starts() {
         let Some(reth) = roce.reth else {
@@ -509,7 +498,7 @@ fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
     }
     let len = reth.dma_len as u64;
     if let Err(syn) = check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ) {
-        return Err(remote_refusal(st, qpn, syn));
+        return Err(remote_refusal(qpn, syn));
     }
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return Ok(());
@@ -551,7 +540,7 @@ fn atomic(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) -> Resul
         ));
     }
     let seg = check_rkey(st, qpn, a.va, a.rkey, 8, access::REMOTE_ATOMIC)
-        .map_err(|syn| remote_refusal(st, qpn, syn))?;
+        .map_err(|syn| remote_refusal(qpn, syn))?;
     let p = seg.ptr.0.cast::<u64>();
     if p as usize % 8 != 0 {
         // IOVAs keep the host page offset, so this means a broken mapping.
@@ -729,7 +718,7 @@ fn send_read_packet(
         Ok(seg) => seg,
         Err(syn) => {
             // The memory went away under an accepted READ.
-            let Refuse::Nak(code, event) = remote_refusal(st, qpn, syn) else {
+            let Refuse::Nak(code, event) = remote_refusal(qpn, syn) else {
                 return false;
             };
             pop_out(st, qpn);
@@ -809,8 +798,7 @@ fn check_rkey(
 /// The refusal of a failed R_Key check on a request that consumes no
 /// receive WQE: a remote access error with a `QpAccessErr` event, or, if
 /// the memory faulted, a remote operational error with `QpFatal`.
-fn remote_refusal(st: &State, qpn: u32, syn: Syndrome) -> Refuse {
-    let _ = st;
+fn remote_refusal(qpn: u32, syn: Syndrome) -> Refuse {
     log::debug!("QP {qpn}: remote access refused: {syn:?}");
     if syn == Syndrome::DmaFault {
         Refuse::Nak(
