@@ -60,29 +60,27 @@ struct Link {
     dst: EMr,
 }
 
-fn link(f: &Fabric, gid: u8) -> Link {
+/// A requester QP on NIC 1 connected to a responder QP on NIC 2 through
+/// GID index `gid` with `c`, and a 64 KiB MR on each side.
+fn link(f: &Fabric, gid: u8, c: &Conn) -> Link {
     let (a, b) = (&f.nics[0].ctx, &f.nics[1].ctx);
     let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
     let (cq_q, cq_r) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
     let q = create_qp(&pd_a, &cq_q, &cq_q, cap(16, 1, 0), false);
     let r = create_qp(&pd_b, &cq_r, &cq_r, cap(16, 1, 0), false);
-    let c = Conn {
-        mtu: Mtu::Mtu1024,
-        ..Conn::default()
-    };
     let connect = |qp: &EQp, peer: &Ctx, dest: u32| {
-        to_init(qp, &c).unwrap();
+        to_init(qp, c).unwrap();
         let dgid = peer.query_gid(1, gid as u32).unwrap();
-        let (mut attr, mask) = rtr_attr_to(dgid, dest, &c);
+        let (mut attr, mask) = rtr_attr_to(dgid, dest, c);
         attr.ah_attr.sgid_index = gid;
         qp.modify(&attr, mask).unwrap();
-        to_rts(qp, &c).unwrap();
+        to_rts(qp, c).unwrap();
     };
     connect(&q, b, r.qp_num());
     connect(&r, a, q.qp_num());
     Link {
-        src: pd_a.alloc_mr(8192, ALL_ACCESS).unwrap(),
-        dst: pd_b.alloc_mr(8192, ALL_ACCESS).unwrap(),
+        src: pd_a.alloc_mr(65536, ALL_ACCESS).unwrap(),
+        dst: pd_b.alloc_mr(65536, ALL_ACCESS).unwrap(),
         q,
         r,
         cq_q,
@@ -243,8 +241,12 @@ fn tshark_reads_every_opcode() {
     let mut sent = Sent::default();
     {
         let f = Fabric::with_capture(ExecMode::Inline, 2, 5, Some(&path));
-        traffic(&f, &link(&f, 0), 1, &mut sent);
-        traffic(&f, &link(&f, 1), 2, &mut sent);
+        let c = Conn {
+            mtu: Mtu::Mtu1024,
+            ..Conn::default()
+        };
+        traffic(&f, &link(&f, 0, &c), 1, &mut sent);
+        traffic(&f, &link(&f, 1, &c), 2, &mut sent);
     }
     let out = Command::new("tshark")
         .arg("-r")
@@ -415,21 +417,20 @@ fn outstanding_reads_are_limited_and_fences_wait() {
     let path = dir.join("reads.pcap");
     {
         let f = Fabric::with_capture(ExecMode::Inline, 2, 9, Some(&path));
-        let (a, b) = (&f.nics[0].ctx, &f.nics[1].ctx);
-        let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-        let (cq_q, cq_r) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-        let q = create_qp(&pd_a, &cq_q, &cq_q, cap(16, 1, 0), false);
-        let r = create_qp(&pd_b, &cq_r, &cq_r, cap(16, 1, 0), false);
         let c = Conn {
             mtu: Mtu::Mtu1024,
             max_rd_atomic: 2,
             max_dest_rd_atomic: 2,
             ..Conn::default()
         };
-        connect_to(b, &q, r.qp_num(), &c);
-        connect_to(a, &r, q.qp_num(), &c);
-        let local = pd_a.alloc_mr(65536, ALL_ACCESS).unwrap();
-        let remote = pd_b.alloc_mr(65536, ALL_ACCESS).unwrap();
+        let Link {
+            q,
+            r,
+            cq_q,
+            cq_r,
+            src: local,
+            dst: remote,
+        } = link(&f, 0, &c);
         post_recv(&r, recv(1, &[sge(&remote, 60000, 64)]));
         let mut wrs = Vec::new();
         let sgl: Vec<[Sge; 1]> = (0..6).map(|i| [sge(&local, i * 4096, 3000)]).collect();
