@@ -43,6 +43,10 @@ use crate::wire::{Error, ROCE_V2_PORT};
 /// How often a QP waiting for a neighbour asks again.
 pub(crate) const RESOLVE_RETRY_NS: u64 = 1_000_000;
 
+/// Most neighbours the cache holds: a flood of requests from made-up
+/// addresses must not grow it without end.
+const MAX_NEIGHBOURS: usize = 1024;
+
 /// The IP TTL or hop limit used when the address vector gives 0.
 const DEFAULT_HOP_LIMIT: u8 = 64;
 
@@ -218,11 +222,18 @@ fn push(st: &mut State, f: Frame) {
 }
 
 /// Learns that `ip` is at `mac`; QPs waiting for a neighbour run again.
-fn learn(st: &mut State, ip: IpAddress, mac: EthernetAddress) {
+/// An address not in the cache is added only if `create` (a request to
+/// this port, whose sender will be answered) and the cache has room; an
+/// unsolicited advertisement only updates what is there.
+fn learn(st: &mut State, ip: IpAddress, mac: EthernetAddress, create: bool) {
     if mac.is_multicast() || mac.is_zero() {
         return;
     }
-    let n = st.port.neighbours.entry(ip).or_insert(Neighbour {
+    let cache = &mut st.port.neighbours;
+    if !cache.contains_key(&ip) && (!create || cache.len() >= MAX_NEIGHBOURS) {
+        return;
+    }
+    let n = cache.entry(ip).or_insert(Neighbour {
         mac: None,
         asked_ns: None,
     });
@@ -352,8 +363,9 @@ fn on_arp(st: &mut State, eth: &EthernetRepr, arp: &ArpRepr) {
         st.port.counters.add(counter::RX_IGNORED, 1);
         return;
     }
-    learn(st, IpAddress::V4(arp.sender_ip), arp.sender_mac);
-    if arp.operation == ArpOperation::Request {
+    let request = arp.operation == ArpOperation::Request;
+    learn(st, IpAddress::V4(arp.sender_ip), arp.sender_mac, request);
+    if request {
         let me = st.port.mac;
         let reply = ArpRepr {
             operation: ArpOperation::Reply,
@@ -385,7 +397,7 @@ fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr
                 // to answer to a host that has no address yet.
                 return;
             };
-            learn(st, IpAddress::V6(src), mac);
+            learn(st, IpAddress::V6(src), mac, true);
             let me = st.port.mac;
             let na = NdiscRepr::NeighborAdvert {
                 flags: na_flags::SOLICITED | na_flags::OVERRIDE,
@@ -400,7 +412,7 @@ fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr
             ..
         } => {
             if let Some(mac) = target_lladdr {
-                learn(st, IpAddress::V6(target), mac);
+                learn(st, IpAddress::V6(target), mac, false);
             }
         }
     }
@@ -451,5 +463,58 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], len: usize) {
             completer::on_response(st, qpn, info, &repr.roce, payload)
         }
         _ => responder::on_request(st, qpn, info, &repr.roce, payload),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::irq::IrqLines;
+    use crate::wire::ipv4::Ipv4Address;
+    use crate::EmuConfig;
+
+    fn arp(op: ArpOperation, sender: [u8; 4], sender_mac: u8, target: [u8; 4]) -> Frame {
+        let mac = EthernetAddress([0x02, 0, 0, 0, 0x77, sender_mac]);
+        let repr = ArpRepr {
+            operation: op,
+            sender_mac: mac,
+            sender_ip: Ipv4Address(sender),
+            target_mac: EthernetAddress::default(),
+            target_ip: Ipv4Address(target),
+        };
+        frame::arp_frame(mac, EthernetAddress::BROADCAST, &repr)
+    }
+
+    #[test]
+    fn a_flood_of_requests_fills_the_neighbour_cache_only_so_far() {
+        let cfg = EmuConfig::default();
+        let me = cfg.ipv4;
+        let mut st = State::new(cfg, Arc::new(IrqLines::default()));
+        for i in 0..3 * MAX_NEIGHBOURS as u32 {
+            let ip = (0x0a00_0000 + i).to_be_bytes();
+            receive(&mut st, &arp(ArpOperation::Request, ip, i as u8, me));
+        }
+        assert_eq!(st.port.neighbours.len(), MAX_NEIGHBOURS);
+        // Every request was answered all the same.
+        assert_eq!(st.port.tx.len(), 3 * MAX_NEIGHBOURS);
+        // A reply nobody asked for adds nothing; one to a question does.
+        let asked = IpAddress::V4(Ipv4Address([192, 0, 2, 9]));
+        let unasked = IpAddress::V4(Ipv4Address([192, 0, 2, 8]));
+        receive(&mut st, &arp(ArpOperation::Reply, [192, 0, 2, 8], 8, me));
+        assert!(!st.port.neighbours.contains_key(&unasked));
+        st.port.neighbours.insert(
+            asked,
+            Neighbour {
+                mac: None,
+                asked_ns: Some(0),
+            },
+        );
+        receive(&mut st, &arp(ArpOperation::Reply, [192, 0, 2, 9], 9, me));
+        assert_eq!(
+            st.port.neighbours[&asked].mac,
+            Some(EthernetAddress([0x02, 0, 0, 0, 0x77, 9]))
+        );
     }
 }
