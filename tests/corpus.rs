@@ -304,3 +304,72 @@ fn bad_frames_are_dropped_and_counted_inline() {
 fn bad_frames_are_dropped_and_counted_thread() {
     run(ExecMode::Thread);
 }
+
+/// A peer that keeps asking again for old READs (each at another PSN
+/// before the expected one, all valid) is answered only as far as the
+/// responder's READ resources go, however many it sends at once.
+#[test]
+fn duplicate_reads_are_answered_within_the_responder_resources() {
+    let fabric = Fabric::new(ExecMode::Inline, 2, 5);
+    let (a, b) = (&fabric.nics[0].ctx, &fabric.nics[1].ctx);
+    let c = Conn {
+        max_rd_atomic: 2,
+        max_dest_rd_atomic: 2,
+        sq_psn: 0x1000,
+        rq_psn: 0x1000,
+        ..Conn::default()
+    };
+    let (pd_a, pd_b) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (cq_a, cq_b) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let q = create_qp(&pd_a, &cq_a, &cq_a, cap(4, 1, 0), false);
+    let r = create_qp(&pd_b, &cq_b, &cq_b, cap(4, 1, 0), false);
+    connect_to(b, &q, r.qp_num(), &c);
+    connect_to(a, &r, q.qp_num(), &c);
+    let local = pd_a.alloc_mr(4096, ALL_ACCESS).unwrap();
+    let remote = pd_b.alloc_mr(4096, ALL_ACCESS).unwrap();
+    // One real READ: both sides know each other's MAC, and the responder
+    // expects PSN 0x1001.
+    let s = [sge(&local, 0, 64)];
+    q.post_send(&[read(1, &s, remote.addr(), remote.rkey())])
+        .unwrap();
+    assert_eq!(poll_one(&cq_a).status, WcStatus::Success);
+    const FLOOD: u32 = 256;
+    let mut flood: Vec<Frame> = (0..FLOOD)
+        .map(|i| {
+            let mut f = base(opcode::RC_RDMA_READ_REQUEST, r.qp_num(), 0);
+            f.roce.bth.psn = 0x1000 - 1 - i;
+            f.roce.reth = Some(RethRepr {
+                va: remote.addr(),
+                rkey: remote.rkey(),
+                dma_len: 64,
+            });
+            emit(&f)
+        })
+        .collect();
+    let (b0, a0) = (
+        b.query_port_counters(1).unwrap(),
+        a.query_port_counters(1).unwrap(),
+    );
+    fabric.switch.port().send(&mut flood);
+    for _ in 0..4 {
+        fabric.nics[1].dev.poll();
+        fabric.nics[0].dev.poll();
+    }
+    let (b1, a1) = (
+        b.query_port_counters(1).unwrap(),
+        a.query_port_counters(1).unwrap(),
+    );
+    let delta = |x: &Counters, y: &Counters, i| x.get(i) - y.get(i);
+    assert_eq!(
+        delta(&b1, &b0, counter::DUPLICATE_REQUESTS),
+        FLOOD as u64,
+        "every one seen as a duplicate"
+    );
+    // At most two READs queued per batch of frames received: a handful of
+    // answers, not one per request.
+    let answered = delta(&b1, &b0, counter::TX_FRAMES);
+    assert!((1..=16).contains(&answered), "{answered} READ responses");
+    // They reach the requester, which has nothing outstanding.
+    assert_eq!(delta(&a1, &a0, counter::RESPONSES_IGNORED), answered);
+    assert_eq!(query_state(&r), QpState::Rts);
+}

@@ -181,6 +181,19 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
                 }
                 _ => true,
             });
+            // As many READs as the responder has resources for: a peer
+            // that keeps re-asking cannot grow the queue without end (it
+            // asks again after its timeout).
+            let queued = qp
+                .resp
+                .out
+                .iter()
+                .filter(|o| matches!(o, Out::Read(_)))
+                .count();
+            if queued >= qp.attrs.max_dest_rd_atomic.max(1) as usize {
+                log::debug!("QP {qpn}: duplicate READ {psn:#x} dropped: resources busy");
+                return;
+            }
             if check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ).is_err() {
                 return;
             }
