@@ -305,11 +305,18 @@ fn bad_frames_are_dropped_and_counted_thread() {
     run(ExecMode::Thread);
 }
 
-/// A peer that keeps asking again for old READs (each at another PSN
-/// before the expected one, all valid) is answered only as far as the
-/// responder's READ resources go, however many it sends at once.
-#[test]
-fn duplicate_reads_are_answered_within_the_responder_resources() {
+/// Two NICs on a switch with one connected QP pair (PSNs from 0x1000,
+/// two READs/atomics each way), a 4 KiB MR on each side, after one READ
+/// so that both sides know each other's MAC and the responder expects PSN
+/// 0x1001.
+struct Flooded {
+    fabric: Fabric,
+    r: EQp,
+    remote: EMr,
+    _keep: (EQp, ECq, ECq, EMr),
+}
+
+fn flooded() -> Flooded {
     let fabric = Fabric::new(ExecMode::Inline, 2, 5);
     let (a, b) = (&fabric.nics[0].ctx, &fabric.nics[1].ctx);
     let c = Conn {
@@ -327,49 +334,114 @@ fn duplicate_reads_are_answered_within_the_responder_resources() {
     connect_to(a, &r, q.qp_num(), &c);
     let local = pd_a.alloc_mr(4096, ALL_ACCESS).unwrap();
     let remote = pd_b.alloc_mr(4096, ALL_ACCESS).unwrap();
-    // One real READ: both sides know each other's MAC, and the responder
-    // expects PSN 0x1001.
     let s = [sge(&local, 0, 64)];
     q.post_send(&[read(1, &s, remote.addr(), remote.rkey())])
         .unwrap();
     assert_eq!(poll_one(&cq_a).status, WcStatus::Success);
+    Flooded {
+        fabric,
+        r,
+        remote,
+        _keep: (q, cq_a, cq_b, local),
+    }
+}
+
+impl Flooded {
+    /// Injects `frames` towards NIC 2 and lets both NICs take them; the
+    /// change of NIC 2's and NIC 1's port counters.
+    fn inject(&self, mut frames: Vec<Frame>) -> (Vec<u64>, Vec<u64>) {
+        let nics = &self.fabric.nics;
+        let read = |n: usize| -> Vec<u64> {
+            let c = nics[n].ctx.query_port_counters(1).unwrap();
+            (0..COUNTERS).map(|i| c.get(i)).collect()
+        };
+        let (b0, a0) = (read(1), read(0));
+        self.fabric.switch.port().send(&mut frames);
+        for _ in 0..4 {
+            nics[1].dev.poll();
+            nics[0].dev.poll();
+        }
+        let sub = |x: Vec<u64>, y: Vec<u64>| x.iter().zip(&y).map(|(x, y)| x - y).collect();
+        (sub(read(1), b0), sub(read(0), a0))
+    }
+
+    /// A request of opcode `op` to the responder QP at PSN `psn`.
+    fn request(&self, op: u8, psn: u32) -> FrameRepr {
+        let mut f = base(op, self.r.qp_num(), 0);
+        f.roce.bth.psn = psn;
+        f
+    }
+}
+
+/// Counter slots compared by the flood tests.
+const COUNTERS: usize = 32;
+
+/// A peer that keeps asking again for old READs (each at another PSN
+/// before the expected one, all valid) is answered only as far as the
+/// responder's READ resources go, however many it sends at once.
+#[test]
+fn duplicate_reads_are_answered_within_the_responder_resources() {
+    let t = flooded();
     const FLOOD: u32 = 256;
-    let mut flood: Vec<Frame> = (0..FLOOD)
+    let flood: Vec<Frame> = (0..FLOOD)
         .map(|i| {
-            let mut f = base(opcode::RC_RDMA_READ_REQUEST, r.qp_num(), 0);
-            f.roce.bth.psn = 0x1000 - 1 - i;
+            let mut f = t.request(opcode::RC_RDMA_READ_REQUEST, 0x1000 - 1 - i);
             f.roce.reth = Some(RethRepr {
-                va: remote.addr(),
-                rkey: remote.rkey(),
+                va: t.remote.addr(),
+                rkey: t.remote.rkey(),
                 dma_len: 64,
             });
             emit(&f)
         })
         .collect();
-    let (b0, a0) = (
-        b.query_port_counters(1).unwrap(),
-        a.query_port_counters(1).unwrap(),
-    );
-    fabric.switch.port().send(&mut flood);
-    for _ in 0..4 {
-        fabric.nics[1].dev.poll();
-        fabric.nics[0].dev.poll();
-    }
-    let (b1, a1) = (
-        b.query_port_counters(1).unwrap(),
-        a.query_port_counters(1).unwrap(),
-    );
-    let delta = |x: &Counters, y: &Counters, i| x.get(i) - y.get(i);
+    let (b, a) = t.inject(flood);
     assert_eq!(
-        delta(&b1, &b0, counter::DUPLICATE_REQUESTS),
+        b[counter::DUPLICATE_REQUESTS],
         FLOOD as u64,
         "every one seen as a duplicate"
     );
     // At most two READs queued per batch of frames received: a handful of
     // answers, not one per request.
-    let answered = delta(&b1, &b0, counter::TX_FRAMES);
+    let answered = b[counter::TX_FRAMES];
     assert!((1..=16).contains(&answered), "{answered} READ responses");
     // They reach the requester, which has nothing outstanding.
-    assert_eq!(delta(&a1, &a0, counter::RESPONSES_IGNORED), answered);
-    assert_eq!(query_state(&r), QpState::Rts);
+    assert_eq!(a[counter::RESPONSES_IGNORED], answered);
+    assert_eq!(query_state(&t.r), QpState::Rts);
+}
+
+/// A peer that ignores its window and sends thousands of new atomics in
+/// sequence at once: the responder executes what its answer queue holds,
+/// drops and counts the rest (and NAKs the gap that leaves), each atomic
+/// executed at most once.
+#[test]
+fn requests_beyond_the_answer_queue_are_dropped_and_counted() {
+    let t = flooded();
+    const FLOOD: u32 = 2000;
+    let flood: Vec<Frame> = (0..FLOOD)
+        .map(|i| {
+            let mut f = t.request(opcode::RC_FETCH_ADD, 0x1001 + i);
+            f.roce.atomic_eth = Some(rnic_emu::wire::atomic_eth::AtomicEthRepr {
+                va: t.remote.addr(),
+                rkey: t.remote.rkey(),
+                swap_add: 1,
+                compare: 0,
+            });
+            emit(&f)
+        })
+        .collect();
+    let (b, _) = t.inject(flood);
+    let busy = b[counter::RX_BUSY_DROPS];
+    assert!(busy > 0, "the queue filled");
+    let word = u64::from_le_bytes(read_mr(&t.remote, 0, 8).try_into().unwrap());
+    // Executed in sequence up to the first drop; the rest were a gap.
+    let naks = b[counter::SEQ_NAKS_SENT];
+    assert_eq!(naks, 1, "one NAK for the gap");
+    assert_eq!(b[counter::TX_FRAMES], word + naks, "one atomic ACK each");
+    assert!(word < FLOOD as u64 && word >= 256, "{word} executed");
+    assert_eq!(
+        b[counter::RX_UNKNOWN_QP] + b[counter::RX_MALFORMED],
+        0,
+        "nothing else dropped"
+    );
+    assert_eq!(query_state(&t.r), QpState::Rts);
 }

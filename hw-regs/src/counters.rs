@@ -86,6 +86,9 @@ pub mod counter {
         ACKS_SENT = 26;
         /// Port: ARP requests and neighbour solicitations sent.
         NEIGH_REQUESTS_SENT = 27;
+        /// Requests dropped because the responder's queue of answers was
+        /// full (a peer sending beyond its window).
+        RX_BUSY_DROPS = 28;
     }
 }
 

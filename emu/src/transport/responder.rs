@@ -43,6 +43,12 @@ use crate::wire::opcode::{self, Op, OpcodeInfo, Position, Transport};
 use crate::wire::roce::RoceRepr;
 use crate::wqe::{self, RecvError, RecvWqe};
 
+/// Most answers a QP's outgoing queue holds. A requester within its
+/// window never has more than `MAX_UNACKED_PSNS` answers due (plus those
+/// to duplicates); a peer that ignores the window finds its requests
+/// dropped beyond this, as a busy NIC drops them, and sends them again.
+const MAX_OUT: usize = 2 * super::MAX_UNACKED_PSNS as usize;
+
 /// An answer waiting in a QP's outgoing queue.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Out {
@@ -100,6 +106,11 @@ pub(crate) fn on_request(
     if d < 0 {
         port::count(st, qpn, counter::DUPLICATE_REQUESTS);
         return duplicate(st, qpn, info, roce);
+    }
+    if resp.out.len() >= MAX_OUT {
+        log::debug!("QP {qpn}: PSN {psn:#x} dropped: {MAX_OUT} answers queued");
+        port::count(st, qpn, counter::RX_BUSY_DROPS);
+        return;
     }
     // A READ answered later would read memory this request may change:
     // requests execute in order, so what is queued goes first. (A request
