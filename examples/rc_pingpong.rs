@@ -17,10 +17,15 @@
 //! The options that make sense here are `ibv_rc_pingpong`'s (`-p`, `-s`,
 //! `-n`, `-m`, `-r`, `-g`, `-l`), and so are the output lines. `--ops`
 //! then runs RDMA WRITE, WRITE with immediate, READ, compare-and-swap and
-//! fetch-and-add in both directions and checks every byte and value.
+//! fetch-and-add in both directions and checks every byte and value;
+//! `--pattern` gives every message its own bytes and checks each one
+//! received. Both work with this program and with
+//! `tests/interop/verbs_peer.c`, their C twin over libibverbs (the rxe
+//! interop test, docs/interop.md). `--faults` puts the fault injector on
+//! this side's wire and `--counters` prints the port's counters at the end.
 
 use std::io::{Read, Write};
-use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -29,8 +34,8 @@ use rnic_driver::{
     access, qp_attr, send_flags, AhAttr, Context, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr,
     QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
-use rnic_emu::net::UdpWire;
-use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_emu::net::{FaultConfig, FaultHandle, Faults, UdpWire};
+use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -47,6 +52,9 @@ struct Args {
     /// TCP port of the address exchange.
     #[arg(short, long, default_value_t = 18515)]
     port: u16,
+    /// Address the server listens on for the exchange.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
+    bind: IpAddr,
     /// Size of the messages.
     #[arg(short, long, default_value_t = 4096)]
     size: usize,
@@ -79,6 +87,28 @@ struct Args {
     /// must be this program).
     #[arg(long)]
     ops: bool,
+    /// Fill message k with a pattern of this side, k and the offset, and
+    /// check every byte of each message received against the peer's (both
+    /// sides must use it; `ibv_rc_pingpong` sends 0x7b everywhere, which
+    /// is checked without it).
+    #[arg(long)]
+    pattern: bool,
+    /// Faults on this side's wire, both directions unless `tx=0` or `rx=0`:
+    /// e.g. `drop=0.02,reorder=0.02` (see `FaultConfig`'s `FromStr`).
+    #[arg(long)]
+    faults: Option<FaultConfig>,
+    /// Seed of the fault injector.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Keep the NIC up this many seconds after the last completion, so
+    /// that a peer whose last ACK from here was lost gets it again when it
+    /// retransmits (`ibv_rc_pingpong` gives no sign of being done).
+    #[arg(long, default_value_t = 0.0)]
+    linger: f64,
+    /// At the end, print every port counter ("counter NAME VALUE") and what
+    /// the fault injector did.
+    #[arg(long)]
+    counters: bool,
 }
 
 type Ctx = Context<EmuHal>;
@@ -157,11 +187,12 @@ fn client_exchange(host: &str, port: u16, me: &Dest) -> Result<(TcpStream, Dest)
 /// The server's side: the client's address, then (once connected) its
 /// own, then the client's "done".
 fn server_exchange(
+    bind: IpAddr,
     port: u16,
     me: &Dest,
     connect: impl FnOnce(&Dest) -> Result<(), String>,
 ) -> Result<(TcpStream, Dest), String> {
-    let l = TcpListener::bind(("0.0.0.0", port))
+    let l = TcpListener::bind((bind, port))
         .map_err(|e| format!("couldn't listen to port {port}: {e}"))?;
     let (mut s, _) = l.accept().map_err(|e| format!("accept() failed: {e}"))?;
     let rem = Dest::parse(&read_exact(&mut s, 52)?)?;
@@ -279,11 +310,16 @@ fn run(a: Args) -> Result<(), String> {
         ipv4: a.ipv4.octets(),
         ..EmuConfig::default()
     };
-    let dev = EmuDevice::builder(cfg)
-        .mode(ExecMode::Thread)
-        .wire(wire)
-        .build()
-        .map_err(|e| e.to_string())?;
+    let builder = EmuDevice::builder(cfg).mode(ExecMode::Thread);
+    let (builder, faults) = match a.faults {
+        Some(f) => {
+            let (wire, handle) = Faults::new(wire, Clock::real(), a.seed);
+            handle.set(f);
+            (builder.wire(wire), Some(handle))
+        }
+        None => (builder.wire(wire), None),
+    };
+    let dev = builder.build().map_err(|e| e.to_string())?;
     let ctx: Ctx = Context::open(dev.hal()).map_err(|e| format!("Couldn't open the NIC: {e}"))?;
     let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
     let buf = pd
@@ -352,14 +388,19 @@ fn run(a: Args) -> Result<(), String> {
             connect(&qp, &a, me.psn, &rem)?;
             (s, rem)
         }
-        None => server_exchange(a.port, &me, |rem| connect(&qp, &a, me.psn, rem))?,
+        None => server_exchange(a.bind, a.port, &me, |rem| connect(&qp, &a, me.psn, rem))?,
     };
     rem.print("remote");
 
     // The ping-pong: a send goes out once the last one completed and a
     // receive arrived; the client starts.
     let send_sg = [buf.sge(0, a.size as u32).map_err(|e| e.to_string())?];
-    let send = || {
+    let role = a.host.is_some() as u8;
+    let send = |k: u32| {
+        if a.pattern {
+            buf.write(0, &message(role, k, a.size))
+                .map_err(|e| e.to_string())?;
+        }
         qp.post_send(&[SendWr {
             wr_id: SEND_WRID,
             op: SendOp::Send,
@@ -370,7 +411,7 @@ fn run(a: Args) -> Result<(), String> {
     };
     let mut pending = RECV_WRID;
     if a.host.is_some() {
-        send()?;
+        send(0)?;
         pending |= SEND_WRID;
     }
     let start = Instant::now();
@@ -393,8 +434,16 @@ fn run(a: Args) -> Result<(), String> {
                     }
                     let mut got = vec![0u8; a.size];
                     buf.read(0, &mut got).map_err(|e| e.to_string())?;
-                    if got.iter().any(|&b| b != 0x7b) {
-                        return Err("a message arrived with other bytes".into());
+                    let want = if a.pattern {
+                        message(1 - role, rcnt, a.size)
+                    } else {
+                        vec![0x7b; a.size]
+                    };
+                    if let Some(i) = (0..a.size).find(|&i| got[i] != want[i]) {
+                        return Err(format!(
+                            "message {rcnt}: byte {i} is {:#04x}, not {:#04x}",
+                            got[i], want[i]
+                        ));
                     }
                     routs -= 1;
                     if routs <= 1 {
@@ -407,7 +456,7 @@ fn run(a: Args) -> Result<(), String> {
             }
             pending &= !w.wr_id;
             if scnt < a.iters && pending == 0 {
-                send()?;
+                send(scnt)?;
                 pending = RECV_WRID | SEND_WRID;
             }
         }
@@ -425,8 +474,42 @@ fn run(a: Args) -> Result<(), String> {
         usec / 1e6,
         usec / a.iters as f64
     );
+    if a.pattern {
+        println!("  {rcnt} messages received, every byte as sent");
+    }
     if a.ops {
         ops(&a, &pd, &qp, &cq, &mut tcp)?;
+    }
+    if a.linger > 0.0 {
+        std::thread::sleep(Duration::try_from_secs_f64(a.linger).map_err(|e| e.to_string())?);
+    }
+    if a.counters {
+        print_counters(&ctx, faults.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Message `k` from side `role`: byte i is a function of both and of i
+/// (with a term for each 256-byte block, so that a packet placed at the
+/// wrong offset shows), as `verbs_peer.c` computes it.
+fn message(role: u8, k: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i * 31 + (i >> 8) + k as usize * 17 + role as usize * 101) as u8)
+        .collect()
+}
+
+/// The port's counters, then what the fault injector did.
+fn print_counters(ctx: &Ctx, faults: Option<&FaultHandle>) -> Result<(), String> {
+    let c = ctx.query_port_counters(1).map_err(|e| e.to_string())?;
+    for (name, v) in c.iter() {
+        println!("counter {} {v}", name.to_lowercase());
+    }
+    if let Some(f) = faults {
+        let s = f.stats();
+        println!(
+            "faults frames {} dropped {} duplicated {} reordered {} delayed {} corrupted {}",
+            s.frames, s.dropped, s.duplicated, s.reordered, s.delayed, s.corrupted
+        );
     }
     Ok(())
 }

@@ -67,7 +67,11 @@ guest_bin=$guest_target/x86_64-unknown-linux-gnu/release/examples/edu_check
 
 # 2. The boot image.
 initrd=$work/initramfs.cpio.gz
-bash "$here/build-initramfs.sh" "$kver" "$guest_bin" "$initrd"
+# busybox modprobe ignores softdeps: vfio_iommu_type1 is listed by hand;
+# virtio-pci is for the "bound to another driver" check.
+bash "$here/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
+    mod:vfio mod:vfio_iommu_type1 mod:vfio_pci mod:virtio_pci \
+    "bin:$guest_bin=/usr/bin/edu_check"
 echo "vm-test: initramfs $(du -h "$initrd" | cut -f1) ($(elapsed) s so far)"
 
 # 3. Boot. qboot is the fastest firmware; SeaBIOS (QEMU's default) works too.

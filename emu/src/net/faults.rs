@@ -61,6 +61,50 @@ impl Default for FaultConfig {
     }
 }
 
+impl std::str::FromStr for FaultConfig {
+    type Err = String;
+
+    /// Parses `key=value` pairs separated by commas over the defaults, e.g.
+    /// `drop=0.02,reorder=0.01,rx=0`: the rates `drop`, `duplicate`,
+    /// `reorder`, `delay` and `corrupt` (0.0..=1.0), `reorder_depth`,
+    /// `delay_ns`, `max_hold_ns`, and the directions `tx` and `rx` (0 or 1).
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut c = FaultConfig::default();
+        for pair in s.split(',').filter(|p| !p.is_empty()) {
+            let (k, v) = pair
+                .split_once('=')
+                .ok_or_else(|| format!("fault {pair:?} is not KEY=VALUE"))?;
+            let rate = |v: &str| match v.parse::<f64>() {
+                Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+                _ => Err(format!("fault rate {k}={v:?} is not in 0.0..=1.0")),
+            };
+            let int = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|e| format!("fault {k}={v:?}: {e}"))
+            };
+            let flag = |v: &str| match v {
+                "0" => Ok(false),
+                "1" => Ok(true),
+                _ => Err(format!("fault direction {k}={v:?} is not 0 or 1")),
+            };
+            match k {
+                "drop" => c.drop = rate(v)?,
+                "duplicate" => c.duplicate = rate(v)?,
+                "reorder" => c.reorder = rate(v)?,
+                "delay" => c.delay = rate(v)?,
+                "corrupt" => c.corrupt = rate(v)?,
+                "reorder_depth" => c.reorder_depth = int(v)? as usize,
+                "delay_ns" => c.delay_ns = int(v)?,
+                "max_hold_ns" => c.max_hold_ns = int(v)?,
+                "tx" => c.tx = flag(v)?,
+                "rx" => c.rx = flag(v)?,
+                _ => return Err(format!("unknown fault {k:?}")),
+            }
+        }
+        Ok(c)
+    }
+}
+
 /// What the injector did, counted per kind over both directions.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultStats {
@@ -434,6 +478,34 @@ mod tests {
         let mut out = Vec::new();
         w.recv(&mut out, 1000);
         (out.iter().map(|f| f[42]).collect(), h.stats())
+    }
+
+    #[test]
+    fn parses_a_fault_list_over_the_defaults() {
+        let c: FaultConfig = "drop=0.02,reorder=0.5,reorder_depth=5,rx=0"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            c,
+            FaultConfig {
+                drop: 0.02,
+                reorder: 0.5,
+                reorder_depth: 5,
+                rx: false,
+                ..FaultConfig::default()
+            }
+        );
+        assert_eq!("".parse::<FaultConfig>(), Ok(FaultConfig::default()));
+        for bad in [
+            "drop",
+            "drop=2",
+            "drop=-0.1",
+            "lose=0.1",
+            "tx=yes",
+            "delay_ns=-1",
+        ] {
+            assert!(bad.parse::<FaultConfig>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# The rxe interop test: rnic against Linux SoftRoCE on one wire.
+#
+# Boots the host's Debian kernel under QEMU (TCG) with rdma_rxe, ibverbs-utils
+# and tests/interop/verbs_peer.c in an initramfs. The guest's second NIC is
+# a QEMU `-netdev dgram` wire: one Ethernet frame per UDP datagram on
+# 127.0.0.1, whose other end is the UDP wire of an rnic NIC in a host
+# process (examples/rc_pingpong.rs, one process per transfer). The
+# out-of-band TCP of each transfer, and the commands this script gives the
+# guest (tests/interop/guest.sh), go through QEMU user networking with
+# hostfwd bound to 127.0.0.1. Every host address is a loopback address.
+#
+# Transfers, each with both sides as server and as client:
+#   - ibv_rc_pingpong (guest) against rc_pingpong (host): SEND/RECV of 1 B
+#     to 64 KiB at path MTU 1024 and 4096; the host checks every byte;
+#   - verbs_peer -P -O (guest) against rc_pingpong --pattern --ops (host):
+#     every message's bytes checked on both sides, then RDMA WRITE, READ,
+#     WRITE with immediate, compare-and-swap and fetch-and-add from each
+#     side, each result checked on both;
+#   - both again with the host NIC's fault injector dropping and reordering
+#     frames in both directions: they still complete and verify, and the
+#     counters of both sides show the retransmissions;
+#   - a last transfer with a few frames corrupted on purpose, proving that
+#     both sides' ICRC checks see a bad frame.
+# After the clean and the faulty transfers, rnic's counters show no frame
+# with a bad ICRC or malformed, and the guest's kernel log no complaint
+# from rxe. Passes when every step passed ("interop: PASS").
+#
+# Usage: tests/interop/run.sh
+# Environment:
+#   RNIC_INTEROP_TIMEOUT  seconds before the VM is killed (default 900)
+#   RNIC_INTEROP_SMP      guest vCPUs (default 2)
+#   RNIC_VM_KERNEL        kernel version to boot (default: the newest in
+#                         /boot with rdma_rxe in /lib/modules)
+#   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
+#   RNIC_INTEROP_WORK     work directory (default target/interop)
+# Needs what scripts/setup.sh installs: qemu-system-x86, linux-image-amd64,
+# busybox-static, cpio, kmod, ibverbs-utils, ibverbs-providers,
+# libibverbs-dev, libnl-route-3-dev, gcc, iproute2.
+set -euo pipefail
+export PATH=$PATH:/usr/sbin:/sbin
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+here=$repo/tests/interop
+work=${RNIC_INTEROP_WORK:-$repo/target/interop}
+timeout_s=${RNIC_INTEROP_TIMEOUT:-900}
+smp=${RNIC_INTEROP_SMP:-2}
+mkdir -p "$work"
+t_start=$(date +%s.%N)
+elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+say() { echo "interop: $*"; }
+die() { say "$*" >&2; say FAIL; exit 1; }
+
+for tool in qemu-system-x86_64 cpio depmod modprobe gzip gcc ss; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; run scripts/setup.sh"
+done
+for f in /usr/bin/ibv_rc_pingpong /usr/bin/ibv_devinfo /usr/bin/rdma \
+    /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so /etc/libibverbs.d/rxe.driver \
+    /usr/include/infiniband/verbs.h; do
+    [ -e "$f" ] || die "no $f; run scripts/setup.sh (ibverbs-utils, ibverbs-providers, libibverbs-dev, iproute2)"
+done
+
+# The kernel: the newest /boot/vmlinuz-* whose modules include rdma_rxe.
+kver=${RNIC_VM_KERNEL:-}
+if [ -z "$kver" ]; then
+    for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V -r); do
+        if [ -n "$(find "/lib/modules/$k" -name 'rdma_rxe.ko*' 2>/dev/null | head -1)" ]; then
+            kver=$k
+            break
+        fi
+    done
+fi
+[ -n "$kver" ] || die "no kernel in /boot with rdma_rxe in /lib/modules; install linux-image-amd64"
+kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
+[ -r "$kimage" ] || die "$kimage is not readable by $(id -un)"
+say "kernel $kver"
+
+# 1. The programs: verbs_peer statically linked with libibverbs and the rxe
+# provider (its constructor registers the provider, so it needs no
+# driver files), the host side in release mode.
+cc_flags=(-O2 -Wall -Wextra -Werror)
+gcc "${cc_flags[@]}" -static -o "$work/verbs_peer" "$here/verbs_peer.c" \
+    -Wl,--whole-archive -lrxe-rdmav34 -Wl,--no-whole-archive \
+    -libverbs -lnl-route-3 -lnl-3 -lpthread 2> >(grep -v 'statically linked applications\|in function' >&2)
+(cd "$repo" && cargo build --quiet --release --example rc_pingpong)
+host_bin=$repo/target/release/examples/rc_pingpong
+
+# 2. The boot image.
+initrd=$work/initramfs.cpio.gz
+libdir=/usr/lib/x86_64-linux-gnu
+bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
+    mod:crc32_generic mod:udp_tunnel mod:ip6_udp_tunnel mod:ib_core mod:ib_uverbs \
+    mod:rdma_rxe mod:virtio_pci mod:virtio_net \
+    bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
+    "bin:$libdir/libibverbs/librxe-rdmav34.so" file:/etc/libibverbs.d/rxe.driver \
+    "bin:$work/verbs_peer=/usr/bin/verbs_peer"
+say "initramfs $(du -h "$initrd" | cut -f1) ($(elapsed) s so far)"
+
+# 3. Ports on 127.0.0.1: the wire (rnic's end, QEMU's end), the guest's
+# agent and ping-pong server (forwarded), the host's ping-pong server.
+base=$((20000 + ($$ % 4000) * 8))
+wire_host=$base wire_qemu=$((base + 1)) agent=$((base + 2)) guest_pp=$((base + 3))
+host_pp=$((base + 4))
+
+log=$work/serial.log
+qemu_err=$work/qemu.stderr
+bios=()
+[ -r /usr/share/qemu/qboot.rom ] && bios=(-bios /usr/share/qemu/qboot.rom)
+say "booting (TCG, $smp vCPUs, timeout ${timeout_s} s); serial log in $log"
+: > "$log"
+timeout -k 5 "$timeout_s" qemu-system-x86_64 \
+    -machine q35 -accel tcg -cpu max -smp "$smp" -m 1024 \
+    "${bios[@]}" -display none -nodefaults -no-reboot -serial "file:$log" \
+    -kernel "$kimage" -initrd "$initrd" \
+    -append "console=ttyS0 panic=-1 loglevel=4" \
+    -device virtio-net-pci,netdev=oob,mac=52:54:00:12:34:01,addr=02.0 \
+    -netdev "user,id=oob,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:$agent-10.0.2.15:7000,hostfwd=tcp:127.0.0.1:$guest_pp-10.0.2.15:18515" \
+    -device virtio-net-pci,netdev=wire,mac=52:54:00:12:34:02,addr=03.0 \
+    -netdev "dgram,id=wire,remote.type=inet,remote.host=127.0.0.1,remote.port=$wire_host,local.type=inet,local.host=127.0.0.1,local.port=$wire_qemu" \
+    </dev/null 2>"$qemu_err" &
+qemu=$!
+trap 'kill $qemu 2>/dev/null || true' EXIT
+
+for _ in $(seq 600); do
+    grep -q 'rnic-interop: ready' "$log" && break
+    kill -0 $qemu 2>/dev/null || { cat "$log"; die "QEMU exited before the guest was ready"; }
+    sleep 0.5
+done
+grep -q 'rnic-interop: ready' "$log" || { cat "$log"; die "the guest never got ready"; }
+grep '^rnic-interop:' "$log"
+say "guest ready ($(elapsed) s so far)"
+
+# guest CMD: runs CMD in the guest through the agent; prints its output and
+# returns its exit status. A connection that QEMU accepted but could not
+# pass to the agent (not listening yet) ends before "rnic-agent: start",
+# and is tried again: the command never ran.
+guest() {
+    local fd out rc
+    for _ in $(seq 50); do
+        exec {fd}<>"/dev/tcp/127.0.0.1/$agent"
+        printf '%s\n' "$*" >&"$fd"
+        out=$(cat <&"$fd")
+        exec {fd}>&-
+        [ "${out%%$'\n'*}" = "rnic-agent: start" ] && break
+        sleep 0.2
+    done
+    rc=$(printf '%s\n' "$out" | sed -n 's/^rnic-agent: exit \([0-9]*\)$/\1/p' | tail -1)
+    printf '%s\n' "$out" | grep -v '^rnic-agent: \(start\|exit [0-9]*\)$' || true
+    [ "${rc:-255}" = 0 ]
+}
+
+# The host's rnic side of every transfer: its NIC on the wire.
+host=(timeout 300 "$host_bin" --wire "127.0.0.1:$wire_host=127.0.0.1:$wire_qemu"
+    --mac 02:00:00:00:00:01 --ipv4 192.0.2.1 --counters)
+
+failed=0
+steps=0
+phase=clean
+# check_clean HOST_OUT: rnic dropped no frame as corrupt or malformed.
+check_clean() {
+    local bad
+    bad=$(grep -E '^counter (rx_icrc_errors|rx_malformed|rx_bad_version|rx_bad_pkey) [1-9]' "$1" || true)
+    [ -z "$bad" ] || { echo "$bad"; return 1; }
+}
+fail() { say "$*"; failed=$((failed + 1)); }
+
+# pair NAME GUEST_ROLE GUEST_CMD HOST_ARGS: one transfer. GUEST_ROLE is
+# "server" (the host connects through the forwarded port) or "client"
+# (the guest connects to 10.0.2.2, which QEMU maps to the host's
+# 127.0.0.1). The host's counters go to the phase's total.
+pair() {
+    local name=$1-guest-$2 role=$2 gcmd=$3 hargs=$4 gpid hpid hrc grc
+    local hout=$work/$name.host gout=$work/$name.guest
+    steps=$((steps + 1))
+    set +e
+    if [ "$role" = server ]; then
+        guest "timeout 120 $gcmd -p 18515" > "$gout" 2>&1 &
+        gpid=$!
+        guest "listening 18515" >/dev/null
+        # shellcheck disable=SC2086
+        "${host[@]}" $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
+        hrc=$?
+        wait $gpid
+        grc=$?
+    else
+        # shellcheck disable=SC2086
+        "${host[@]}" $hargs --bind 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
+        hpid=$!
+        for _ in $(seq 200); do
+            ss -Hltn "sport = :$host_pp" | grep -q . && break
+            sleep 0.05
+        done
+        guest "timeout 120 $gcmd -p $host_pp 10.0.2.2" > "$gout" 2>&1
+        grc=$?
+        wait $hpid
+        hrc=$?
+    fi
+    set -e
+    local verdict=ok
+    if [ "$hrc" != 0 ] || [ "$grc" != 0 ]; then
+        verdict="FAILED (host $hrc, guest $grc)"
+    elif [ "$phase" != corrupt-rx ] && ! check_clean "$hout" >> "$hout"; then
+        verdict="FAILED (rnic dropped frames as bad)"
+    fi
+    grep -E '^(counter|faults) ' "$hout" >> "$work/$phase.host-counters" || true
+    local rate
+    rate=$(grep -h 'usec/iter' "$gout" | head -1 | sed 's/.*= //')
+    say "  $name: $verdict (${rate:-no figure})"
+    if [ "$verdict" != ok ]; then
+        failed=$((failed + 1))
+        sed 's/^/    host | /' "$hout" | grep -v '^    host | counter .* 0$'
+        sed 's/^/    guest| /' "$gout"
+    fi
+}
+# both NAME GUEST_CMD HOST_ARGS: the transfer with the guest as server,
+# then as client.
+both() {
+    pair "$1" server "$2" "$3"
+    pair "$1" client "$2" "$3"
+}
+
+# rxe's port counters (hw_counters) and the host's totals for a phase.
+rxe_counters() {
+    guest 'cd /sys/class/infiniband/rxe0/ports/1/hw_counters && for f in *; do echo "$f $(cat $f)"; done' > "$1"
+}
+# delta BEFORE AFTER NAME...: how much rxe's counters NAME... grew.
+delta() {
+    local b=$1 a=$2; shift 2
+    awk -v names="$*" 'BEGIN { n = split(names, want, " ") }
+        FNR == NR { before[$1] = $2; next }
+        { after[$1] = $2 }
+        END { s = 0; for (i = 1; i <= n; i++) s += after[want[i]] - before[want[i]]; print s }' "$b" "$a"
+}
+# host_total NAME...: the sum of rnic's counters NAME... over the phase.
+host_total() {
+    awk -v names="$*" 'BEGIN { n = split(names, w, " "); for (i = 1; i <= n; i++) want[w[i]] = 1 }
+        $1 == "counter" && ($2 in want) { s += $3 }
+        $1 == "faults" { for (i = 2; i < NF; i += 2) if (("faults_" $i) in want) s += $(i + 1) }
+        END { print s + 0 }' "$work/$phase.host-counters"
+}
+# rxe_log FILE: what rxe logged (its setup lines aside).
+rxe_log() {
+    guest dmesg > "$1.all"
+    grep -iE 'rxe|rdma|infiniband|icrc' "$1.all" |
+        grep -vE 'rdma_rxe: loaded|infiniband rxe0: (set active|added eth1)' > "$1" || true
+}
+rm -f "$work"/*.host-counters
+
+say "clean wire: ibv_rc_pingpong and verbs_peer against rc_pingpong"
+rxe_counters "$work/rxe.0"
+for mtu in 1024 4096; do
+    for sn in 1:200 5000:50 65536:20; do
+        s=${sn%:*} n=${sn#*:}
+        both "pingpong-s$s-m$mtu" "ibv_rc_pingpong -d rxe0 -g 1 -s $s -m $mtu -n $n" "-s $s -m $mtu -n $n"
+    done
+    both "verbs-s4097-m$mtu" "verbs_peer -d rxe0 -g 1 -s 4097 -m $mtu -n 50 -P -O" \
+        "-s 4097 -m $mtu -n 50 --pattern --ops"
+done
+# IPv6 link-local GIDs: rxe's GID 0, rnic's GID 1; both resolve the other's
+# MAC by neighbour discovery.
+both "verbs-ipv6-s65536-m1024" "verbs_peer -d rxe0 -g 0 -s 65536 -m 1024 -n 20 -P -O" \
+    "-g 1 -s 65536 -m 1024 -n 20 --pattern --ops"
+rxe_counters "$work/rxe.1"
+rxe_log "$work/rxe-log.clean"
+if [ -s "$work/rxe-log.clean" ]; then
+    fail "rxe logged on a clean wire:"; cat "$work/rxe-log.clean"
+fi
+say "  rnic: $(host_total tx_frames) frames sent, $(host_total rx_frames) received," \
+    "$(host_total rx_icrc_errors rx_malformed) bad; rxe: $(delta "$work/rxe.0" "$work/rxe.1" sent_pkts) sent," \
+    "$(delta "$work/rxe.0" "$work/rxe.1" rcvd_pkts) received"
+
+phase=faults
+faults="drop=0.02,reorder=0.02"
+say "faults on rnic's wire ($faults, both directions)"
+both "faults-verbs-s65536-m1024" "verbs_peer -d rxe0 -g 1 -s 65536 -m 1024 -n 20 -P -O" \
+    "-s 65536 -m 1024 -n 20 --pattern --ops --faults $faults --seed 11"
+# ibv_rc_pingpong ends without a word to its peer: the host, as client,
+# stays up a second for the server's last ACK (when the ACK from the host
+# is lost, rxe retransmits). With the guest as client it could exit before
+# its own last ACK reached the host (then rnic rightly times out); that
+# direction is verbs_peer's, which ends with a handshake.
+pair "faults-pingpong-s65536-m4096" server "ibv_rc_pingpong -d rxe0 -g 1 -s 65536 -m 4096 -n 20" \
+    "-s 65536 -m 4096 -n 20 --faults $faults --seed 12 --linger 1"
+rxe_counters "$work/rxe.2"
+rxe_log "$work/rxe-log.faults"
+if [ -s "$work/rxe-log.faults" ]; then
+    fail "rxe logged with drops and reordering:"; cat "$work/rxe-log.faults"
+fi
+dropped=$(host_total faults_dropped) reordered=$(host_total faults_reordered)
+rnic_resent=$(host_total retransmits) rnic_dups=$(host_total duplicate_requests seq_naks_sent)
+rxe_resent=$(delta "$work/rxe.1" "$work/rxe.2" completer_retry_err rcvd_seq_err)
+rxe_dups=$(delta "$work/rxe.1" "$work/rxe.2" duplicate_request out_of_seq_request)
+say "  injector: $dropped frames dropped, $reordered reordered"
+say "  rnic: $rnic_resent packets retransmitted; $rnic_dups duplicates or sequence NAKs from rxe's side"
+say "  rxe: $rxe_resent retries or sequence NAKs received; $rxe_dups duplicate or out-of-sequence requests"
+for v in dropped reordered rnic_resent rnic_dups rxe_resent rxe_dups; do
+    [ "${!v}" -gt 0 ] || fail "faults: $v is ${!v}, not above 0"
+done
+
+# Linux 6.1's rxe drops a frame with a bad ICRC without a counter or a log
+# line, so its check shows in what it delivers: frames corrupted on their
+# way to rxe never reach memory (every byte is checked) and rnic has to
+# send them again. rnic counts each one it receives.
+phase=corrupt-tx
+say "frames corrupted on their way to rxe"
+pair "corrupt-tx-verbs-s4096-m1024" server "verbs_peer -d rxe0 -g 1 -s 4096 -m 1024 -n 100 -P -O" \
+    "-s 4096 -m 1024 -n 100 --pattern --ops --faults corrupt=0.03,rx=0 --seed 13"
+corrupted=$(host_total faults_corrupted) resent=$(host_total retransmits)
+say "  injector: $corrupted corrupted; rnic: $resent packets retransmitted"
+[ "$corrupted" -gt 0 ] && [ "$resent" -gt 0 ] ||
+    fail "corrupt-tx: $corrupted frames corrupted, $resent retransmitted"
+phase=corrupt-rx
+say "frames corrupted on their way from rxe"
+pair "corrupt-rx-verbs-s4096-m1024" client "verbs_peer -d rxe0 -g 1 -s 4096 -m 1024 -n 100 -P -O" \
+    "-s 4096 -m 1024 -n 100 --pattern --ops --faults corrupt=0.03,tx=0 --seed 14"
+corrupted=$(host_total faults_corrupted) icrc=$(host_total rx_icrc_errors)
+say "  injector: $corrupted corrupted; rnic: $icrc dropped for a bad ICRC"
+[ "$corrupted" -gt 0 ] && [ "$icrc" = "$corrupted" ] ||
+    fail "corrupt-rx: $corrupted frames corrupted but $icrc counted as bad ICRC"
+rxe_log "$work/rxe-log.corrupt"
+if [ -s "$work/rxe-log.corrupt" ]; then
+    fail "rxe logged:"; cat "$work/rxe-log.corrupt"
+fi
+
+say "rxe's counters at the end:"
+rxe_counters "$work/rxe.3"
+sed 's/^/    /' "$work/rxe.3"
+guest "touch /tmp/stop" >/dev/null || true
+wait $qemu || true
+trap - EXIT
+say "$steps transfers and checks, $failed failed ($(elapsed) s)"
+[ "$failed" = 0 ] || die "$failed failed"
+say PASS
