@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Prepares a machine to build and test rnic: the Rust toolchain with the
 # rustfmt and clippy components, the Debian packages the VFIO VM test
-# (tests/vm/run.sh) boots from: QEMU, a kernel with its modules, busybox,
-# cpio, kmod (and xz-utils or zstd if the modules are compressed), and
-# tshark for the capture test.
+# (tests/vm/run.sh) and the rxe interop test (tests/interop/run.sh) boot
+# from: QEMU, a kernel with its modules, busybox, cpio, kmod (and xz-utils
+# or zstd if the modules are compressed); what the interop test puts in its
+# guest and builds: ibverbs-utils, ibverbs-providers, perftest,
+# libibverbs-dev (headers, static libraries), iproute2, gcc; and tshark for
+# the capture test.
 # Idempotent, and quick when everything is already there (it only asks
 # rustup or apt when something is missing).
 set -euo pipefail
@@ -51,6 +54,14 @@ command -v depmod >/dev/null 2>&1 || vm_missing+=(kmod)
 # The capture test (tests/capture.rs) dissects the model's frames with
 # tshark.
 command -v tshark >/dev/null 2>&1 || vm_missing+=(tshark)
+# The rxe interop test (tests/interop/run.sh).
+[ -x /usr/bin/ibv_rc_pingpong ] || vm_missing+=(ibverbs-utils)
+[ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || vm_missing+=(ibverbs-providers)
+[ -x /usr/bin/ib_write_bw ] || vm_missing+=(perftest)
+[ -e /usr/include/infiniband/verbs.h ] && [ -e /usr/lib/x86_64-linux-gnu/libibverbs.a ] ||
+    vm_missing+=(libibverbs-dev)
+[ -x /usr/bin/rdma ] && command -v ss >/dev/null 2>&1 || vm_missing+=(iproute2)
+command -v gcc >/dev/null 2>&1 || vm_missing+=(gcc)
 # Compressed modules (Debian 13 ships .ko.xz) are unpacked for the VM.
 if [ -n "$vm_kernel" ]; then
     mods=/lib/modules/${vm_kernel#/boot/vmlinuz-}/kernel/drivers/vfio
@@ -78,5 +89,5 @@ fi
 
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
-    echo "setup: VM and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, tshark)"
+    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, perftest, tshark)"
 fi

@@ -46,6 +46,7 @@ work=${RNIC_INTEROP_WORK:-$repo/target/interop}
 timeout_s=${RNIC_INTEROP_TIMEOUT:-900}
 smp=${RNIC_INTEROP_SMP:-2}
 mkdir -p "$work"
+rm -f "$work"/*.host "$work"/*.guest "$work"/*.host-counters
 t_start=$(date +%s.%N)
 elapsed() { awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 say() { echo "interop: $*"; }
@@ -92,6 +93,7 @@ bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:crc32_generic mod:udp_tunnel mod:ip6_udp_tunnel mod:ib_core mod:ib_uverbs \
     mod:rdma_rxe mod:virtio_pci mod:virtio_net \
     bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
+    $(for b in /usr/bin/ib_{write,read,send,atomic}_{lat,bw}; do echo "bin:$b"; done) \
     "bin:$libdir/libibverbs/librxe-rdmav34.so" file:/etc/libibverbs.d/rxe.driver \
     "bin:$work/verbs_peer=/usr/bin/verbs_peer"
 say "initramfs $(du -h "$initrd" | cut -f1) ($(elapsed) s so far)"
@@ -244,7 +246,25 @@ rxe_log() {
     grep -iE 'rxe|rdma|infiniband|icrc' "$1.all" |
         grep -vE 'rdma_rxe: loaded|infiniband rxe0: (set active|added eth1)' > "$1" || true
 }
-rm -f "$work"/*.host-counters
+
+# Baselines in the same run: rxe against itself inside the guest (no
+# wire), with ibv_rc_pingpong and perftest's ib_write_lat.
+say "baseline: rxe loopback inside the guest"
+loopback() {
+    local name=$1 srv=$2 cli=$3
+    steps=$((steps + 1))
+    if guest "(timeout 120 $srv > /tmp/srv.out 2>&1 & listening 18515 && timeout 120 $cli; rc=\$?; wait; cat /tmp/srv.out; exit \$rc)" \
+        > "$work/$name.guest" 2>&1; then
+        say "  $name: ok ($(awk '/usec\/iter/ { print $(NF - 1), $NF; exit }
+            $1 ~ /^[0-9]+$/ && NF >= 9 { print "t_typical", $5, "usec"; exit }' "$work/$name.guest"))"
+    else
+        fail "  $name: FAILED"; sed 's/^/    guest| /' "$work/$name.guest"
+    fi
+}
+loopback loopback-pingpong-s65536-m1024 "ibv_rc_pingpong -d rxe0 -g 1 -s 65536 -m 1024 -n 20" \
+    "ibv_rc_pingpong -d rxe0 -g 1 -s 65536 -m 1024 -n 20 127.0.0.1"
+loopback loopback-ib_write_lat-s8 "ib_write_lat -d rxe0 -x 1 -s 8 -n 200" \
+    "ib_write_lat -d rxe0 -x 1 -s 8 -n 200 127.0.0.1"
 
 say "clean wire: ibv_rc_pingpong and verbs_peer against rc_pingpong"
 rxe_counters "$work/rxe.0"
@@ -260,6 +280,13 @@ done
 # MAC by neighbour discovery.
 both "verbs-ipv6-s65536-m1024" "verbs_peer -d rxe0 -g 0 -s 65536 -m 1024 -n 20 -P -O" \
     "-g 1 -s 65536 -m 1024 -n 20 --pattern --ops"
+usec() { awk '/usec\/iter/ { print $(NF - 1); exit }' "$work/$1.guest"; }
+lb=$(usec loopback-pingpong-s65536-m1024)
+for role in server client; do
+    x=$(usec "pingpong-s65536-m1024-guest-$role")
+    say "  64 KiB ping-pong at MTU 1024, guest as $role: rxe-rnic $x usec/iter," \
+        "$(awk -v x="$x" -v b="$lb" 'BEGIN { printf "%.2f", x / b }') x rxe loopback in the guest ($lb)"
+done
 rxe_counters "$work/rxe.1"
 rxe_log "$work/rxe-log.clean"
 if [ -s "$work/rxe-log.clean" ]; then
