@@ -39,8 +39,6 @@ use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
-/// How long any wait may take.
-const TIMEOUT: Duration = Duration::from_secs(30);
 /// Size of the memory `--ops` works on, on each side.
 const OPS_LEN: usize = 128 << 10;
 
@@ -100,6 +98,9 @@ struct Args {
     /// Seed of the fault injector.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Longest wait for a completion, in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    wait: f64,
     /// Keep the NIC up this many seconds after the last completion, so
     /// that a peer whose last ACK from here was lost gets it again when it
     /// retransmits (`ibv_rc_pingpong` gives no sign of being done).
@@ -303,6 +304,7 @@ fn main() -> ExitCode {
 }
 
 fn run(a: Args) -> Result<(), String> {
+    let limit = Duration::try_from_secs_f64(a.wait).map_err(|e| format!("--wait: {e}"))?;
     let (local, remote) = parse_wire(&a.wire)?;
     let wire = UdpWire::bind(local, remote).map_err(|e| format!("UDP wire on {local}: {e}"))?;
     let cfg = EmuConfig {
@@ -418,7 +420,7 @@ fn run(a: Args) -> Result<(), String> {
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     let mut wc = [WorkCompletion::default(); 2];
     while rcnt < a.iters || scnt < a.iters {
-        let n = poll(&cq, &mut wc, start)?;
+        let n = poll(&cq, &mut wc, start, limit)?;
         for w in &wc[..n] {
             if w.status != WcStatus::Success {
                 return Err(format!(
@@ -525,6 +527,7 @@ fn poll(
     cq: &rnic_driver::Cq<EmuHal>,
     wc: &mut [WorkCompletion],
     since: Instant,
+    limit: Duration,
 ) -> Result<usize, String> {
     let start = Instant::now();
     loop {
@@ -532,9 +535,9 @@ fn poll(
         if n > 0 {
             return Ok(n);
         }
-        if start.elapsed() > TIMEOUT {
+        if start.elapsed() > limit {
             return Err(format!(
-                "no completion for {TIMEOUT:?} ({:.1} s into the run)",
+                "no completion for {limit:?} ({:.1} s into the run)",
                 since.elapsed().as_secs_f64()
             ));
         }
@@ -561,6 +564,7 @@ fn ops(
     tcp: &mut TcpStream,
 ) -> Result<(), String> {
     let role = a.host.is_some() as u8;
+    let limit = Duration::try_from_secs_f64(a.wait).map_err(|e| format!("--wait: {e}"))?;
     let all =
         access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
     let mine = pd.alloc_mr(OPS_LEN, all).map_err(|e| e.to_string())?;
@@ -602,7 +606,7 @@ fn ops(
         let mut wc = [WorkCompletion::default(); 1];
         let start = Instant::now();
         loop {
-            let n = poll(cq, &mut wc, start)?;
+            let n = poll(cq, &mut wc, start, limit)?;
             if n == 1 && wc[0].wr_id == id {
                 if wc[0].status != WcStatus::Success {
                     return Err(format!("{wc:?}"));
@@ -685,7 +689,7 @@ fn ops(
     let start = Instant::now();
     let mut wc = [WorkCompletion::default(); 1];
     while !imm_seen.get() {
-        if poll(cq, &mut wc, start)? == 1 && wc[0].opcode == WcOpcode::RecvRdmaWithImm {
+        if poll(cq, &mut wc, start, limit)? == 1 && wc[0].opcode == WcOpcode::RecvRdmaWithImm {
             check_write_imm(&wc[0], role)?;
             imm_seen.set(true);
         }

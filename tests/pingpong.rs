@@ -4,7 +4,10 @@
 //! 64 KiB at path MTU 1024 and 4096 (so that messages segment), then the
 //! `--ops` round of RDMA WRITE, WRITE with immediate, READ and both
 //! atomics in both directions; the server's port is captured with
-//! `RNIC_PCAP`, and the capture holds the RoCEv2 frames of the run.
+//! `RNIC_PCAP`, and the capture holds the RoCEv2 frames of the run. Then
+//! `--pattern` through both sides' fault injectors, with `--counters`
+//! showing the retransmissions, and a pattern on one side only caught as
+//! wrong bytes by the other.
 
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
@@ -40,8 +43,13 @@ fn free_port(udp: bool) -> u16 {
     }
 }
 
-/// Runs a server and a client with `extra` options; returns both outputs.
+/// Runs a server and a client with `extra` options (and `server_extra` on
+/// the server); returns both outputs.
 fn pair(extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
+    pair_with(extra, &[], pcap)
+}
+
+fn pair_with(extra: &[&str], server_extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
     let (tcp, s_udp, c_udp) = (free_port(false), free_port(true), free_port(true));
     let common = |wire: String| -> Vec<String> {
         let mut v = vec!["-p".to_string(), tcp.to_string(), "--wire".into(), wire];
@@ -51,6 +59,7 @@ fn pair(extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
     let mut server = Command::new(example());
     server
         .args(common(format!("127.0.0.1:{s_udp}=127.0.0.1:{c_udp}")))
+        .args(server_extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if let Some(p) = pcap {
@@ -190,4 +199,92 @@ fn rdma_operations_both_ways_captured() {
         assert!(ops.contains(&op), "opcode {op:#x} not captured: {ops:x?}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The value of `counter NAME` in an output.
+fn counter(out: &str, name: &str) -> u64 {
+    let prefix = format!("counter {name} ");
+    out.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no counter {name} in\n{out}"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn patterns_through_faults_with_counters() {
+    let (s, c) = pair(
+        &[
+            "-s",
+            "5000",
+            "-n",
+            "50",
+            "--pattern",
+            "--ops",
+            "--faults",
+            "drop=0.03,reorder=0.03",
+            "--counters",
+        ],
+        None,
+    );
+    let mut resent = 0;
+    let mut dropped = 0;
+    for (o, who) in [(&s, "server"), (&c, "client")] {
+        let out = check(o, who, 5000, 50);
+        assert!(
+            out.contains("  50 messages received, every byte as sent"),
+            "{who}: {out}"
+        );
+        assert!(
+            out.contains("compare-and-swap and fetch-and-add: ok"),
+            "{who}: {out}"
+        );
+        for bad in [
+            "rx_icrc_errors",
+            "rx_malformed",
+            "rx_bad_version",
+            "rx_bad_pkey",
+        ] {
+            assert_eq!(counter(&out, bad), 0, "{who}: {bad}");
+        }
+        assert!(counter(&out, "tx_frames") > 0 && counter(&out, "rx_frames") > 0);
+        resent += counter(&out, "retransmits");
+        let f = out
+            .lines()
+            .find_map(|l| l.strip_prefix("faults frames "))
+            .expect("the injector's line");
+        dropped += f.split(' ').nth(2).unwrap().parse::<u64>().unwrap();
+    }
+    assert!(dropped > 0, "the injectors dropped nothing");
+    assert!(resent > 0, "{dropped} frames dropped, none retransmitted");
+}
+
+#[test]
+fn a_pattern_on_one_side_only_is_caught() {
+    // The server expects patterned messages; the client sends 0x7b bytes as
+    // ibv_rc_pingpong does.
+    let (s, c) = pair_with(
+        &["-s", "300", "-n", "5", "--wait", "2"],
+        &["--pattern"],
+        None,
+    );
+    assert!(!s.status.success());
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(err.contains("message 0: byte 0 is 0x7b, not 0x"), "{err}");
+    // The client sees its peer stop answering, or the patterned bytes.
+    assert!(!c.status.success());
+}
+
+#[test]
+fn a_bad_fault_list_is_refused() {
+    let o = Command::new(example())
+        .args(["--faults", "drop=2"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("fault rate drop=\"2\" is not in 0.0..=1.0"),
+        "{err}"
+    );
 }

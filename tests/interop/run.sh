@@ -34,6 +34,8 @@
 #                         /boot with rdma_rxe in /lib/modules)
 #   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
 #   RNIC_INTEROP_WORK     work directory (default target/interop)
+#   RNIC_INTEROP_PCAP     if set, each transfer's frames at the host NIC go to
+#                         WORK/NAME.pcap
 # Needs what scripts/setup.sh installs: qemu-system-x86, linux-image-amd64,
 # busybox-static, cpio, kmod, ibverbs-utils, ibverbs-providers,
 # libibverbs-dev, libnl-route-3-dev, gcc, iproute2.
@@ -172,7 +174,8 @@ fail() { say "$*"; failed=$((failed + 1)); }
 # 127.0.0.1). The host's counters go to the phase's total.
 pair() {
     local name=$1-guest-$2 role=$2 gcmd=$3 hargs=$4 gpid hpid hrc grc
-    local hout=$work/$name.host gout=$work/$name.guest
+    local hout=$work/$name.host gout=$work/$name.guest capture=()
+    [ -z "${RNIC_INTEROP_PCAP:-}" ] || capture=(env "RNIC_PCAP=$work/$name.pcap")
     steps=$((steps + 1))
     set +e
     if [ "$role" = server ]; then
@@ -180,13 +183,13 @@ pair() {
         gpid=$!
         guest "listening 18515" >/dev/null
         # shellcheck disable=SC2086
-        "${host[@]}" $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
+        "${capture[@]}" "${host[@]}" $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
         hrc=$?
         wait $gpid
         grc=$?
     else
         # shellcheck disable=SC2086
-        "${host[@]}" $hargs --bind 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
+        "${capture[@]}" "${host[@]}" $hargs --bind 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
         hpid=$!
         for _ in $(seq 200); do
             ss -Hltn "sport = :$host_pp" | grep -q . && break
