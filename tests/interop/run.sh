@@ -296,7 +296,8 @@ if [ -s "$work/rxe-log.clean" ]; then
     fail "rxe logged on a clean wire:"; cat "$work/rxe-log.clean"
 fi
 say "  rnic: $(host_total tx_frames) frames sent, $(host_total rx_frames) received," \
-    "$(host_total rx_icrc_errors rx_malformed) bad; rxe: $(delta "$work/rxe.0" "$work/rxe.1" sent_pkts) sent," \
+    "$(host_total rx_icrc_errors rx_malformed) bad, $(host_total retransmits) retransmitted," \
+    "$(host_total duplicate_requests) duplicates from rxe acknowledged again; rxe: $(delta "$work/rxe.0" "$work/rxe.1" sent_pkts) sent," \
     "$(delta "$work/rxe.0" "$work/rxe.1" rcvd_pkts) received"
 
 phase=faults
