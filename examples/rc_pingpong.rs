@@ -91,6 +91,12 @@ struct Args {
     /// is checked without it).
     #[arg(long)]
     pattern: bool,
+    /// `ibv_rc_pingpong --chk`: the first byte of every 4 KiB page of the
+    /// buffer is 0 rather than 0x7b, in what is sent and in what is
+    /// checked (`ibv_rc_pingpong -c` checks those bytes of the last message
+    /// its server received).
+    #[arg(short = 'c', long)]
+    chk: bool,
     /// Faults on this side's wire, both directions unless `tx=0` or `rx=0`:
     /// e.g. `drop=0.02,reorder=0.02` (see `FaultConfig`'s `FromStr`).
     #[arg(long)]
@@ -327,7 +333,7 @@ fn run(a: Args) -> Result<(), String> {
     let buf = pd
         .alloc_mr(a.size.max(1), access::LOCAL_WRITE)
         .map_err(|e| format!("Couldn't register MR: {e}"))?;
-    buf.write(0, &vec![0x7b; buf.len()])
+    buf.write(0, &plain(buf.len(), a.chk))
         .map_err(|e| e.to_string())?;
     let cq = ctx
         .create_cq(a.rx_depth + 1)
@@ -439,7 +445,7 @@ fn run(a: Args) -> Result<(), String> {
                     let want = if a.pattern {
                         message(1 - role, rcnt, a.size)
                     } else {
-                        vec![0x7b; a.size]
+                        plain(a.size, a.chk)
                     };
                     if let Some(i) = (0..a.size).find(|&i| got[i] != want[i]) {
                         return Err(format!(
@@ -489,6 +495,16 @@ fn run(a: Args) -> Result<(), String> {
         print_counters(&ctx, faults.as_ref())?;
     }
     Ok(())
+}
+
+/// What `ibv_rc_pingpong` sends: 0x7b bytes, with `--chk` a 0 at the start
+/// of every page.
+fn plain(len: usize, chk: bool) -> Vec<u8> {
+    let mut v = vec![0x7b; len];
+    if chk {
+        v.iter_mut().step_by(4096).for_each(|b| *b = 0);
+    }
+    v
 }
 
 /// Message `k` from side `role`: byte i is a function of both and of i

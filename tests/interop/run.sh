@@ -206,6 +206,8 @@ pair() {
         verdict="FAILED (host $hrc, guest $grc)"
     elif [ "$phase" != corrupt-rx ] && ! check_clean "$hout" >> "$hout"; then
         verdict="FAILED (rnic dropped frames as bad)"
+    elif grep -q 'invalid data in page' "$gout"; then
+        verdict="FAILED (ibv_rc_pingpong -c found wrong bytes)"
     fi
     grep -E '^(counter|faults) ' "$hout" >> "$work/$phase.host-counters" || true
     local rate
@@ -274,11 +276,31 @@ rxe_counters "$work/rxe.0"
 for mtu in 1024 4096; do
     for sn in 1:200 5000:50 65536:20; do
         s=${sn%:*} n=${sn#*:}
-        both "pingpong-s$s-m$mtu" "ibv_rc_pingpong -d rxe0 -g 1 -s $s -m $mtu -n $n" "-s $s -m $mtu -n $n"
+        both "pingpong-s$s-m$mtu" "ibv_rc_pingpong -d rxe0 -g 1 -s $s -m $mtu -n $n -c" \
+            "-s $s -m $mtu -n $n -c"
     done
-    both "verbs-s4097-m$mtu" "verbs_peer -d rxe0 -g 1 -s 4097 -m $mtu -n 50 -P -O" \
+    for sn in 1:100 65536:20; do
+        s=${sn%:*} n=${sn#*:}
+        both "verbs-s$s-m$mtu" "verbs_peer -d rxe0 -g 1 -s $s -m $mtu -n $n -P" \
+            "-s $s -m $mtu -n $n --pattern"
+    done
+    both "verbs-ops-s4097-m$mtu" "verbs_peer -d rxe0 -g 1 -s 4097 -m $mtu -n 50 -P -O" \
         "-s 4097 -m $mtu -n 50 --pattern --ops"
 done
+# The guest's check is live: a host that sends 0x7b where -c expects 0 is
+# caught.
+steps=$((steps + 1))
+guest "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -s 8192 -n 5 -c -p 18515" > "$work/chk-mismatch.guest" 2>&1 &
+gpid=$!
+guest "listening 18515" >/dev/null || true
+"${host[@]}" -s 8192 -n 5 -p "$guest_pp" 127.0.0.1 > "$work/chk-mismatch.host" 2>&1 || true
+wait $gpid || true
+if grep -q 'invalid data in page 0' "$work/chk-mismatch.guest"; then
+    say "  chk-mismatch: ok (ibv_rc_pingpong -c in the guest caught the wrong bytes)"
+else
+    fail "  chk-mismatch: ibv_rc_pingpong -c did not catch the wrong bytes"
+    sed 's/^/    guest| /' "$work/chk-mismatch.guest"
+fi
 # IPv6 link-local GIDs: rxe's GID 0, rnic's GID 1; both resolve the other's
 # MAC by neighbour discovery.
 both "verbs-ipv6-s65536-m1024" "verbs_peer -d rxe0 -g 0 -s 65536 -m 1024 -n 20 -P -O" \
