@@ -64,16 +64,9 @@ for f in /usr/bin/ibv_rc_pingpong /usr/bin/ibv_devinfo /usr/bin/rdma \
 done
 
 # The kernel: the newest /boot/vmlinuz-* whose modules include rdma_rxe.
-kver=${RNIC_VM_KERNEL:-}
-if [ -z "$kver" ]; then
-    for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V -r); do
-        if [ -n "$(find "/lib/modules/$k" -name 'rdma_rxe.ko*' 2>/dev/null | head -1)" ]; then
-            kver=$k
-            break
-        fi
-    done
-fi
-[ -n "$kver" ] || die "no kernel in /boot with rdma_rxe in /lib/modules; install linux-image-amd64"
+. "$repo/tests/vm/kernel.sh"
+kver=$(vm_kernel rdma_rxe)
+[ -n "$kver" ] && [ -d "/lib/modules/$kver" ] || die "no kernel in /boot with rdma_rxe in /lib/modules; install linux-image-amd64"
 kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
 [ -r "$kimage" ] || die "$kimage is not readable by $(id -un)"
 say "kernel $kver"

@@ -251,16 +251,14 @@ static void post_recv(int n)
 			FAIL("Couldn't post receive");
 }
 
-static void post(uint64_t id, enum ibv_wr_opcode op, void *addr, unsigned len,
-		 uint32_t lkey, uint64_t raddr, uint32_t rkey)
+/* Posts the buffer as the next SEND of the ping-pong. */
+static void post_send(void)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = rkey;
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = opt.size, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = SEND_WRID, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
 	if (ibv_post_send(qp, &wr, &bad))
-		FAIL("Couldn't post send (opcode %d): %s", op, strerror(errno));
+		FAIL("Couldn't post send: %s", strerror(errno));
 }
 
 static void check_write_imm(const struct ibv_wc *w)
@@ -276,26 +274,53 @@ static void check_write_imm(const struct ibv_wc *w)
 
 static int imm_seen;
 
-/* Posts one signalled work request and waits for its completion, taking
- * the peer's WRITE with immediate if it comes first. */
-static void run(uint64_t id, enum ibv_wr_opcode op, void *addr, unsigned len,
-		uint32_t lkey, uint64_t raddr, uint32_t rkey)
+/* Posts one signalled work request on one SGE and waits for its
+ * completion, taking the peer's WRITE with immediate if it comes first. */
+static void exec(struct ibv_send_wr *wr, void *addr, unsigned len, uint32_t lkey)
 {
-	post(id, op, addr, len, lkey, raddr, rkey);
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr *bad;
+	wr->sg_list = &sge;
+	wr->num_sge = 1;
+	wr->send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(qp, wr, &bad))
+		FAIL("Couldn't post wr_id %lu (opcode %d): %s", (unsigned long)wr->wr_id,
+		     wr->opcode, strerror(errno));
 	for (;;) {
 		struct ibv_wc wc;
 		wait_wc(&wc, 1);
-		if (wc.wr_id == id && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
-			if (wc.status != IBV_WC_SUCCESS)
-				FAIL("wr_id %lu failed: %s", (unsigned long)id,
-				     ibv_wc_status_str(wc.status));
-			return;
-		}
+		if (wc.status != IBV_WC_SUCCESS)
+			FAIL("wr_id %lu failed: %s", (unsigned long)wc.wr_id,
+			     ibv_wc_status_str(wc.status));
 		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 			check_write_imm(&wc);
 			imm_seen = 1;
+		} else if (wc.wr_id == wr->wr_id) {
+			return;
 		}
 	}
+}
+
+/* An RDMA operation at raddr/rkey of the peer's memory. */
+static struct ibv_send_wr rdma(uint64_t id, enum ibv_wr_opcode op, uint64_t raddr,
+			       uint32_t rkey)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .opcode = op };
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return wr;
+}
+
+/* An atomic on the peer's word at raddr/rkey. */
+static struct ibv_send_wr atomic(uint64_t id, enum ibv_wr_opcode op, uint64_t raddr,
+				 uint32_t rkey, uint64_t compare_add, uint64_t swap)
+{
+	struct ibv_send_wr wr = { .wr_id = id, .opcode = op };
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = compare_add;
+	wr.wr.atomic.swap = swap;
+	return wr;
 }
 
 static void ops(int tcp)
@@ -324,85 +349,30 @@ static void ops(int tcp)
 	size_t half = OPS_LEN / 2;
 	for (size_t i = 0; i < half; i++)
 		scratch[i] = ops_pattern(role, i);
-	run(10, IBV_WR_RDMA_WRITE, scratch, half, smr->lkey, raddr, rkey);
-	run(11, IBV_WR_RDMA_READ, scratch + half, half, smr->lkey, raddr, rkey);
+	struct ibv_send_wr wr = rdma(10, IBV_WR_RDMA_WRITE, raddr, rkey);
+	exec(&wr, scratch, half, smr->lkey);
+	wr = rdma(11, IBV_WR_RDMA_READ, raddr, rkey);
+	exec(&wr, scratch + half, half, smr->lkey);
 	if (memcmp(scratch, scratch + half, half))
 		FAIL("RDMA READ did not return what RDMA WRITE placed");
 	printf("  RDMA WRITE and READ of %zu bytes: ok\n", half);
-
-	struct ibv_sge sge = { .addr = (uintptr_t)scratch, .length = 1024, .lkey = smr->lkey };
-	struct ibv_send_wr wr = { .wr_id = 12, .sg_list = &sge, .num_sge = 1,
-				  .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
-				  .send_flags = IBV_SEND_SIGNALED,
-				  .imm_data = htonl(0x12340000u | role) }, *bad;
-	wr.wr.rdma.remote_addr = raddr + half;
-	wr.wr.rdma.rkey = rkey;
-	if (ibv_post_send(qp, &wr, &bad))
-		FAIL("Couldn't post WRITE with immediate");
-	for (int done = 0; !done;) {
-		struct ibv_wc wc;
-		wait_wc(&wc, 1);
-		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-			check_write_imm(&wc);
-			imm_seen = 1;
-		} else if (wc.wr_id == 12) {
-			if (wc.status != IBV_WC_SUCCESS)
-				FAIL("WRITE with immediate failed: %s", ibv_wc_status_str(wc.status));
-			done = 1;
-		}
-	}
+	wr = rdma(12, IBV_WR_RDMA_WRITE_WITH_IMM, raddr + half, rkey);
+	wr.imm_data = htonl(0x12340000u | role);
+	exec(&wr, scratch, 1024, smr->lkey);
 
 	uint64_t *result = (uint64_t *)(scratch + OPS_LEN - 64);
 	static const uint64_t cas[3][3] = { { 0, 7, 0 }, { 7, 9, 7 }, { 1, 5, 9 } };
 	for (int i = 0; i < 3; i++) {
-		struct ibv_sge s = { .addr = (uintptr_t)result, .length = 8, .lkey = smr->lkey };
-		struct ibv_send_wr w = { .wr_id = 20 + i, .sg_list = &s, .num_sge = 1,
-					 .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
-					 .send_flags = IBV_SEND_SIGNALED }, *b;
-		w.wr.atomic.remote_addr = raddr + OPS_LEN - 16;
-		w.wr.atomic.rkey = rkey;
-		w.wr.atomic.compare_add = cas[i][0];
-		w.wr.atomic.swap = cas[i][1];
-		if (ibv_post_send(qp, &w, &b))
-			FAIL("Couldn't post compare-and-swap");
-		for (;;) {
-			struct ibv_wc wc;
-			wait_wc(&wc, 1);
-			if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-				check_write_imm(&wc);
-				imm_seen = 1;
-				continue;
-			}
-			if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)(20 + i))
-				FAIL("compare-and-swap %d: %s", i, ibv_wc_status_str(wc.status));
-			break;
-		}
+		wr = atomic(20 + i, IBV_WR_ATOMIC_CMP_AND_SWP, raddr + OPS_LEN - 16, rkey,
+			    cas[i][0], cas[i][1]);
+		exec(&wr, result, 8, smr->lkey);
 		if (*result != cas[i][2])
 			FAIL("compare-and-swap %d returned %lu, not %lu", i,
 			     (unsigned long)*result, (unsigned long)cas[i][2]);
 	}
 	for (int i = 0; i < 3; i++) {
-		struct ibv_sge s = { .addr = (uintptr_t)result, .length = 8, .lkey = smr->lkey };
-		struct ibv_send_wr w = { .wr_id = 30 + i, .sg_list = &s, .num_sge = 1,
-					 .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
-					 .send_flags = IBV_SEND_SIGNALED }, *b;
-		w.wr.atomic.remote_addr = raddr + OPS_LEN - 8;
-		w.wr.atomic.rkey = rkey;
-		w.wr.atomic.compare_add = 5;
-		if (ibv_post_send(qp, &w, &b))
-			FAIL("Couldn't post fetch-and-add");
-		for (;;) {
-			struct ibv_wc wc;
-			wait_wc(&wc, 1);
-			if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-				check_write_imm(&wc);
-				imm_seen = 1;
-				continue;
-			}
-			if (wc.status != IBV_WC_SUCCESS || wc.wr_id != (uint64_t)(30 + i))
-				FAIL("fetch-and-add %d: %s", i, ibv_wc_status_str(wc.status));
-			break;
-		}
+		wr = atomic(30 + i, IBV_WR_ATOMIC_FETCH_AND_ADD, raddr + OPS_LEN - 8, rkey, 5, 0);
+		exec(&wr, result, 8, smr->lkey);
 		if (*result != 5u * i)
 			FAIL("fetch-and-add %d returned %lu, not %d", i, (unsigned long)*result, 5 * i);
 	}
@@ -551,7 +521,7 @@ int main(int argc, char **argv)
 	double start = now();
 	if (opt.server) {
 		fill(0);
-		post(SEND_WRID, IBV_WR_SEND, buf, opt.size, mr->lkey, 0, 0);
+		post_send();
 		pending |= SEND_WRID;
 	}
 	while (rcnt < (unsigned)opt.iters || scnt < (unsigned)opt.iters) {
@@ -577,7 +547,7 @@ int main(int argc, char **argv)
 			pending &= ~(int)wc[i].wr_id;
 			if (scnt < (unsigned)opt.iters && !pending) {
 				fill(scnt);
-				post(SEND_WRID, IBV_WR_SEND, buf, opt.size, mr->lkey, 0, 0);
+				post_send();
 				pending = RECV_WRID | SEND_WRID;
 			}
 		}

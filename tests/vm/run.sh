@@ -38,15 +38,8 @@ for tool in qemu-system-x86_64 cpio depmod modprobe gzip; do
 done
 
 # The kernel: the newest /boot/vmlinuz-* whose modules include vfio-pci.
-kver=${RNIC_VM_KERNEL:-}
-if [ -z "$kver" ]; then
-    for k in $(ls /boot/vmlinuz-* 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V -r); do
-        if [ -n "$(find "/lib/modules/$k" -name 'vfio-pci.ko*' 2>/dev/null | head -1)" ]; then
-            kver=$k
-            break
-        fi
-    done
-fi
+. "$here/kernel.sh"
+kver=$(vm_kernel vfio-pci)
 [ -n "$kver" ] && [ -d "/lib/modules/$kver" ] ||
     die "no kernel in /boot with VFIO modules in /lib/modules; install linux-image-amd64 (scripts/setup.sh)"
 kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
