@@ -1,30 +1,36 @@
 #!/usr/bin/env bash
 # The rxe interop test: rnic against Linux SoftRoCE on one wire.
 #
-# Boots the host's Debian kernel under QEMU (TCG) with rdma_rxe, ibverbs-utils
-# and tests/interop/verbs_peer.c in an initramfs. The guest's second NIC is
-# a QEMU `-netdev dgram` wire: one Ethernet frame per UDP datagram on
-# 127.0.0.1, whose other end is the UDP wire of an rnic NIC in a host
-# process (examples/rc_pingpong.rs, one process per transfer). The
-# out-of-band TCP of each transfer, and the commands this script gives the
-# guest (tests/interop/guest.sh), go through QEMU user networking with
-# hostfwd bound to 127.0.0.1. Every host address is a loopback address.
+# Boots the host's Debian kernel under QEMU (TCG) with rdma_rxe,
+# ibverbs-utils, perftest and tests/interop/verbs_peer.c in an initramfs.
+# The guest's second NIC is a QEMU `-netdev dgram` wire: one Ethernet frame
+# per UDP datagram on 127.0.0.1, whose other end is the UDP wire of an rnic
+# NIC in a host process (examples/rc_pingpong.rs, one process per
+# transfer). The out-of-band TCP of each transfer, and the commands this
+# script gives the guest (tests/interop/guest.sh), go through QEMU user
+# networking with hostfwd bound to 127.0.0.1. Every host address is a
+# loopback address.
 #
-# Transfers, each with both sides as server and as client:
-#   - ibv_rc_pingpong (guest) against rc_pingpong (host): SEND/RECV of 1 B
-#     to 64 KiB at path MTU 1024 and 4096; the host checks every byte;
-#   - verbs_peer -P -O (guest) against rc_pingpong --pattern --ops (host):
-#     every message's bytes checked on both sides, then RDMA WRITE, READ,
-#     WRITE with immediate, compare-and-swap and fetch-and-add from each
-#     side, each result checked on both;
-#   - both again with the host NIC's fault injector dropping and reordering
-#     frames in both directions: they still complete and verify, and the
-#     counters of both sides show the retransmissions;
-#   - a last transfer with a few frames corrupted on purpose, proving that
-#     both sides' ICRC checks see a bad frame.
-# After the clean and the faulty transfers, rnic's counters show no frame
-# with a bad ICRC or malformed, and the guest's kernel log no complaint
-# from rxe. Passes when every step passed ("interop: PASS").
+# Steps (docs/interop.md says more), transfers with the guest once as
+# server and once as client:
+#   - baselines: rxe against itself in the guest (ibv_rc_pingpong,
+#     ib_write_lat);
+#   - ibv_rc_pingpong -c (guest) against rc_pingpong -c (host): SEND/RECV of
+#     1 B to 64 KiB at path MTU 1024 and 4096; the host checks every byte,
+#     the guest the bytes -c sets; then a mismatch the guest must catch;
+#   - verbs_peer -P [-O] (guest) against rc_pingpong --pattern [--ops]
+#     (host): every message's bytes checked on both sides, then RDMA WRITE,
+#     READ, WRITE with immediate, compare-and-swap and fetch-and-add from
+#     each side, each result checked on both; over IPv4 and IPv6 GIDs;
+#   - with the host NIC's fault injector dropping and reordering frames in
+#     both directions: they still complete and verify, and the counters of
+#     both sides show the retransmissions;
+#   - with frames corrupted on their way to rxe, then from rxe: rxe drops
+#     them (the bytes stay right, rnic retransmits), and rnic counts every
+#     one as a bad ICRC.
+# Every transfer but the last: rnic dropped no frame as corrupt or
+# malformed; and rxe logged nothing. Passes when every step passed
+# ("interop: PASS").
 #
 # Usage: tests/interop/run.sh
 # Environment:
