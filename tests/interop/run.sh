@@ -101,7 +101,15 @@ say "initramfs $(du -h "$initrd" | cut -f1) ($(elapsed) s so far)"
 
 # 3. Ports on 127.0.0.1: the wire (rnic's end, QEMU's end), the guest's
 # agent and ping-pong server (forwarded), the host's ping-pong server.
-base=$((20000 + ($$ % 4000) * 8))
+# The first block of five free ones from a start that depends on the PID.
+in_use() { ss -Hltun "sport = :$1" | grep -q .; }
+base=$((20000 + ($$ % 1000) * 8))
+for _ in $(seq 100); do
+    busy=0
+    for p in $(seq "$base" $((base + 4))); do in_use "$p" && busy=1; done
+    [ "$busy" = 0 ] && break
+    base=$((base + 8))
+done
 wire_host=$base wire_qemu=$((base + 1)) agent=$((base + 2)) guest_pp=$((base + 3))
 host_pp=$((base + 4))
 
@@ -123,6 +131,7 @@ timeout -k 5 "$timeout_s" qemu-system-x86_64 \
     </dev/null 2>"$qemu_err" &
 qemu=$!
 trap 'kill $qemu 2>/dev/null || true' EXIT
+trap 'exit 130' INT TERM
 
 for _ in $(seq 600); do
     grep -q 'rnic-interop: ready' "$log" && break
