@@ -15,7 +15,7 @@
 //! ```
 //!
 //! The options that make sense here are `ibv_rc_pingpong`'s (`-p`, `-s`,
-//! `-n`, `-m`, `-r`, `-g`, `-l`), and so are the output lines. `--ops`
+//! `-n`, `-m`, `-r`, `-g`, `-l`, `-c`), and so are the output lines. `--ops`
 //! then runs RDMA WRITE, WRITE with immediate, READ, compare-and-swap and
 //! fetch-and-add in both directions and checks every byte and value;
 //! `--pattern` gives every message its own bytes and checks each one
@@ -417,6 +417,7 @@ fn run(a: Args) -> Result<(), String> {
         }])
         .map_err(|e| format!("Couldn't post send: {e}"))
     };
+    let unpatterned = plain(a.size, a.chk);
     let mut pending = RECV_WRID;
     if a.host.is_some() {
         send(0)?;
@@ -442,10 +443,12 @@ fn run(a: Args) -> Result<(), String> {
                     }
                     let mut got = vec![0u8; a.size];
                     buf.read(0, &mut got).map_err(|e| e.to_string())?;
+                    let patterned;
                     let want = if a.pattern {
-                        message(1 - role, rcnt, a.size)
+                        patterned = message(1 - role, rcnt, a.size);
+                        &patterned
                     } else {
-                        plain(a.size, a.chk)
+                        &unpatterned
                     };
                     if let Some(i) = (0..a.size).find(|&i| got[i] != want[i]) {
                         return Err(format!(

@@ -288,3 +288,16 @@ fn a_bad_fault_list_is_refused() {
         "{err}"
     );
 }
+
+#[test]
+fn chk_layout_both_sides_and_a_mismatch() {
+    // ibv_rc_pingpong's -c: a 0 at the start of each of the three pages.
+    let (s, c) = pair(&["-s", "9000", "-n", "5", "-c"], None);
+    check(&s, "server", 9000, 5);
+    check(&c, "client", 9000, 5);
+    // Only the server expects the zeros: the client's 0x7b at offset 0 is
+    // caught.
+    let (s, _) = pair_with(&["-s", "9000", "-n", "5", "--wait", "2"], &["-c"], None);
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(err.contains("message 0: byte 0 is 0x7b, not 0x00"), "{err}");
+}
