@@ -57,6 +57,8 @@ pub(crate) struct Caps {
     pub(crate) max_inline: u32,
     pub(crate) max_wqe_bbs: u32,
     pub(crate) uar_pages: u32,
+    /// UD QPs are implemented.
+    pub(crate) ud: bool,
 }
 
 impl Caps {
@@ -68,6 +70,7 @@ impl Caps {
             num_ports: dev.num_ports(),
             log_max_cmdq: dev.log_max_cmdq(),
             log_max_eq: dev.log_max_eq(),
+            ud: dev.ud(),
             log_max_wq: queue.log_max_wq(),
             log_max_cqe: queue.log_max_cqe(),
             max_sge: queue.max_sge().into(),

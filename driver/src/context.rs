@@ -140,6 +140,17 @@ impl<H: Hal> Shared<H> {
             .mmio_write64(BAR_DOORBELL, page as usize * UAR_PAGE_SIZE + offset, value);
     }
 
+    /// GID `index` of `port` (QUERY_GID); all zeros for an unused entry.
+    pub(crate) fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
+        self.port(port)?;
+        let input = QueryGidIn {
+            port: le32::from_ne(port.into()),
+            index: le32::from_ne(index),
+        };
+        let out: QueryGidOut = self.exec(CmdOpcode::QueryGid, &input)?;
+        Ok(if out.valid != 0 { out.gid } else { [0; 16] })
+    }
+
     pub(crate) fn port(&self, port: u8) -> Result<&PortAttr> {
         usize::from(port)
             .checked_sub(1)
@@ -225,12 +236,6 @@ impl<H: Hal> Context<H> {
     /// Reads entry `index` of port `port`'s GID table (QUERY_GID); an empty
     /// entry reads as all zeros.
     pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
-        self.shared.port(port)?;
-        let input = QueryGidIn {
-            port: le32::from_ne(port.into()),
-            index: le32::from_ne(index),
-        };
-        let out: QueryGidOut = self.shared.exec(CmdOpcode::QueryGid, &input)?;
-        Ok(if out.valid != 0 { out.gid } else { [0; 16] })
+        self.shared.query_gid(port, index)
     }
 }

@@ -71,6 +71,7 @@
 
 extern crate alloc;
 
+mod ah;
 mod attr;
 mod bringup;
 mod cmd;
@@ -90,6 +91,7 @@ mod wr;
 #[cfg(test)]
 mod fake;
 
+pub use ah::{Ah, GRH_LEN};
 pub use attr::{DeviceAttr, Gid, PortAttr};
 pub use bringup::Config;
 pub use context::Context;
@@ -101,7 +103,7 @@ pub use mr::Mr;
 pub use pd::Pd;
 pub use qp::{AhAttr, Qp, QpAttr, QpCap, QpInitAttr};
 pub use wc::{wc_flags, WorkCompletion};
-pub use wr::{send_flags, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
+pub use wr::{send_flags, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};
 
 pub use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
 pub use rnic_hw_regs::cqe::Syndrome;

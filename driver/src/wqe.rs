@@ -9,14 +9,14 @@
 use alloc::format;
 use rnic_hw_regs::verbs::WrOpcode;
 use rnic_hw_regs::wqe::{
-    AtomicSeg, CtrlSeg, CtrlWord, DataSeg, InlineHdr, RaddrSeg, RecvWqeHdr, INLINE_MARK, SEG_SIZE,
-    SEND_WQE_BB,
+    AtomicSeg, CtrlSeg, CtrlWord, DataSeg, DatagramSeg, InlineHdr, RaddrSeg, RecvWqeHdr,
+    INLINE_MARK, SEG_SIZE, SEND_WQE_BB,
 };
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DmaRegion, Pod, ProducerRing};
 
 use crate::error::{Error, Result};
-use crate::wr::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge};
+use crate::wr::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge, UdDest};
 
 /// Largest scatter/gather entry; a `DataSeg` encodes it as 0.
 pub(crate) const MAX_SGE_LEN: u32 = 1 << 31;
@@ -28,6 +28,8 @@ pub(crate) const INLINE_HDR: usize = core::mem::size_of::<InlineHdr>();
 pub(crate) struct SendLimits {
     pub(crate) max_sge: u32,
     pub(crate) max_inline: u32,
+    /// A UD QP: it takes [`SendOp::UdSend`] only, and nothing else does.
+    pub(crate) ud: bool,
 }
 
 fn check_sgl(sgl: &[Sge], max: u32, queue: &str) -> Result<usize> {
@@ -59,6 +61,14 @@ pub(crate) fn plan_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<usize> {
         )));
     }
     let op = &wr.op;
+    let ud = matches!(op, SendOp::UdSend { .. });
+    if ud != lim.ud {
+        return Err(Error::invalid(if lim.ud {
+            "a UD QP takes UdSend work requests only"
+        } else {
+            "UdSend is for UD QPs"
+        }));
+    }
     let body = match wr.payload {
         Payload::Sgl(sgl) => {
             let used = check_sgl(sgl, lim.max_sge, "QP's max_send_sge")?;
@@ -85,7 +95,12 @@ pub(crate) fn plan_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<usize> {
             (INLINE_HDR + data.len()).div_ceil(SEG_SIZE)
         }
     };
-    Ok(1 + usize::from(op.remote().is_some()) + usize::from(op.is_atomic()) + body)
+    let header = if ud {
+        1 + DATAGRAM_SEGS
+    } else {
+        1 + usize::from(op.remote().is_some()) + usize::from(op.is_atomic())
+    };
+    Ok(header + body)
 }
 
 /// A work queue ring: a [`ProducerRing`] (index accounting) plus direct
@@ -151,6 +166,33 @@ fn seg_words<T: Pod>(seg: T) -> [u64; 2] {
     // SAFETY: `T` is 16 bytes (checked above) of plain data with no padding
     // (Pod), so all 16 bytes are initialised and any bit pattern is a
     // valid `[u64; 2]`; transmute_copy reads unaligned.
+    unsafe { core::mem::transmute_copy(&seg) }
+}
+
+/// Segments of a [`DatagramSeg`].
+const DATAGRAM_SEGS: usize = core::mem::size_of::<DatagramSeg>() / SEG_SIZE;
+
+/// The datagram segment of a UD send to `d`, as the words of its three
+/// segments in memory order.
+fn datagram_words(d: &UdDest) -> [[u64; 2]; DATAGRAM_SEGS] {
+    let ah = &d.ah;
+    let seg = DatagramSeg {
+        dest_qpn: le32::from_ne(d.remote_qpn),
+        qkey: le32::from_ne(d.remote_qkey),
+        dgid: ah.dgid,
+        dmac: ah.dmac,
+        sgid_index: ah.sgid_index,
+        hop_limit: ah.hop_limit,
+        traffic_class: ah.traffic_class,
+        sl: ah.sl,
+        reserved0: [0; 2],
+        flow_label: le32::from_ne(ah.flow_label),
+        reserved1: [0; 8],
+    };
+    const { assert!(core::mem::size_of::<DatagramSeg>() == DATAGRAM_SEGS * SEG_SIZE) };
+    // SAFETY: `DatagramSeg` is 48 bytes (checked above) of plain data with
+    // no padding (Pod), so every byte is initialised and any bit pattern is
+    // valid for the array; transmute_copy reads unaligned.
     unsafe { core::mem::transmute_copy(&seg) }
 }
 
@@ -244,6 +286,8 @@ pub(crate) fn write_send(ring: &mut WqRing, idx: u32, wr: &SendWr<'_>, ds: usize
         SendOp::RdmaRead { .. } => (WrOpcode::RdmaRead, [0; 4]),
         SendOp::AtomicCmpAndSwp { .. } => (WrOpcode::AtomicCmpAndSwp, [0; 4]),
         SendOp::AtomicFetchAndAdd { .. } => (WrOpcode::AtomicFetchAndAdd, [0; 4]),
+        SendOp::UdSend { imm: None, .. } => (WrOpcode::Send, [0; 4]),
+        SendOp::UdSend { imm: Some(imm), .. } => (WrOpcode::SendWithImm, imm),
     };
     let word0 = CtrlWord::new()
         .with_opcode(opcode.raw())
@@ -259,6 +303,12 @@ pub(crate) fn write_send(ring: &mut WqRing, idx: u32, wr: &SendWr<'_>, ds: usize
         imm,
         wr_id: le64::from_ne(wr.wr_id),
     });
+    if let SendOp::UdSend { dest, .. } = wr.op {
+        for words in datagram_words(&dest) {
+            let (bb, off) = w.next();
+            w.ring.put_words(bb, off, words);
+        }
+    }
     if let Some(remote) = wr.op.remote() {
         w.seg(RaddrSeg {
             raddr: le64::from_ne(remote.addr),
@@ -339,6 +389,7 @@ mod tests {
     const LIM: SendLimits = SendLimits {
         max_sge: 4,
         max_inline: 64,
+        ud: false,
     };
 
     fn raw<T: Copy>(v: &T) -> Vec<u8> {

@@ -21,10 +21,36 @@ pub struct RemoteAddr {
     pub rkey: u32,
 }
 
+/// Where a UD send goes (`ibv_send_wr.wr.ud`): an address handle's path,
+/// the destination QP and its Q_Key. Made by [`crate::Ah::dest`]; the
+/// path is copied into each WQE, as libibverbs providers do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdDest {
+    /// The address handle's PD: it must be the QP's.
+    pub(crate) pdn: u32,
+    /// The address handle's attributes, checked when it was created.
+    pub(crate) ah: crate::AhAttr,
+    /// Destination QP number (24 bits).
+    pub remote_qpn: u32,
+    /// Q_Key of the destination QP; with its high bit set, the sending
+    /// QP's own Q_Key is sent instead (IBA 10.2.5).
+    pub remote_qkey: u32,
+}
+
 /// The operation of a send work request, with its operands
 /// (`ibv_send_wr.opcode` and `wr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendOp {
+    /// A UD SEND (with immediate data if `imm` is given) to `dest`: the
+    /// only operation of a UD QP, and one message of at most the port's
+    /// MTU (a longer one is completed without being sent, IBA
+    /// C10-93.1.1).
+    UdSend {
+        /// The destination.
+        dest: UdDest,
+        /// Immediate data, network byte order.
+        imm: Option<[u8; 4]>,
+    },
     /// SEND: the payload lands in the peer's next receive WQE.
     Send,
     /// SEND with immediate data (network byte order), delivered in the
@@ -74,7 +100,7 @@ impl SendOp {
     /// The remote buffer, for operations that have one.
     pub fn remote(&self) -> Option<RemoteAddr> {
         match *self {
-            Self::Send | Self::SendWithImm { .. } => None,
+            Self::Send | Self::SendWithImm { .. } | Self::UdSend { .. } => None,
             Self::RdmaWrite { remote }
             | Self::RdmaWriteWithImm { remote, .. }
             | Self::RdmaRead { remote }
@@ -97,6 +123,7 @@ impl SendOp {
             self,
             Self::Send
                 | Self::SendWithImm { .. }
+                | Self::UdSend { .. }
                 | Self::RdmaWrite { .. }
                 | Self::RdmaWriteWithImm { .. }
         )

@@ -3,7 +3,7 @@
 
 use rnic_hw_regs::cmd::QpAttrs;
 use rnic_hw_regs::uar::CqArmCmd;
-use rnic_hw_regs::verbs::QpState;
+use rnic_hw_regs::verbs::{QpState, QpType};
 
 use crate::counters::Counters;
 use crate::iommu::DmaRange;
@@ -164,6 +164,8 @@ pub(crate) struct Cq {
 #[derive(Debug)]
 pub(crate) struct Qp {
     pub qpn: u32,
+    /// RC or UD.
+    pub qp_type: QpType,
     pub pdn: u32,
     pub send_cqn: u32,
     pub recv_cqn: u32,

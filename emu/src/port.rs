@@ -21,12 +21,12 @@
 use std::collections::HashMap;
 
 use rnic_hw_regs::counters::counter;
-use rnic_hw_regs::verbs::QpState;
+use rnic_hw_regs::verbs::{QpState, QpType};
 
 use crate::counters::Counters;
 use crate::net::Frame;
 use crate::state::State;
-use crate::transport::{completer, responder};
+use crate::transport::{completer, responder, ud};
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::bth::DEFAULT_PKEY;
 use crate::wire::ethernet::{EthernetAddress, EthernetRepr};
@@ -94,6 +94,23 @@ impl Path {
             flow_label,
         })
     }
+
+    /// The path of one UD send of QP `qpn`, from its datagram segment.
+    pub(crate) fn of_datagram(
+        sgid: [u8; 16],
+        d: &rnic_hw_regs::wqe::DatagramSeg,
+        qpn: u32,
+    ) -> Option<Path> {
+        let av = rnic_hw_regs::cmd::AddressVector {
+            dgid: d.dgid,
+            dmac: d.dmac,
+            flow_label: d.flow_label,
+            traffic_class: d.traffic_class,
+            hop_limit: d.hop_limit,
+            ..Default::default()
+        };
+        Path::new(sgid, &av, qpn, d.dest_qpn.to_ne() & 0xff_ffff)
+    }
 }
 
 /// A neighbour cache entry.
@@ -150,6 +167,17 @@ pub(crate) fn is_local(st: &State, ip: &IpAddress) -> bool {
 /// waiting list and asks again every [`RESOLVE_RETRY_NS`]).
 pub(crate) fn resolve(st: &mut State, qpn: u32, now: u64) -> Option<EthernetAddress> {
     let path = st.objs.qps.get(qpn)?.path?;
+    let mac = lookup(st, qpn, &path, now)?;
+    if let Some(p) = st.objs.qps.get_mut(qpn).and_then(|q| q.path.as_mut()) {
+        p.dmac = Some(mac);
+    }
+    Some(mac)
+}
+
+/// The destination MAC of `path` for QP `qpn`: the path's own, the port's
+/// for one of its GIDs, or the neighbour cache's; else `None`, and QP
+/// `qpn` waits for the neighbour as [`resolve`] says.
+pub(crate) fn lookup(st: &mut State, qpn: u32, path: &Path, now: u64) -> Option<EthernetAddress> {
     if let Some(m) = path.dmac {
         return Some(m);
     }
@@ -158,11 +186,8 @@ pub(crate) fn resolve(st: &mut State, qpn: u32, now: u64) -> Option<EthernetAddr
     } else {
         st.port.neighbours.get(&path.dst_ip).and_then(|n| n.mac)
     };
-    if let Some(m) = mac {
-        if let Some(p) = st.objs.qps.get_mut(qpn).and_then(|q| q.path.as_mut()) {
-            p.dmac = Some(m);
-        }
-        return Some(m);
+    if mac.is_some() {
+        return mac;
     }
     let n = st.port.neighbours.entry(path.dst_ip).or_insert(Neighbour {
         mac: None,
@@ -170,7 +195,7 @@ pub(crate) fn resolve(st: &mut State, qpn: u32, now: u64) -> Option<EthernetAddr
     });
     if n.asked_ns.map_or(true, |t| now >= t + RESOLVE_RETRY_NS) {
         n.asked_ns = Some(now);
-        solicit(st, &path);
+        solicit(st, path);
     }
     if !st.port.waiting.contains(&qpn) {
         st.port.waiting.push(qpn);
@@ -260,6 +285,18 @@ pub(crate) fn send<E>(
     let Some(path) = st.objs.qps.get(qpn).and_then(|q| q.path) else {
         return Ok(());
     };
+    send_on(st, qpn, &path, dmac, roce, fill)
+}
+
+/// [`send`] on a given path (a UD send's own).
+pub(crate) fn send_on<E>(
+    st: &mut State,
+    qpn: u32,
+    path: &Path,
+    dmac: EthernetAddress,
+    roce: RoceRepr,
+    fill: impl FnOnce(&mut State, &mut [u8]) -> Result<(), E>,
+) -> Result<(), E> {
     let eth_of = |ethertype| EthernetRepr {
         src_addr: st.port.mac,
         dst_addr: dmac,
@@ -337,7 +374,7 @@ pub(crate) fn receive(st: &mut State, f: &[u8]) {
     c.add(counter::RX_BYTES, f.len() as u64);
     let dst = frame::classify(f);
     match dst {
-        Ok(Received::Roce(repr, payload)) => roce(st, &repr, payload, f.len()),
+        Ok(Received::Roce(repr, payload)) => roce(st, &repr, payload, f),
         Ok(Received::Arp(eth, arp)) => on_arp(st, &eth, &arp),
         Ok(Received::Ndisc(eth, src, nd)) => on_ndisc(st, &eth, src, &nd),
         Err(e) => {
@@ -420,7 +457,7 @@ fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr
 
 /// A RoCEv2 packet: checks that it is for this port and a QP that takes
 /// it, then hands it to the QP's responder or completer.
-fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], len: usize) {
+fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     let dst_ip = repr.ip.dst_addr();
     if !for_me(st, &repr.eth) || !is_local(st, &dst_ip) {
         st.port.counters.add(counter::RX_IGNORED, 1);
@@ -440,6 +477,14 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], len: usize) {
     };
     let qpn = bth.dest_qp;
     let accepted = st.objs.qps.get(qpn).is_some_and(|qp| {
+        if info.transport == Transport::Ud {
+            // Any source; a UD QP receives from RTR on.
+            return qp.qp_type == QpType::Ud
+                && matches!(
+                    qp.state,
+                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+                );
+        }
         let connected = qp.path.is_some_and(|p| p.dst_ip == repr.ip.src_addr());
         let state_ok = match info.op {
             Op::Ack | Op::AtomicAck | Op::ReadResponse => {
@@ -447,7 +492,7 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], len: usize) {
             }
             _ => matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd),
         };
-        info.transport == Transport::Rc && connected && state_ok
+        info.transport == Transport::Rc && qp.qp_type == QpType::Rc && connected && state_ok
     });
     if !accepted {
         log::trace!("port: {} for QP {qpn} dropped", info.name);
@@ -456,7 +501,12 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], len: usize) {
     }
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         qp.counters.add(counter::RX_FRAMES, 1);
-        qp.counters.add(counter::RX_BYTES, len as u64);
+        qp.counters.add(counter::RX_BYTES, f.len() as u64);
+    }
+    if info.transport == Transport::Ud {
+        // The IP header becomes the receive buffer's GRH.
+        let at = 14 + if repr.eth.vlan.is_some() { 4 } else { 0 };
+        return ud::on_packet(st, qpn, &repr.roce, payload, &f[at.min(f.len())..]);
     }
     match info.op {
         Op::Ack | Op::AtomicAck | Op::ReadResponse => {

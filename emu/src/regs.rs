@@ -56,6 +56,7 @@ pub(crate) fn read(st: &State, off: usize) -> u32 {
             .with_log_max_cmdq(c.log_max_cmdq)
             .with_log_max_eq(c.log_max_eq)
             .with_atomics(true)
+            .with_ud(true)
             .into_bits()
             .to_ne(),
         CAP_MAX_QP => c.max_qp,

@@ -19,6 +19,8 @@ pub(crate) struct SendWqe {
     pub ctrl: CtrlSeg,
     /// Basic blocks the WQE occupies.
     pub bbs: u32,
+    /// From a UD QP: a [`DatagramSeg`] follows the control segment.
+    pub ud: bool,
 }
 
 impl Default for SendWqe {
@@ -27,6 +29,7 @@ impl Default for SendWqe {
             buf: [0; MAX_WQE_BYTES],
             ctrl: CtrlSeg::default(),
             bbs: 0,
+            ud: false,
         }
     }
 }
@@ -54,6 +57,8 @@ pub(crate) enum Data<'a> {
 /// A decoded send WQE.
 pub(crate) struct Decoded<'a> {
     pub op: ReqOp,
+    /// The address vector of a UD send.
+    pub datagram: Option<DatagramSeg>,
     pub raddr: RaddrSeg,
     pub atomic: AtomicSeg,
     pub data: Data<'a>,
@@ -133,6 +138,7 @@ pub(crate) fn fetch(
     }
     w.ctrl = ctrl;
     w.bbs = bbs;
+    w.ud = qp.qp_type == rnic_hw_regs::verbs::QpType::Ud;
     let len = ds * SEG_SIZE;
     // A WQE may wrap from the last BB of the ring to the first.
     let first = len.min(ring_bytes - start);
@@ -172,9 +178,25 @@ impl SendWqe {
             Some(WrOpcode::AtomicFetchAndAdd) => ReqOp::FetchAdd,
             _ => return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode)),
         };
+        // UD carries SENDs only.
+        if self.ud && !matches!(op, ReqOp::Send | ReqOp::SendImm) {
+            return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode));
+        }
         let ds = word.ds() as usize;
         let segs = &self.buf[..ds * SEG_SIZE];
         let mut at = SEG_SIZE;
+        let mut datagram = None;
+        if self.ud {
+            if ds < 4 {
+                return bad;
+            }
+            let d: DatagramSeg = from_bytes(&segs[at..]);
+            if d.reserved0 != [0; 2] || d.reserved1 != [0; 8] {
+                return bad;
+            }
+            datagram = Some(d);
+            at += 3 * SEG_SIZE;
+        }
         let mut raddr = RaddrSeg::default();
         let mut atomic = AtomicSeg::default();
         if op.has_raddr() {
@@ -224,6 +246,7 @@ impl SendWqe {
         }
         Ok(Decoded {
             op,
+            datagram,
             raddr,
             atomic,
             data,

@@ -132,7 +132,7 @@ pub struct Version {
 /// Major interface version described by this crate.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor interface version described by this crate.
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 2;
 
 /// `CAP_DEV`: device-wide capabilities.
 #[bitfield(u32, repr = le32, from = le32::from_ne, into = le32::to_ne)]

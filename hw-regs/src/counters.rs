@@ -89,6 +89,13 @@ pub mod counter {
         /// Requests dropped because the responder's queue of answers was
         /// full (a peer sending beyond its window).
         RX_BUSY_DROPS = 28;
+        /// UD messages dropped for a Q_Key other than the QP's.
+        RX_BAD_QKEY = 29;
+        /// UD messages dropped because no receive WQE was posted.
+        RX_NO_RECV_WQE = 30;
+        /// UD sends longer than the port's MTU: completed successfully
+        /// without a packet, as IBA C10-93.1.1 requires.
+        UD_TOO_LONG = 31;
     }
 }
 
@@ -122,4 +129,4 @@ pub struct CountersOut {
 assert_eq_size!(QueryCountersIn, [u8; 8]);
 assert_eq_size!(CountersOut, [u8; 256]);
 static_assertions::const_assert!(core::mem::size_of::<CountersOut>() <= crate::cmd::CMD_OUT_SIZE);
-static_assertions::const_assert!(counter::NEIGH_REQUESTS_SENT < COUNTER_SLOTS);
+static_assertions::const_assert!(counter::UD_TOO_LONG < COUNTER_SLOTS);

@@ -5,7 +5,7 @@
 //!
 //! 1. a [`CtrlSeg`];
 //! 2. for RDMA WRITE, RDMA READ and atomics, a [`RaddrSeg`]; for UD sends
-//!    (a later version), a [`DatagramSeg`] instead;
+//!    a [`DatagramSeg`] instead;
 //! 3. for atomics, an [`AtomicSeg`];
 //! 4. either `n` [`DataSeg`]s (a gather list; for RDMA READ and atomics, the
 //!    scatter list the response lands in), or one inline block when
@@ -122,14 +122,14 @@ pub struct InlineHdr {
 }
 
 /// Datagram segment: the address vector of a UD send WQE, following the
-/// control segment (reserved: device 1.1 implements RC only and rejects UD
-/// QPs at CREATE_QP).
+/// control segment (device 1.2).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DatagramSeg {
     /// Destination QP number (low 24 bits).
     pub dest_qpn: le32,
-    /// Q_Key of the destination QP.
+    /// Q_Key of the destination QP, as the work request gives it: one with
+    /// the high bit set stands for the sending QP's own Q_Key (IBA 10.2.5).
     pub qkey: le32,
     /// Destination GID, network byte order.
     pub dgid: [u8; 16],

@@ -153,6 +153,8 @@ pub(crate) struct ModifyEnv<'a> {
     pub(crate) cur: QpState,
     /// The QP's port, 0 before INIT.
     pub(crate) port: u8,
+    /// The QP's transport, whose transitions apply.
+    pub(crate) qp_type: QpType,
 }
 
 /// A checked MODIFY_QP request.
@@ -167,7 +169,7 @@ pub(crate) struct Modify {
 
 const PSN_LIMIT: u32 = 1 << 24;
 
-/// Checks `attr`/`mask` for an RC QP and builds the MODIFY_QP attributes.
+/// Checks `attr`/`mask` for a QP of `env.qp_type` and builds the MODIFY_QP attributes.
 /// Without `STATE` in the mask the QP stays in its state (the kernel's
 /// rule); the command always carries `STATE`.
 pub(crate) fn check_modify(attr: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Result<Modify> {
@@ -188,7 +190,7 @@ pub(crate) fn check_modify(attr: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Res
     } else {
         env.cur
     };
-    let t = qp_transition(QpType::Rc, cur, next).ok_or_else(|| {
+    let t = qp_transition(env.qp_type, cur, next).ok_or_else(|| {
         Error::invalid(format!("illegal QP state transition {cur:?} -> {next:?}"))
     })?;
     let missing = t.required & !mask;
@@ -225,14 +227,14 @@ pub(crate) fn check_modify(attr: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Res
     })
 }
 
-fn port_attr<'a>(env: &ModifyEnv<'a>, port: u8, what: &str) -> Result<&'a PortAttr> {
+fn port_attr<'a>(ports: &'a [PortAttr], port: u8, what: &str) -> Result<&'a PortAttr> {
     usize::from(port)
         .checked_sub(1)
-        .and_then(|i| env.ports.get(i))
+        .and_then(|i| ports.get(i))
         .ok_or_else(|| {
             Error::invalid(format!(
                 "{what} {port} is not a port of the device (1..={})",
-                env.ports.len()
+                ports.len()
             ))
         })
 }
@@ -247,10 +249,10 @@ fn check_values(a: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Result<()> {
     // Before the first INIT the QP has no port (0): RESET -> INIT requires
     // PORT, so the attributes that depend on it come with one.
     if has(qp_attr::PORT) {
-        port_attr(env, port, "port_num")?;
+        port_attr(env.ports, port, "port_num")?;
     }
     if has(qp_attr::PKEY_INDEX) {
-        let p = port_attr(env, port, "port_num")?;
+        let p = port_attr(env.ports, port, "port_num")?;
         if a.pkey_index >= p.pkey_tbl_len {
             return Err(Error::invalid(format!(
                 "pkey_index {} is outside port {port}'s P_Key table of {}",
@@ -270,7 +272,7 @@ fn check_values(a: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Result<()> {
                 "PATH_MTU is in the mask but path_mtu is None",
             ));
         };
-        let p = port_attr(env, port, "port_num")?;
+        let p = port_attr(env.ports, port, "port_num")?;
         if mtu.raw() > p.max_mtu.raw() {
             return Err(Error::invalid(format!(
                 "path_mtu {mtu:?} exceeds port {port}'s max_mtu {:?}",
@@ -279,7 +281,7 @@ fn check_values(a: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Result<()> {
         }
     }
     if has(qp_attr::AV) {
-        check_ah(&a.ah_attr, port, env)?;
+        check_ah(&a.ah_attr, port, env.ports)?;
     }
     let limit = |bit: u32, name: &str, v: u32, max: u32| {
         if has(bit) && v > max {
@@ -319,13 +321,15 @@ fn check_values(a: &QpAttr, mask: u32, env: &ModifyEnv<'_>) -> Result<()> {
     )
 }
 
-fn check_ah(ah: &AhAttr, qp_port: u8, env: &ModifyEnv<'_>) -> Result<()> {
+/// Checks an address vector for a QP on `qp_port` (an address handle's
+/// gives its own port).
+pub(crate) fn check_ah(ah: &AhAttr, qp_port: u8, ports: &[PortAttr]) -> Result<()> {
     let port = if ah.port_num == 0 {
         qp_port
     } else {
         ah.port_num
     };
-    let p = port_attr(env, port, "ah_attr.port_num")?;
+    let p = port_attr(ports, port, "ah_attr.port_num")?;
     if p.link_layer == LinkLayer::Ethernet && !ah.is_global {
         return Err(Error::invalid(
             "ah_attr.is_global must be set: RoCE paths carry a GRH",
@@ -498,6 +502,7 @@ mod tests {
             ports: &ports,
             cur,
             port: qp_port,
+            qp_type: QpType::Rc,
         };
         check_modify(attr, mask, &env)
     }

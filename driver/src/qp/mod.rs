@@ -1,7 +1,7 @@
 //! Queue pairs: creation, the RESET → INIT → RTR → RTS state machine,
 //! query and destruction. Posting is in `post`.
 
-mod attr;
+pub(crate) mod attr;
 mod post;
 mod shared;
 mod sizing;
@@ -41,13 +41,15 @@ pub struct QpInitAttr<'a, H: Hal> {
     /// Requested capacities; the QP provides at least these
     /// ([`Qp::cap`] tells how much).
     pub cap: QpCap,
-    /// Transport; only [`QpType::Rc`] in this device version.
+    /// Transport: [`QpType::Rc`], or [`QpType::Ud`] on a device with UD
+    /// (`CAP_DEV.ud`).
     pub qp_type: QpType,
     /// Every send request generates a completion, signaled or not.
     pub sq_sig_all: bool,
 }
 
-/// A reliable-connected queue pair (`struct ibv_qp`).
+/// A queue pair (`struct ibv_qp`): reliable connected, or unreliable
+/// datagram.
 ///
 /// `post_send` and `post_recv` may be called from several threads; each
 /// queue is protected by its own lock.
@@ -57,6 +59,7 @@ pub struct Qp<H: Hal> {
     recv_cq: Arc<CqShared<H>>,
     shared: Arc<QpShared>,
     qpn: u32,
+    qp_type: QpType,
     uar_page: u32,
     cap: QpCap,
     sq_limits: SendLimits,
@@ -72,11 +75,16 @@ impl<H: Hal> Pd<H> {
     /// Creates a QP in the RESET state (CREATE_QP).
     pub fn create_qp(&self, init: &QpInitAttr<'_, H>) -> Result<Qp<H>> {
         let ctx = &self.inner.ctx;
-        if init.qp_type != QpType::Rc {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                format!("{:?} QPs are not supported; only RC", init.qp_type),
-            ));
+        let caps = &ctx.dev.caps;
+        match init.qp_type {
+            QpType::Rc => {}
+            QpType::Ud if caps.ud => {}
+            t => {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    format!("{t:?} QPs are not supported by this device"),
+                ))
+            }
         }
         for cq in [init.send_cq, init.recv_cq] {
             if !Arc::ptr_eq(&cq.inner.ctx, ctx) {
@@ -86,13 +94,13 @@ impl<H: Hal> Pd<H> {
                 )));
             }
         }
-        let caps = &ctx.dev.caps;
         let lim = QueueLimits {
             log_max_wq: caps.log_max_wq,
             max_qp_wr: ctx.attr.max_qp_wr,
             max_sge: caps.max_sge,
             max_inline: caps.max_inline,
             max_wqe_bbs: caps.max_wqe_bbs,
+            ud: init.qp_type == QpType::Ud,
         };
         let layout = QpLayout::new(&init.cap, &lim)?;
         let hal = ctx.hal();
@@ -102,7 +110,7 @@ impl<H: Hal> Pd<H> {
         mem.zero();
         let uar_page = ctx.alloc_uar_page();
         let input = CreateQpIn {
-            qp_type: QpType::Rc.raw(),
+            qp_type: init.qp_type.raw(),
             sq_sig_all: init.sq_sig_all.into(),
             log_rq_stride: layout.log_rq_stride as u8,
             reserved0: 0,
@@ -181,6 +189,7 @@ impl<H: Hal> Pd<H> {
             recv_cq: Arc::clone(&init.recv_cq.inner),
             shared,
             qpn,
+            qp_type: init.qp_type,
             uar_page,
             cap,
             sq_limits: layout.sq,
@@ -196,6 +205,11 @@ impl<H: Hal> Qp<H> {
     /// The QP number.
     pub fn qp_num(&self) -> u32 {
         self.qpn
+    }
+
+    /// The transport.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
     }
 
     /// The state as the driver knows it: set by `modify` and `query`, and
@@ -240,6 +254,7 @@ impl<H: Hal> Qp<H> {
             ports: &ctx.ports,
             cur: self.shared.state(),
             port: *port,
+            qp_type: self.qp_type,
         };
         let m = check_modify(attr, mask, &env)?;
         let input = ModifyQpIn {

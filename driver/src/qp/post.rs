@@ -14,7 +14,7 @@ use rnic_queues::{DbRec, Hal};
 use super::Qp;
 use crate::error::{Error, ErrorKind, PostError};
 use crate::wqe::{check_recv, plan_send, write_recv, write_send, WqRing};
-use crate::wr::{RecvWr, SendWr};
+use crate::wr::{RecvWr, SendOp, SendWr};
 
 /// The send queue's producer side.
 pub(crate) struct SendQueue {
@@ -93,6 +93,18 @@ impl<H: Hal> Qp<H> {
         let mut result = Ok(());
         let start = sq.ring.pi();
         for (index, wr) in wrs.iter().enumerate() {
+            if let SendOp::UdSend { dest, .. } = wr.op {
+                if dest.pdn != self.pd.pdn {
+                    result = Err(PostError {
+                        index,
+                        error: Error::invalid(format!(
+                            "the address handle is of PD {}, the QP of PD {}",
+                            dest.pdn, self.pd.pdn
+                        )),
+                    });
+                    break;
+                }
+            }
             let ds = match plan_send(wr, &self.sq_limits) {
                 Ok(ds) => ds,
                 Err(error) => {

@@ -37,6 +37,8 @@ pub(crate) struct QueueLimits {
     pub(crate) max_sge: u32,
     pub(crate) max_inline: u32,
     pub(crate) max_wqe_bbs: u32,
+    /// For a UD QP, whose send WQEs carry a datagram segment.
+    pub(crate) ud: bool,
 }
 
 /// Ring sizes and memory layout of a QP: the send queue at offset 0, the
@@ -85,13 +87,19 @@ impl QpLayout {
         // of the u32 inputs overflows, and checked against the limits
         // before they are narrowed.
 
-        // Worst-case send WQE: control + remote address + the largest
-        // gather list, an atomic (4 segments), or the largest inline block.
-        let fixed: u64 = 2;
+        // Worst-case send WQE: control + remote address (RC) or datagram
+        // segment (UD) + the largest gather list, an atomic (RC: 4
+        // segments), or the largest inline block.
+        let fixed: u64 = if lim.ud { 4 } else { 2 };
         let seg = SEG_SIZE as u64;
+        let inline_ds = if cap.max_inline_data > 0 {
+            fixed + (INLINE_HDR as u64 + u64::from(cap.max_inline_data)).div_ceil(seg)
+        } else {
+            0
+        };
         let worst_ds = (fixed + u64::from(cap.max_send_sge))
-            .max(4)
-            .max(fixed + (INLINE_HDR as u64 + u64::from(cap.max_inline_data)).div_ceil(seg));
+            .max(fixed.max(4))
+            .max(inline_ds);
         let worst_bbs = wqe_bbs(usize::try_from(worst_ds).unwrap_or(usize::MAX));
         let max_bbs = usize::try_from(lim.max_wqe_bbs)
             .unwrap_or(usize::MAX)
@@ -115,7 +123,10 @@ impl QpLayout {
         let room = worst_bbs * SEND_WQE_BB / SEG_SIZE - fixed as usize;
         let sq = SendLimits {
             max_sge: lim.max_sge.min(room as u32),
-            max_inline: lim.max_inline.min((room * SEG_SIZE - INLINE_HDR) as u32),
+            max_inline: lim
+                .max_inline
+                .min((room * SEG_SIZE).saturating_sub(INLINE_HDR) as u32),
+            ud: lim.ud,
         };
 
         let recv_sge = u64::from(cap.max_recv_sge.max(1));
@@ -183,6 +194,7 @@ mod tests {
         max_sge: 16,
         max_inline: 256,
         max_wqe_bbs: 8,
+        ud: false,
     };
 
     fn cap(send: u32, recv: u32, ssge: u32, rsge: u32, inline: u32) -> QpCap {
@@ -205,7 +217,8 @@ mod tests {
             l.sq,
             SendLimits {
                 max_sge: 2,
-                max_inline: 28
+                max_inline: 28,
+                ud: false,
             }
         );
         assert_eq!(l.log_rq_wqes, 7);
@@ -240,7 +253,8 @@ mod tests {
             l.sq,
             SendLimits {
                 max_sge: 2,
-                max_inline: 28
+                max_inline: 28,
+                ud: false,
             }
         );
         assert_eq!(l.log_rq_wqes, 0);
@@ -280,6 +294,7 @@ mod tests {
             max_sge: u32::MAX,
             max_inline: u32::MAX,
             max_wqe_bbs: u32::MAX,
+            ud: false,
         };
         let huge = QueueLimits {
             max_qp_wr: u32::MAX,
@@ -308,5 +323,26 @@ mod tests {
         };
         assert!(QpLayout::new(&cap(1, 1, 1, 1, 0), &tiny).is_ok());
         assert!(QpLayout::new(&cap(2, 1, 1, 1, 0), &tiny).is_err());
+    }
+
+    #[test]
+    fn ud_wqes_carry_a_datagram_segment() {
+        // 4 fixed + 2 SGEs = 6 segments = 2 BBs, whose 4 free segments
+        // take 4 SGEs or 60 bytes inline.
+        let ud = QueueLimits { ud: true, ..LIM };
+        let l = QpLayout::new(&cap(8, 8, 2, 1, 0), &ud).unwrap();
+        assert_eq!(l.log_sq_bbs, 4);
+        assert_eq!(
+            l.sq,
+            SendLimits {
+                max_sge: 4,
+                max_inline: 60,
+                ud: true,
+            }
+        );
+        // With no SGE the header alone (4 segments) fills one BB.
+        let l = QpLayout::new(&cap(1, 1, 0, 1, 0), &ud).unwrap();
+        assert_eq!(l.log_sq_bbs, 0);
+        assert_eq!(l.sq.max_sge, 0);
     }
 }

@@ -24,12 +24,10 @@ pub(super) fn create(
     use CmdStatus::{BadDma, BadParam, BadResource};
     let i: CreateQpIn = from_bytes(input);
     let c = &st.cfg;
-    // Only RC in this version.
-    check(
-        i.qp_type == QpType::Rc.raw(),
-        BadParam,
-        off!(CreateQpIn, qp_type),
-    )?;
+    // RC and UD in this version.
+    let qp_type = QpType::from_raw(i.qp_type)
+        .filter(|t| matches!(t, QpType::Rc | QpType::Ud))
+        .ok_or(fail(BadParam, off!(CreateQpIn, qp_type)))?;
     check(i.sq_sig_all <= 1, BadParam, off!(CreateQpIn, sq_sig_all))?;
     let stride = i.log_rq_stride;
     check(
@@ -110,6 +108,7 @@ pub(super) fn create(
         qpn,
         Qp {
             qpn,
+            qp_type,
             pdn,
             send_cqn,
             recv_cqn,
@@ -138,7 +137,7 @@ pub(super) fn create(
         },
     );
     adjust_users(st, pdn, send_cqn, recv_cqn, true);
-    log::debug!("QP {qpn}: pd {pdn}, send CQ {send_cqn}, recv CQ {recv_cqn}, 2^{log_sq} BBs, 2^{log_rq} recvs");
+    log::debug!("QP {qpn} ({qp_type:?}): pd {pdn}, send CQ {send_cqn}, recv CQ {recv_cqn}, 2^{log_sq} BBs, 2^{log_rq} recvs");
     to_bytes(
         &CreateQpOut {
             qpn: le32::from_ne(qpn),
@@ -211,7 +210,8 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
             attr!(cur_qp_state),
         )?;
     }
-    let t = qp_transition(QpType::Rc, cur, next).ok_or(fail(BadState, attr!(qp_state)))?;
+    let qp_type = qp.qp_type;
+    let t = qp_transition(qp_type, cur, next).ok_or(fail(BadState, attr!(qp_state)))?;
     check(
         mask & t.required == t.required && mask & !(t.required | t.optional) == 0,
         BadParam,
@@ -298,7 +298,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
             if has(qp_attr::RNR_RETRY) {
                 qp.req.rnr_left = attrs.rnr_retry;
             }
-            if has(qp_attr::AV) || has(qp_attr::DEST_QPN) {
+            if qp_type == QpType::Rc && (has(qp_attr::AV) || has(qp_attr::DEST_QPN)) {
                 let sgid = st.gids[attrs.ah.sgid_index as usize].gid;
                 let Some(qp) = st.objs.qps.get_mut(qpn) else {
                     return Err(fail(CmdStatus::Internal, 0));

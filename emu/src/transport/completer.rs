@@ -323,7 +323,13 @@ pub(crate) fn fail_front(st: &mut State, qpn: u32) {
 
 /// Completes the oldest WQE with `status`: a CQE if it is signaled or
 /// failed; a failure moves the QP to the error state.
-fn complete_front(st: &mut State, qpn: u32, status: WcStatus, syndrome: Syndrome, byte_len: u32) {
+pub(crate) fn complete_front(
+    st: &mut State,
+    qpn: u32,
+    status: WcStatus,
+    syndrome: Syndrome,
+    byte_len: u32,
+) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };

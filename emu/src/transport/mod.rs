@@ -15,13 +15,14 @@
 //!   coalescing, and the NAKs of class C errors.
 //!
 //! [`timers`] keeps every deadline of the device on one heap against the
-//! device clock. UC and UD will use the same per-QP state with their own
-//! rules (no ACKs, no retries).
+//! device clock. [`ud`] is the Unreliable Datagram transport on the same
+//! per-QP state: one packet per message, no ACKs, no retries.
 
 pub(crate) mod completer;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod timers;
+pub(crate) mod ud;
 
 use std::collections::VecDeque;
 

@@ -13,7 +13,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::uar::SqDoorbell;
-use rnic_hw_regs::verbs::{access, QpState, WcStatus};
+use rnic_hw_regs::verbs::{access, QpState, QpType, WcStatus};
 use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
 
 use super::{
@@ -76,6 +76,10 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
         }
         _ => return budget == 0,
     }
+    if qp.qp_type == QpType::Ud {
+        super::ud::send(st, qpn, &mut budget);
+        return budget == 0;
+    }
     if qp.timers.rnr.is_some() {
         return budget == 0;
     }
@@ -136,7 +140,7 @@ fn next_psn(e: &Inflight) -> u32 {
 
 /// Takes the next WQE from QP `qpn`'s send queue into its in-flight list,
 /// if there is one and the limits allow; returns whether one was taken.
-fn take(st: &mut State, qpn: u32) -> bool {
+pub(super) fn take(st: &mut State, qpn: u32) -> bool {
     let max_bbs = st.cfg.max_wqe_bbs;
     let (max_sge, max_msg) = (st.cfg.max_sge, st.cfg.max_msg());
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -203,8 +207,10 @@ fn errored(e: WqeError) -> Inflight {
 /// Checks a fetched WQE against the local rules and gives it its PSNs;
 /// `None` if the READ/atomic limit or a fence holds it back for now.
 fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Option<Inflight> {
+    let port_mtu = mtu_bytes(st.cfg.active_mtu.raw()) as u64;
     let qp = st.objs.qps.get_mut(qpn)?;
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu));
+    let ud = qp.qp_type == QpType::Ud;
     let max_rd = qp.attrs.max_rd_atomic.max(1);
     let ctrl = w.ctrl;
     let mut e = Inflight {
@@ -236,7 +242,11 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Opt
     match checked {
         Ok(len) => {
             e.len = len;
-            e.npkts = if e.op.is_atomic() {
+            e.npkts = if ud {
+                // A UD message longer than the port MTU gets no packet
+                // (IBA C10-93.1.1), and no PSN.
+                u32::from(len <= port_mtu)
+            } else if e.op.is_atomic() {
                 1
             } else {
                 packets(len, mtu)

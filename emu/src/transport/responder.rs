@@ -71,7 +71,7 @@ impl Out {
 }
 
 /// Why a request is refused.
-enum Refuse {
+pub(super) enum Refuse {
     /// No receive WQE: RNR NAK, the request not taken.
     Rnr,
     /// NAK with this code, and the QP moves to the error state with this
@@ -369,7 +369,16 @@ fn send(
         qp.resp.msg = None;
         qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
         let imm = roce.immdt.map(|i| i.imm);
-        complete_recv(st, qpn, wr_id, WcOpcode::Recv, end, imm, roce.bth.solicited);
+        complete_recv(
+            st,
+            qpn,
+            wr_id,
+            WcOpcode::Recv,
+            end,
+            imm,
+            roce.bth.solicited,
+            None,
+        );
     }
     Ok(())
 }
@@ -416,6 +425,7 @@ fn write(
         dma_len,
         imm,
         roce.bth.solicited,
+        None,
     );
     Ok(())
 }
@@ -835,7 +845,7 @@ fn remote_refusal(qpn: u32, syn: Syndrome) -> Refuse {
 }
 
 /// The QP's receive WQE buffer (allocated once per QP).
-fn take_rwqe(st: &mut State, qpn: u32) -> Box<RecvWqe> {
+pub(super) fn take_rwqe(st: &mut State, qpn: u32) -> Box<RecvWqe> {
     st.objs
         .qps
         .get_mut(qpn)
@@ -843,7 +853,7 @@ fn take_rwqe(st: &mut State, qpn: u32) -> Box<RecvWqe> {
         .unwrap_or_default()
 }
 
-fn put_rwqe(st: &mut State, qpn: u32, w: Box<RecvWqe>) {
+pub(super) fn put_rwqe(st: &mut State, qpn: u32, w: Box<RecvWqe>) {
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         qp.resp.rwqe = Some(w);
     }
@@ -851,7 +861,7 @@ fn put_rwqe(st: &mut State, qpn: u32, w: Box<RecvWqe>) {
 
 /// Copies the receive WQE at QP `qpn`'s receive consumer index, not yet
 /// consumed, into `w`; receiver-not-ready if there is none.
-fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Refuse> {
+pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Refuse> {
     let max_sge = st.cfg.max_sge;
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return Err(Refuse::Rnr);
@@ -884,7 +894,7 @@ fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Refuse> {
 /// Consumes the receive WQE `wr_id` with an error completion and refuses
 /// the request with `code`; the completion reports the error, so there is
 /// an event only if it cannot be written.
-fn recv_error(
+pub(super) fn recv_error(
     st: &mut State,
     qpn: u32,
     wr_id: u64,
@@ -912,8 +922,11 @@ fn recv_error(
     Refuse::Nak(code, event)
 }
 
-/// Consumes the receive WQE `wr_id` with a successful completion.
-fn complete_recv(
+/// Consumes the receive WQE `wr_id` with a successful completion. `ud`
+/// is the source QP of a UD message (whose GRH heads the buffer); an RC
+/// message comes from the connected QP.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn complete_recv(
     st: &mut State,
     qpn: u32,
     wr_id: u64,
@@ -921,6 +934,7 @@ fn complete_recv(
     len: u64,
     imm: Option<[u8; 4]>,
     solicited: bool,
+    ud: Option<u32>,
 ) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
@@ -928,13 +942,14 @@ fn complete_recv(
     qp.rq_ci = qp.rq_ci.wrapping_add(1);
     let mut c = cq::cqe(wr_id, qpn, qp.rq_ci, opcode.raw(), WcStatus::Success, 0);
     c.byte_len = le32::from_ne(len as u32);
-    c.src_qp = qp.attrs.dest_qp_num;
+    c.src_qp = ud.map_or(qp.attrs.dest_qp_num, le32::from_ne);
     if let Some(imm) = imm {
         c.imm = imm;
     }
     c.flags = CqeFlags::new()
         .with_with_imm(imm.is_some())
-        .with_solicited(solicited);
+        .with_solicited(solicited)
+        .with_grh(ud.is_some());
     let cqn = qp.recv_cqn;
     if cq::write(st, cqn, &c).is_err() {
         qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::CqError)));
