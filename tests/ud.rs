@@ -250,6 +250,7 @@ fn q_keys_are_checked_and_the_high_bit_sends_the_qps_own() {
         assert_ok(&wait_one(&f, &a.cq), 1, WcOpcode::Send);
         assert_none(&f, &b.cq);
         assert_eq!(port_counter(&f.nics[1], counter::RX_BAD_QKEY), 1);
+        assert_eq!(f.nics[1].ctx.query_port(1).unwrap().qkey_viol_cntr, 1);
         // The high bit: A's own Q_Key goes out, which is B's.
         a.send(ah.dest(b.qp.qp_num(), 0x8000_0000), b"own key", None, 2);
         assert_ok(&wait_one(&f, &a.cq), 2, WcOpcode::Send);

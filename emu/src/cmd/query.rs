@@ -1,6 +1,7 @@
 //! QUERY_DEVICE, QUERY_PORT, QUERY_GID and SET_GID.
 
 use rnic_hw_regs::cmd::*;
+use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::verbs::{GidType, LinkLayer, Mtu, PortState};
 use rnic_hw_regs::{le16, le32, le64, pci};
 
@@ -73,8 +74,10 @@ pub(super) fn port(
         gid_tbl_len: le32::from_ne(c.gid_table_len),
         port_cap_flags: le32::from_ne(0),
         max_msg_sz: le32::from_ne(c.max_msg() as u32),
-        bad_pkey_cntr: le32::from_ne(0),
-        qkey_viol_cntr: le32::from_ne(0),
+        // The IB port counters, from the port's own (saturating at 32
+        // bits as IBA's do at their width).
+        bad_pkey_cntr: le32::from_ne(sat32(st.port.counters.0[counter::RX_BAD_PKEY])),
+        qkey_viol_cntr: le32::from_ne(sat32(st.port.counters.0[counter::RX_BAD_QKEY])),
         pkey_tbl_len: le16::from_ne(1),
         lid: le16::from_ne(0),
         sm_lid: le16::from_ne(0),
@@ -136,4 +139,8 @@ pub(super) fn set_gid(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         valid: !clear,
     };
     Ok(())
+}
+
+fn sat32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX)
 }
