@@ -24,18 +24,20 @@
 //! interop test, docs/interop.md). `--faults` puts the fault injector on
 //! this side's wire and `--counters` prints the port's counters at the end.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::Write;
+use std::net::TcpStream;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Parser;
 use rnic_driver::{
-    access, qp_attr, send_flags, AhAttr, Context, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
+    access, qp_attr, send_flags, AhAttr, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+    QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
-use rnic_emu::net::{FaultConfig, FaultHandle, Faults, UdpWire};
-use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_emu::EmuHal;
+
+mod pingpong;
+use pingpong::{exchange, poll, read_exact, report, Common, Dest, Nic};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -45,41 +47,14 @@ const OPS_LEN: usize = 128 << 10;
 #[derive(Parser, Debug)]
 #[command(about = "RC ping-pong over an emulated rnic NIC on a UDP wire")]
 struct Args {
-    /// Server to connect to; without it, wait for a client.
-    host: Option<String>,
-    /// TCP port of the address exchange.
-    #[arg(short, long, default_value_t = 18515)]
-    port: u16,
-    /// Address the server listens on for the exchange.
-    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::UNSPECIFIED))]
-    bind: IpAddr,
+    #[command(flatten)]
+    c: Common,
     /// Size of the messages.
     #[arg(short, long, default_value_t = 4096)]
     size: usize,
-    /// Number of exchanges.
-    #[arg(short = 'n', long, default_value_t = 1000)]
-    iters: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096.
     #[arg(short, long, default_value_t = 1024)]
     mtu: u32,
-    /// Receives posted at a time.
-    #[arg(short, long, default_value_t = 500)]
-    rx_depth: u32,
-    /// Local GID index (0: the IPv4-mapped GID, 1: link-local IPv6).
-    #[arg(short, long, default_value_t = 0)]
-    gid_idx: u8,
-    /// Service level.
-    #[arg(short = 'l', long, default_value_t = 0)]
-    sl: u8,
-    /// The UDP wire: LOCAL=REMOTE socket addresses.
-    #[arg(long, default_value = "127.0.0.1:47001=127.0.0.1:47002")]
-    wire: String,
-    /// This NIC's MAC address.
-    #[arg(long, default_value = "02:00:00:00:00:01")]
-    mac: String,
-    /// This NIC's IPv4 address (its GID 0).
-    #[arg(long, default_value = "192.0.2.1")]
-    ipv4: std::net::Ipv4Addr,
     /// After the ping-pong, run RDMA WRITE, WRITE with immediate, READ and
     /// both atomics in both directions, checking every result (both sides
     /// must be this program).
@@ -97,120 +72,6 @@ struct Args {
     /// its server received).
     #[arg(short = 'c', long)]
     chk: bool,
-    /// Faults on this side's wire, both directions unless `tx=0` or `rx=0`:
-    /// e.g. `drop=0.02,reorder=0.02` (see `FaultConfig`'s `FromStr`).
-    #[arg(long)]
-    faults: Option<FaultConfig>,
-    /// Seed of the fault injector.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Longest wait for a completion, in seconds.
-    #[arg(long, default_value_t = 30.0)]
-    wait: f64,
-    /// Keep the NIC up this many seconds after the last completion, so
-    /// that a peer whose last ACK from here was lost gets it again when it
-    /// retransmits (`ibv_rc_pingpong` gives no sign of being done).
-    #[arg(long, default_value_t = 0.0)]
-    linger: f64,
-    /// At the end, print every port counter ("counter NAME VALUE") and what
-    /// the fault injector did.
-    #[arg(long)]
-    counters: bool,
-}
-
-type Ctx = Context<EmuHal>;
-
-/// What `ibv_rc_pingpong` exchanges.
-#[derive(Debug, Clone, Copy)]
-struct Dest {
-    lid: u16,
-    qpn: u32,
-    psn: u32,
-    gid: [u8; 16],
-}
-
-impl Dest {
-    /// `%04x:%06x:%06x:` and the GID as 32 hex digits, NUL-terminated: 52
-    /// bytes.
-    fn wire(&self) -> [u8; 52] {
-        let gid: String = self.gid.iter().map(|b| format!("{b:02x}")).collect();
-        let s = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn, self.psn);
-        let mut out = [0u8; 52];
-        out[..51].copy_from_slice(s.as_bytes());
-        out
-    }
-
-    fn parse(msg: &[u8]) -> Result<Dest, String> {
-        let s = std::str::from_utf8(msg)
-            .map_err(|_| "address is not text".to_string())?
-            .trim_end_matches('\0');
-        let f: Vec<&str> = s.split(':').collect();
-        let hex = |x: &str| u32::from_str_radix(x, 16).map_err(|e| format!("{x:?}: {e}"));
-        if f.len() != 4 || f[3].len() != 32 {
-            return Err(format!("malformed address {s:?}"));
-        }
-        let mut gid = [0u8; 16];
-        for (i, g) in gid.iter_mut().enumerate() {
-            *g = u8::from_str_radix(&f[3][2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-        }
-        Ok(Dest {
-            lid: hex(f[0])? as u16,
-            qpn: hex(f[1])?,
-            psn: hex(f[2])?,
-            gid,
-        })
-    }
-
-    fn print(&self, what: &str) {
-        println!(
-            "  {what} address: {}LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-            if what == "local" { " " } else { "" },
-            self.lid,
-            self.qpn,
-            self.psn,
-            Ipv6Addr::from(self.gid)
-        );
-    }
-}
-
-fn read_exact(s: &mut TcpStream, n: usize) -> Result<Vec<u8>, String> {
-    let mut buf = vec![0u8; n];
-    s.read_exact(&mut buf)
-        .map_err(|e| format!("address exchange: {e}"))?;
-    Ok(buf)
-}
-
-/// The client's side of the exchange: its address, the server's, "done".
-fn client_exchange(host: &str, port: u16, me: &Dest) -> Result<(TcpStream, Dest), String> {
-    let mut s = TcpStream::connect((host, port))
-        .map_err(|e| format!("couldn't connect to {host}:{port}: {e}"))?;
-    s.write_all(&me.wire())
-        .map_err(|e| format!("couldn't send local address: {e}"))?;
-    let rem = Dest::parse(&read_exact(&mut s, 52)?)?;
-    s.write_all(b"done\0").map_err(|e| e.to_string())?;
-    Ok((s, rem))
-}
-
-/// The server's side: the client's address, then (once connected) its
-/// own, then the client's "done".
-fn server_exchange(
-    bind: IpAddr,
-    port: u16,
-    me: &Dest,
-    connect: impl FnOnce(&Dest) -> Result<(), String>,
-) -> Result<(TcpStream, Dest), String> {
-    let l = TcpListener::bind((bind, port))
-        .map_err(|e| format!("couldn't listen to port {port}: {e}"))?;
-    let (mut s, _) = l.accept().map_err(|e| format!("accept() failed: {e}"))?;
-    let rem = Dest::parse(&read_exact(&mut s, 52)?)?;
-    connect(&rem)?;
-    s.write_all(&me.wire())
-        .map_err(|e| format!("couldn't send local address: {e}"))?;
-    let done = read_exact(&mut s, 5)?;
-    if &done != b"done\0" {
-        return Err(format!("expected \"done\", got {done:?}"));
-    }
-    Ok((s, rem))
 }
 
 fn mtu(bytes: u32) -> Result<Mtu, String> {
@@ -239,9 +100,9 @@ fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), St
     };
     rtr.ah_attr = AhAttr {
         dgid: dest.gid,
-        sgid_index: a.gid_idx,
+        sgid_index: a.c.gid_idx,
         hop_limit: 1,
-        sl: a.sl,
+        sl: a.c.sl,
         port_num: 1,
         is_global: true,
         ..AhAttr::default()
@@ -278,26 +139,6 @@ fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), St
     .map_err(|e| format!("Failed to modify QP to RTS: {e}"))
 }
 
-fn parse_mac(s: &str) -> Result<[u8; 6], String> {
-    let v: Vec<u8> = s
-        .split(':')
-        .map(|x| u8::from_str_radix(x, 16))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("MAC {s:?}: {e}"))?;
-    v.try_into().map_err(|_| format!("MAC {s:?}: six bytes"))
-}
-
-fn parse_wire(s: &str) -> Result<(SocketAddr, SocketAddr), String> {
-    let (l, r) = s
-        .split_once('=')
-        .ok_or_else(|| format!("wire {s:?}: LOCAL=REMOTE"))?;
-    let p = |x: &str| {
-        x.parse::<SocketAddr>()
-            .map_err(|e| format!("wire address {x:?}: {e}"))
-    };
-    Ok((p(l)?, p(r)?))
-}
-
 fn main() -> ExitCode {
     env_logger::init();
     match run(Args::parse()) {
@@ -310,25 +151,10 @@ fn main() -> ExitCode {
 }
 
 fn run(a: Args) -> Result<(), String> {
-    let limit = Duration::try_from_secs_f64(a.wait).map_err(|e| format!("--wait: {e}"))?;
-    let (local, remote) = parse_wire(&a.wire)?;
-    let wire = UdpWire::bind(local, remote).map_err(|e| format!("UDP wire on {local}: {e}"))?;
-    let cfg = EmuConfig {
-        mac: parse_mac(&a.mac)?,
-        ipv4: a.ipv4.octets(),
-        ..EmuConfig::default()
-    };
-    let builder = EmuDevice::builder(cfg).mode(ExecMode::Thread);
-    let (builder, faults) = match a.faults {
-        Some(f) => {
-            let (wire, handle) = Faults::new(wire, Clock::real(), a.seed);
-            handle.set(f);
-            (builder.wire(wire), Some(handle))
-        }
-        None => (builder.wire(wire), None),
-    };
-    let dev = builder.build().map_err(|e| e.to_string())?;
-    let ctx: Ctx = Context::open(dev.hal()).map_err(|e| format!("Couldn't open the NIC: {e}"))?;
+    let c = &a.c;
+    let limit = c.limit()?;
+    let nic = Nic::open(c)?;
+    let ctx = &nic.ctx;
     let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
     let buf = pd
         .alloc_mr(a.size.max(1), access::LOCAL_WRITE)
@@ -336,11 +162,11 @@ fn run(a: Args) -> Result<(), String> {
     buf.write(0, &plain(buf.len(), a.chk))
         .map_err(|e| e.to_string())?;
     let cq = ctx
-        .create_cq(a.rx_depth + 1)
+        .create_cq(c.rx_depth + 1)
         .map_err(|e| format!("Couldn't create CQ: {e}"))?;
     let cap = QpCap {
         max_send_wr: if a.ops { 16 } else { 1 },
-        max_recv_wr: a.rx_depth,
+        max_recv_wr: c.rx_depth,
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: 0,
@@ -378,32 +204,18 @@ fn run(a: Args) -> Result<(), String> {
         }
         Ok(())
     };
-    recv_wr(a.rx_depth)?;
-    let mut routs = a.rx_depth;
+    recv_wr(c.rx_depth)?;
+    let mut routs = c.rx_depth;
 
-    let me = Dest {
-        lid: 0,
-        qpn: qp.qp_num(),
-        psn: (std::process::id().wrapping_mul(2_654_435_761) ^ now_nanos()) & 0xff_ffff,
-        gid: ctx
-            .query_gid(1, a.gid_idx as u32)
-            .map_err(|e| format!("can't read sgid of index {}: {e}", a.gid_idx))?,
-    };
+    let me = Dest::local(ctx, qp.qp_num(), c.gid_idx)?;
     me.print("local");
-    let (mut tcp, rem) = match &a.host {
-        Some(h) => {
-            let (s, rem) = client_exchange(h, a.port, &me)?;
-            connect(&qp, &a, me.psn, &rem)?;
-            (s, rem)
-        }
-        None => server_exchange(a.bind, a.port, &me, |rem| connect(&qp, &a, me.psn, rem))?,
-    };
+    let (mut tcp, rem) = exchange(c, &me, |rem| connect(&qp, &a, me.psn, rem))?;
     rem.print("remote");
 
     // The ping-pong: a send goes out once the last one completed and a
     // receive arrived; the client starts.
     let send_sg = [buf.sge(0, a.size as u32).map_err(|e| e.to_string())?];
-    let role = a.host.is_some() as u8;
+    let role = role(c);
     let send = |k: u32| {
         if a.pattern {
             buf.write(0, &message(role, k, a.size))
@@ -419,14 +231,14 @@ fn run(a: Args) -> Result<(), String> {
     };
     let unpatterned = plain(a.size, a.chk);
     let mut pending = RECV_WRID;
-    if a.host.is_some() {
+    if c.host.is_some() {
         send(0)?;
         pending |= SEND_WRID;
     }
     let start = Instant::now();
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     let mut wc = [WorkCompletion::default(); 2];
-    while rcnt < a.iters || scnt < a.iters {
+    while rcnt < c.iters || scnt < c.iters {
         let n = poll(&cq, &mut wc, start, limit)?;
         for w in &wc[..n] {
             if w.status != WcStatus::Success {
@@ -458,46 +270,33 @@ fn run(a: Args) -> Result<(), String> {
                     }
                     routs -= 1;
                     if routs <= 1 {
-                        recv_wr(a.rx_depth - routs)?;
-                        routs = a.rx_depth;
+                        recv_wr(c.rx_depth - routs)?;
+                        routs = c.rx_depth;
                     }
                     rcnt += 1;
                 }
                 other => return Err(format!("Completion for unknown wr_id {other}")),
             }
             pending &= !w.wr_id;
-            if scnt < a.iters && pending == 0 {
+            if scnt < c.iters && pending == 0 {
                 send(scnt)?;
                 pending = RECV_WRID | SEND_WRID;
             }
         }
     }
-    let usec = start.elapsed().as_secs_f64() * 1e6;
-    let bytes = a.size as u64 * a.iters as u64 * 2;
-    println!(
-        "{bytes} bytes in {:.2} seconds = {:.2} Mbit/sec",
-        usec / 1e6,
-        bytes as f64 * 8.0 / usec
-    );
-    println!(
-        "{} iters in {:.2} seconds = {:.2} usec/iter",
-        a.iters,
-        usec / 1e6,
-        usec / a.iters as f64
-    );
+    report(a.size, c.iters, start);
     if a.pattern {
         println!("  {rcnt} messages received, every byte as sent");
     }
     if a.ops {
         ops(&a, &pd, &qp, &cq, &mut tcp)?;
     }
-    if a.linger > 0.0 {
-        std::thread::sleep(Duration::try_from_secs_f64(a.linger).map_err(|e| e.to_string())?);
-    }
-    if a.counters {
-        print_counters(&ctx, faults.as_ref())?;
-    }
-    Ok(())
+    nic.finish(c)
+}
+
+/// 0 for the server, 1 for the client.
+fn role(c: &Common) -> u8 {
+    c.host.is_some() as u8
 }
 
 /// What `ibv_rc_pingpong` sends: 0x7b bytes, with `--chk` a 0 at the start
@@ -519,51 +318,6 @@ fn message(role: u8, k: u32, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The port's counters, then what the fault injector did.
-fn print_counters(ctx: &Ctx, faults: Option<&FaultHandle>) -> Result<(), String> {
-    let c = ctx.query_port_counters(1).map_err(|e| e.to_string())?;
-    for (name, v) in c.iter() {
-        println!("counter {} {v}", name.to_lowercase());
-    }
-    if let Some(f) = faults {
-        let s = f.stats();
-        println!(
-            "faults frames {} dropped {} duplicated {} reordered {} delayed {} corrupted {}",
-            s.frames, s.dropped, s.duplicated, s.reordered, s.delayed, s.corrupted
-        );
-    }
-    Ok(())
-}
-
-fn now_nanos() -> u32 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos())
-}
-
-/// Polls until at least one completion arrives.
-fn poll(
-    cq: &rnic_driver::Cq<EmuHal>,
-    wc: &mut [WorkCompletion],
-    since: Instant,
-    limit: Duration,
-) -> Result<usize, String> {
-    let start = Instant::now();
-    loop {
-        let n = cq.poll(wc).map_err(|e| format!("poll CQ failed: {e}"))?;
-        if n > 0 {
-            return Ok(n);
-        }
-        if start.elapsed() > limit {
-            return Err(format!(
-                "no completion for {limit:?} ({:.1} s into the run)",
-                since.elapsed().as_secs_f64()
-            ));
-        }
-        std::thread::yield_now();
-    }
-}
-
 /// The bytes side `role` (0 server, 1 client) writes into its peer.
 fn pattern(role: u8, len: usize) -> Vec<u8> {
     (0..len)
@@ -582,8 +336,8 @@ fn ops(
     cq: &rnic_driver::Cq<EmuHal>,
     tcp: &mut TcpStream,
 ) -> Result<(), String> {
-    let role = a.host.is_some() as u8;
-    let limit = Duration::try_from_secs_f64(a.wait).map_err(|e| format!("--wait: {e}"))?;
+    let role = role(&a.c);
+    let limit = a.c.limit()?;
     let all =
         access::LOCAL_WRITE | access::REMOTE_WRITE | access::REMOTE_READ | access::REMOTE_ATOMIC;
     let mine = pd.alloc_mr(OPS_LEN, all).map_err(|e| e.to_string())?;

@@ -19,11 +19,15 @@ use rnic_emu::wire::frame::{classify, Received};
 use rnic_emu::wire::opcode;
 
 fn example() -> PathBuf {
+    example_named("rc_pingpong")
+}
+
+fn example_named(name: &str) -> PathBuf {
     // target/<profile>/deps/pingpong-… -> target/<profile>/examples/
     let exe = std::env::current_exe().unwrap();
     exe.parent()
         .and_then(|d| d.parent())
-        .map(|d| d.join("examples").join("rc_pingpong"))
+        .map(|d| d.join("examples").join(name))
         .expect("the examples directory")
 }
 
@@ -50,13 +54,22 @@ fn pair(extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
 }
 
 fn pair_with(extra: &[&str], server_extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
+    pair_of(&example(), extra, server_extra, pcap)
+}
+
+fn pair_of(
+    bin: &PathBuf,
+    extra: &[&str],
+    server_extra: &[&str],
+    pcap: Option<&PathBuf>,
+) -> (Output, Output) {
     let (tcp, s_udp, c_udp) = (free_port(false), free_port(true), free_port(true));
     let common = |wire: String| -> Vec<String> {
         let mut v = vec!["-p".to_string(), tcp.to_string(), "--wire".into(), wire];
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
-    let mut server = Command::new(example());
+    let mut server = Command::new(bin);
     server
         .args(common(format!("127.0.0.1:{s_udp}=127.0.0.1:{c_udp}")))
         .args(server_extra)
@@ -71,7 +84,7 @@ fn pair_with(extra: &[&str], server_extra: &[&str], pcap: Option<&PathBuf>) -> (
     // The client retries until the server listens.
     let mut client = None;
     for _ in 0..100 {
-        let out = Command::new(example())
+        let out = Command::new(bin)
             .args(common(format!("127.0.0.1:{c_udp}=127.0.0.1:{s_udp}")))
             .args([
                 "--mac",
@@ -300,4 +313,45 @@ fn chk_layout_both_sides_and_a_mismatch() {
     let (s, _) = pair_with(&["-s", "9000", "-n", "5", "--wait", "2"], &["-c"], None);
     let err = String::from_utf8_lossy(&s.stderr);
     assert!(err.contains("message 0: byte 0 is 0x7b, not 0x00"), "{err}");
+}
+
+#[test]
+fn ud_pingpong_over_ipv4_and_ipv6() {
+    let ud = example_named("ud_pingpong");
+    for gid in ["0", "1"] {
+        for size in ["1", "2048", "4096"] {
+            let (s, c) = pair_of(&ud, &["-g", gid, "-s", size, "-n", "50"], &[], None);
+            for (o, who) in [(&s, "server"), (&c, "client")] {
+                let out = String::from_utf8_lossy(&o.stdout);
+                let err = String::from_utf8_lossy(&o.stderr);
+                assert!(o.status.success(), "{who} -g {gid} -s {size}: {out}\n{err}");
+                let want_gid = if gid == "0" {
+                    "GID ::ffff:192.0.2."
+                } else {
+                    "GID fe80::"
+                };
+                assert!(
+                    out.lines().take(2).all(|l| l.contains(want_gid)),
+                    "{who}: {out}"
+                );
+                let bytes = size.parse::<u64>().unwrap() * 100;
+                assert!(out.contains(&format!("{bytes} bytes in ")), "{who}: {out}");
+                assert!(
+                    out.contains("50 messages received from QP 0x"),
+                    "{who}: {out}"
+                );
+            }
+        }
+    }
+    // Larger than the port's MTU: refused before anything is sent.
+    let o = Command::new(&ud)
+        .args(["-s", "4097", "--wire", "127.0.0.1:0=127.0.0.1:9"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("Requested size larger than port MTU (4096)"),
+        "{err}"
+    );
 }
