@@ -22,6 +22,9 @@
 #     (host): every message's bytes checked on both sides, then RDMA WRITE,
 #     READ, WRITE with immediate, compare-and-swap and fetch-and-add from
 #     each side, each result checked on both; over IPv4 and IPv6 GIDs;
+#   - ibv_ud_pingpong (guest) against ud_pingpong (host): UD SENDs of 1 B
+#     to 4 KiB, IPv4 and IPv6; the host checks each message's length,
+#     bytes, source QP and GRH;
 #   - with the host NIC's fault injector dropping and reordering frames in
 #     both directions: they still complete and verify, and the counters of
 #     both sides show the retransmissions;
@@ -84,8 +87,8 @@ cc_flags=(-O2 -Wall -Wextra -Werror)
 gcc "${cc_flags[@]}" -static -o "$work/verbs_peer" "$here/verbs_peer.c" \
     -Wl,--whole-archive -lrxe-rdmav34 -Wl,--no-whole-archive \
     -libverbs -lnl-route-3 -lnl-3 -lpthread 2> >(grep -v 'statically linked applications\|in function' >&2)
-(cd "$repo" && cargo build --quiet --release --example rc_pingpong)
-host_bin=$repo/target/release/examples/rc_pingpong
+(cd "$repo" && cargo build --quiet --release --example rc_pingpong --example ud_pingpong)
+bin_dir=$repo/target/release/examples
 
 # 2. The boot image.
 initrd=$work/initramfs.cpio.gz
@@ -94,6 +97,7 @@ bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:crc32_generic mod:udp_tunnel mod:ip6_udp_tunnel mod:ib_core mod:ib_uverbs \
     mod:rdma_rxe mod:virtio_pci mod:virtio_net \
     bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
+    bin:/usr/bin/ibv_ud_pingpong \
     $(for b in /usr/bin/ib_{write,read,send,atomic}_{lat,bw}; do echo "bin:$b"; done) \
     "bin:$libdir/libibverbs/librxe-rdmav34.so" file:/etc/libibverbs.d/rxe.driver \
     "bin:$work/verbs_peer=/usr/bin/verbs_peer"
@@ -161,9 +165,15 @@ guest() {
     [ "${rc:-255}" = 0 ]
 }
 
-# The host's rnic side of every transfer: its NIC on the wire.
-host=(timeout 300 "$host_bin" --wire "127.0.0.1:$wire_host=127.0.0.1:$wire_qemu"
-    --mac 02:00:00:00:00:01 --ipv4 192.0.2.1 --counters)
+# The host's rnic side of every transfer: examples/$prog (rc_pingpong
+# unless a step sets prog=ud_pingpong), its NIC on the wire.
+# With RNIC_INTEROP_PCAP, pair sets pcap_file and the NIC captures to it.
+prog=rc_pingpong
+pcap_file=
+host() {
+    env ${pcap_file:+"RNIC_PCAP=$pcap_file"} timeout 300 "$bin_dir/$prog" --wire "127.0.0.1:$wire_host=127.0.0.1:$wire_qemu" \
+        --mac 02:00:00:00:00:01 --ipv4 192.0.2.1 --counters "$@"
+}
 
 failed=0
 steps=0
@@ -182,8 +192,8 @@ fail() { say "$*"; failed=$((failed + 1)); }
 # 127.0.0.1). The host's counters go to the phase's total.
 pair() {
     local name=$1-guest-$2 role=$2 gcmd=$3 hargs=$4 gpid hpid hrc grc
-    local hout=$work/$name.host gout=$work/$name.guest capture=()
-    [ -z "${RNIC_INTEROP_PCAP:-}" ] || capture=(env "RNIC_PCAP=$work/$name.pcap")
+    local hout=$work/$name.host gout=$work/$name.guest pcap_file=
+    [ -z "${RNIC_INTEROP_PCAP:-}" ] || pcap_file=$work/$name.pcap
     steps=$((steps + 1))
     set +e
     if [ "$role" = server ]; then
@@ -191,13 +201,13 @@ pair() {
         gpid=$!
         guest "listening 18515" >/dev/null
         # shellcheck disable=SC2086
-        "${capture[@]}" "${host[@]}" $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
+        host $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
         hrc=$?
         wait $gpid
         grc=$?
     else
         # shellcheck disable=SC2086
-        "${capture[@]}" "${host[@]}" $hargs --bind 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
+        host $hargs --bind 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
         hpid=$!
         for _ in $(seq 200); do
             ss -Hltn "sport = :$host_pp" | grep -q . && break
@@ -301,7 +311,7 @@ steps=$((steps + 1))
 guest "timeout 60 ibv_rc_pingpong -d rxe0 -g 1 -s 8192 -n 5 -c -p 18515" > "$work/chk-mismatch.guest" 2>&1 &
 gpid=$!
 guest "listening 18515" >/dev/null || true
-"${host[@]}" -s 8192 -n 5 -p "$guest_pp" 127.0.0.1 > "$work/chk-mismatch.host" 2>&1 || true
+host -s 8192 -n 5 -p "$guest_pp" 127.0.0.1 > "$work/chk-mismatch.host" 2>&1 || true
 wait $gpid || true
 if grep -q 'invalid data in page 0' "$work/chk-mismatch.guest"; then
     say "  chk-mismatch: ok (ibv_rc_pingpong -c in the guest caught the wrong bytes)"
@@ -320,6 +330,14 @@ for role in server client; do
     say "  64 KiB ping-pong at MTU 1024, guest as $role: rxe-rnic $x usec/iter," \
         "$(awk -v x="$x" -v b="$lb" 'BEGIN { printf "%.2f", x / b }') x rxe loopback in the guest ($lb)"
 done
+# UD: ibv_ud_pingpong against ud_pingpong, which checks each message's
+# length, bytes, source QP and GRH; over IPv4 and IPv6, up to the MTU.
+prog=ud_pingpong
+for s in 1 2048 4096; do
+    both "ud-s$s" "ibv_ud_pingpong -d rxe0 -g 1 -s $s -n 50" "-s $s -n 50"
+done
+both "ud-ipv6-s1024" "ibv_ud_pingpong -d rxe0 -g 0 -s 1024 -n 50" "-g 1 -s 1024 -n 50"
+prog=rc_pingpong
 rxe_counters "$work/rxe.1"
 rxe_log "$work/rxe-log.clean"
 if [ -s "$work/rxe-log.clean" ]; then
