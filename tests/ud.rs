@@ -163,6 +163,7 @@ fn exchange(mode: ExecMode, gid_index: u8) {
         assert_eq!(wc.qp_num, b.qp.qp_num());
         assert!(wc.flags & wc_flags::GRH != 0);
         assert_eq!(wc.imm_data, imm);
+        assert_eq!((wc.pkey_index, wc.sl, wc.slid), (0, 0, 0));
         let got = b.buf(k, GRH_LEN + len);
         assert_eq!(&got[GRH_LEN..], &bytes(len, k as u8)[..], "message {k}");
         // The GRH: the IPv4 header in its last 20 bytes, or the IPv6

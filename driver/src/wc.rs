@@ -43,6 +43,8 @@ pub struct WorkCompletion {
     pub pkey_index: u16,
     /// Source LID (0 on RoCE).
     pub slid: u16,
+    /// Service level (UD; 0 on an untagged RoCE wire).
+    pub sl: u8,
 }
 
 impl Default for WorkCompletion {
@@ -59,6 +61,7 @@ impl Default for WorkCompletion {
             flags: 0,
             pkey_index: 0,
             slid: 0,
+            sl: 0,
         }
     }
 }
@@ -108,6 +111,7 @@ impl WorkCompletion {
             flags,
             pkey_index: cqe.pkey_index.to_ne(),
             slid: cqe.slid.to_ne(),
+            sl: cqe.sl,
         }
     }
 }

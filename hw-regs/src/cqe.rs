@@ -81,8 +81,13 @@ pub struct Cqe {
     pub pkey_index: le16,
     /// Source LID (0 on RoCE).
     pub slid: le16,
+    /// Service level of a UD receive (0 on an untagged RoCE wire, which
+    /// carries none).
+    pub sl: u8,
     /// Reserved, zero.
-    pub reserved: [le32; 5],
+    pub reserved0: [u8; 3],
+    /// Reserved, zero.
+    pub reserved: [le32; 4],
     /// Owner word, written last.
     pub owner: CqeOwner,
 }
@@ -162,4 +167,5 @@ const_assert_eq!(core::mem::offset_of!(Cqe, vendor_err), 28);
 const_assert_eq!(core::mem::offset_of!(Cqe, flags), 32);
 const_assert_eq!(core::mem::offset_of!(Cqe, pkey_index), 36);
 const_assert_eq!(core::mem::offset_of!(Cqe, slid), 38);
+const_assert_eq!(core::mem::offset_of!(Cqe, sl), 40);
 const_assert_eq!(core::mem::offset_of!(Cqe, owner), CQE_OWNER_OFFSET);

@@ -129,7 +129,7 @@ pod_bitfield!(
 pod_struct! {
     Cqe {
         wr_id, byte_len, imm, qpn, src_qp, wqe_counter, opcode, status, vendor_err, flags,
-        pkey_index, slid, reserved, owner,
+        pkey_index, slid, sl, reserved0, reserved, owner,
     }
     Eqe { word, obj, syndrome, reserved, owner }
 }
