@@ -2,10 +2,11 @@
 
 use rnic_hw_regs::cmd::CmdOpcode;
 use rnic_hw_regs::counters::counter::NAMES;
-use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn, COUNTER_SLOTS};
+use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn, COUNTER_SLOTS, MAX_COUNTERS};
 use rnic_hw_regs::le32;
 use rnic_queues::Hal;
 
+use crate::context::Shared;
 use crate::{Context, Result};
 
 pub use rnic_hw_regs::counters::counter;
@@ -16,16 +17,26 @@ pub use rnic_hw_regs::counters::counter;
 /// P_Key, unknown QP), as `rdma statistic` shows them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {
-    values: [u64; COUNTER_SLOTS],
+    values: [u64; MAX_COUNTERS],
 }
 
 impl Counters {
-    pub(crate) fn from_out(o: &CountersOut) -> Self {
-        let mut values = [0; COUNTER_SLOTS];
-        for (v, w) in values.iter_mut().zip(o.values.iter()) {
-            *v = w.to_ne();
+    /// Reads every page of `scope`/`id`'s counters (one QUERY_COUNTERS per
+    /// [`COUNTER_SLOTS`] counters).
+    pub(crate) fn query<H: Hal>(ctx: &Shared<H>, scope: u32, id: u32) -> Result<Self> {
+        let mut values = [0; MAX_COUNTERS];
+        for (page, chunk) in values.chunks_mut(COUNTER_SLOTS).enumerate() {
+            let input = QueryCountersIn {
+                scope: le32::from_ne(scope),
+                id: le32::from_ne(id),
+                first: le32::from_ne((page * COUNTER_SLOTS) as u32),
+            };
+            let out: CountersOut = ctx.exec(CmdOpcode::QueryCounters, &input)?;
+            for (v, w) in chunk.iter_mut().zip(out.values.iter()) {
+                *v = w.to_ne();
+            }
         }
-        Self { values }
+        Ok(Self { values })
     }
 
     /// The counter of index `idx` (a [`counter`] constant); 0 for an
@@ -44,11 +55,6 @@ impl<H: Hal> Context<H> {
     /// Reads port `port`'s counters.
     pub fn query_port_counters(&self, port: u8) -> Result<Counters> {
         self.shared.port(port)?;
-        let input = QueryCountersIn {
-            scope: le32::from_ne(scope::PORT),
-            id: le32::from_ne(port.into()),
-        };
-        let out: CountersOut = self.shared.exec(CmdOpcode::QueryCounters, &input)?;
-        Ok(Counters::from_out(&out))
+        Counters::query(&self.shared, scope::PORT, port.into())
     }
 }

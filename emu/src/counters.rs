@@ -1,15 +1,15 @@
 //! Counts kept per port and per QP, in the index space of
 //! `rnic_hw_regs::counters`.
 
-use rnic_hw_regs::counters::COUNTER_SLOTS;
+use rnic_hw_regs::counters::MAX_COUNTERS;
 
 /// One set of counters.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Counters(pub [u64; COUNTER_SLOTS]);
+pub(crate) struct Counters(pub [u64; MAX_COUNTERS]);
 
 impl Default for Counters {
     fn default() -> Self {
-        Counters([0; COUNTER_SLOTS])
+        Counters([0; MAX_COUNTERS])
     }
 }
 

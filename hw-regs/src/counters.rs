@@ -12,8 +12,12 @@ use endian_num::le32;
 use endian_num::le64;
 use static_assertions::assert_eq_size;
 
-/// Number of counter slots in [`CountersOut`].
+/// Number of counter slots in [`CountersOut`]: one page of the index
+/// space.
 pub const COUNTER_SLOTS: usize = 32;
+/// Size of the counter index space: [`QueryCountersIn::first`] picks the
+/// page a query returns.
+pub const MAX_COUNTERS: usize = 64;
 
 macro_rules! counters {
     ($($(#[$m:meta])* $name:ident = $idx:literal;)*) => {
@@ -96,6 +100,10 @@ pub mod counter {
         /// UD sends longer than the port's MTU: completed successfully
         /// without a packet, as IBA C10-93.1.1 requires.
         UD_TOO_LONG = 31;
+        /// UC request packets dropped: after a lost packet until the next
+        /// message starts, with no receive WQE, or refused by the
+        /// responder's checks (rkey, access, opcode sequence, lengths).
+        UC_DROPPED = 32;
     }
 }
 
@@ -115,6 +123,9 @@ pub struct QueryCountersIn {
     pub scope: le32,
     /// Port number or QPN.
     pub id: le32,
+    /// Index of the first counter returned: 0 or [`COUNTER_SLOTS`] (device
+    /// 1.2; a 1.1 driver's zero reads the first page).
+    pub first: le32,
 }
 
 /// Output of QUERY_COUNTERS: every counter by its [`counter`] index;
@@ -126,7 +137,8 @@ pub struct CountersOut {
     pub values: [le64; COUNTER_SLOTS],
 }
 
-assert_eq_size!(QueryCountersIn, [u8; 8]);
+assert_eq_size!(QueryCountersIn, [u8; 12]);
 assert_eq_size!(CountersOut, [u8; 256]);
 static_assertions::const_assert!(core::mem::size_of::<CountersOut>() <= crate::cmd::CMD_OUT_SIZE);
-static_assertions::const_assert!(counter::UD_TOO_LONG < COUNTER_SLOTS);
+static_assertions::const_assert!(counter::UC_DROPPED < MAX_COUNTERS);
+static_assertions::const_assert!(MAX_COUNTERS % COUNTER_SLOTS == 0);

@@ -201,6 +201,6 @@ pod_struct! {
     QuerySrqOut { max_wr, max_sge, srq_limit, reserved }
     CreateEqIn { log_size, vector, uar_page, reserved, buf_iova }
     CreateEqOut { eqn }
-    QueryCountersIn { scope, id }
+    QueryCountersIn { scope, id, first }
     CountersOut { values }
 }

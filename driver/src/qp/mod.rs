@@ -299,13 +299,11 @@ impl<H: Hal> Qp<H> {
 
     /// Reads this QP's counters (QUERY_COUNTERS).
     pub fn query_counters(&self) -> Result<crate::Counters> {
-        use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn};
-        let input = QueryCountersIn {
-            scope: le32::from_ne(scope::QP),
-            id: le32::from_ne(self.qpn),
-        };
-        let out: CountersOut = self.pd.ctx.exec(CmdOpcode::QueryCounters, &input)?;
-        Ok(crate::Counters::from_out(&out))
+        crate::Counters::query(
+            &self.pd.ctx,
+            rnic_hw_regs::counters::scope::QP,
+            self.qpn,
+        )
     }
 
     /// Destroys the QP (DESTROY_QP).

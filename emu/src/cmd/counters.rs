@@ -1,7 +1,7 @@
 //! QUERY_COUNTERS.
 
 use rnic_hw_regs::cmd::{CmdStatus, CMD_IN_SIZE, CMD_OUT_SIZE};
-use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn};
+use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn, COUNTER_SLOTS, MAX_COUNTERS};
 use rnic_hw_regs::le64;
 
 use super::{check, fail, off, CmdResult};
@@ -16,6 +16,12 @@ pub(super) fn query(
 ) -> CmdResult {
     let i: QueryCountersIn = from_bytes(input);
     let id = i.id.to_ne();
+    let first = i.first.to_ne() as usize;
+    check(
+        first % COUNTER_SLOTS == 0 && first < MAX_COUNTERS,
+        CmdStatus::BadParam,
+        off!(QueryCountersIn, first),
+    )?;
     let c: Counters = match i.scope.to_ne() {
         scope::PORT => {
             check(id == 1, CmdStatus::BadParam, off!(QueryCountersIn, id))?;
@@ -31,8 +37,8 @@ pub(super) fn query(
         _ => return Err(fail(CmdStatus::BadParam, off!(QueryCountersIn, scope))),
     };
     let mut o = CountersOut::default();
-    for (slot, v) in o.values.iter_mut().zip(c.0) {
-        *slot = le64::from_ne(v);
+    for (slot, v) in o.values.iter_mut().zip(&c.0[first..]) {
+        *slot = le64::from_ne(*v);
     }
     to_bytes(&o, out);
     Ok(())

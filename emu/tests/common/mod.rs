@@ -458,12 +458,17 @@ impl Tdev {
 
     fn counters(&mut self, scope: u32, id: u32) -> Vec<u64> {
         use rnic_hw_regs::counters::{CountersOut, QueryCountersIn};
-        let i = QueryCountersIn {
-            scope: le32::from_ne(scope),
-            id: le32::from_ne(id),
-        };
-        let o: CountersOut = self.cmd(CmdOpcode::QueryCounters, &i).ok();
-        o.values.iter().map(|v| v.to_ne()).collect()
+        let mut all = Vec::new();
+        for first in [0, 32] {
+            let i = QueryCountersIn {
+                scope: le32::from_ne(scope),
+                id: le32::from_ne(id),
+                first: le32::from_ne(first),
+            };
+            let o: CountersOut = self.cmd(CmdOpcode::QueryCounters, &i).ok();
+            all.extend(o.values.iter().map(|v| v.to_ne()));
+        }
+        all
     }
 
     pub fn query_qp(&mut self, qpn: u32) -> QpAttrs {
