@@ -59,6 +59,8 @@ pub(crate) struct Caps {
     pub(crate) uar_pages: u32,
     /// UD QPs are implemented.
     pub(crate) ud: bool,
+    /// UC QPs are implemented.
+    pub(crate) uc: bool,
 }
 
 impl Caps {
@@ -71,6 +73,7 @@ impl Caps {
             log_max_cmdq: dev.log_max_cmdq(),
             log_max_eq: dev.log_max_eq(),
             ud: dev.ud(),
+            uc: dev.uc(),
             log_max_wq: queue.log_max_wq(),
             log_max_cqe: queue.log_max_cqe(),
             max_sge: queue.max_sge().into(),

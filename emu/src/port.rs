@@ -26,7 +26,7 @@ use rnic_hw_regs::verbs::{QpState, QpType};
 use crate::counters::Counters;
 use crate::net::Frame;
 use crate::state::State;
-use crate::transport::{completer, responder, ud};
+use crate::transport::{completer, responder, uc, ud};
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::bth::DEFAULT_PKEY;
 use crate::wire::ethernet::{EthernetAddress, EthernetRepr};
@@ -486,6 +486,14 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
                 );
         }
         let connected = qp.path.is_some_and(|p| p.dst_ip == repr.ip.src_addr());
+        if info.transport == Transport::Uc {
+            return qp.qp_type == QpType::Uc
+                && connected
+                && matches!(
+                    qp.state,
+                    QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+                );
+        }
         let state_ok = match info.op {
             Op::Ack | Op::AtomicAck | Op::ReadResponse => {
                 matches!(qp.state, QpState::Rts | QpState::Sqd | QpState::Sqe)
@@ -507,6 +515,9 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
         // The IP header becomes the receive buffer's GRH.
         let at = 14 + if repr.eth.vlan.is_some() { 4 } else { 0 };
         return ud::on_packet(st, qpn, &repr.roce, payload, &f[at.min(f.len())..]);
+    }
+    if info.transport == Transport::Uc {
+        return uc::on_request(st, qpn, info, &repr.roce, payload);
     }
     match info.op {
         Op::Ack | Op::AtomicAck | Op::ReadResponse => {

@@ -57,6 +57,7 @@ pub(crate) fn read(st: &State, off: usize) -> u32 {
             .with_log_max_eq(c.log_max_eq)
             .with_atomics(true)
             .with_ud(true)
+            .with_uc(true)
             .into_bits()
             .to_ne(),
         CAP_MAX_QP => c.max_qp,

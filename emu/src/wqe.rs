@@ -1,7 +1,7 @@
 //! Fetching and decoding work queue entries from host memory.
 
 use rnic_hw_regs::cqe::Syndrome;
-use rnic_hw_regs::verbs::{WcOpcode, WcStatus, WrOpcode};
+use rnic_hw_regs::verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::*;
 
 use crate::iommu::{from_bytes, Iommu};
@@ -19,8 +19,9 @@ pub(crate) struct SendWqe {
     pub ctrl: CtrlSeg,
     /// Basic blocks the WQE occupies.
     pub bbs: u32,
-    /// From a UD QP: a [`DatagramSeg`] follows the control segment.
-    pub ud: bool,
+    /// The QP's transport: on UD a [`DatagramSeg`] follows the control
+    /// segment, and each transport allows its own opcodes.
+    pub qp_type: QpType,
 }
 
 impl Default for SendWqe {
@@ -29,7 +30,7 @@ impl Default for SendWqe {
             buf: [0; MAX_WQE_BYTES],
             ctrl: CtrlSeg::default(),
             bbs: 0,
-            ud: false,
+            qp_type: QpType::Rc,
         }
     }
 }
@@ -138,7 +139,7 @@ pub(crate) fn fetch(
     }
     w.ctrl = ctrl;
     w.bbs = bbs;
-    w.ud = qp.qp_type == rnic_hw_regs::verbs::QpType::Ud;
+    w.qp_type = qp.qp_type;
     let len = ds * SEG_SIZE;
     // A WQE may wrap from the last BB of the ring to the first.
     let first = len.min(ring_bytes - start);
@@ -178,15 +179,18 @@ impl SendWqe {
             Some(WrOpcode::AtomicFetchAndAdd) => ReqOp::FetchAdd,
             _ => return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode)),
         };
-        // UD carries SENDs only.
-        if self.ud && !matches!(op, ReqOp::Send | ReqOp::SendImm) {
+        // UD carries SENDs only, UC SENDs and WRITEs.
+        let ud = self.qp_type == QpType::Ud;
+        if (ud && !matches!(op, ReqOp::Send | ReqOp::SendImm))
+            || (self.qp_type == QpType::Uc && op.is_rd_atomic())
+        {
             return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode));
         }
         let ds = word.ds() as usize;
         let segs = &self.buf[..ds * SEG_SIZE];
         let mut at = SEG_SIZE;
         let mut datagram = None;
-        if self.ud {
+        if ud {
             if ds < 4 {
                 return bad;
             }

@@ -38,7 +38,7 @@ fn registers_and_handshake(mode: ExecMode) {
         (caps.num_ports(), caps.log_max_msg(), caps.atomics()),
         (1, 31, true)
     );
-    assert!(!caps.srq() && caps.ud() && !caps.uc());
+    assert!(!caps.srq() && caps.ud() && caps.uc());
     let q = QueueCaps::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::CAP_QUEUE)));
     assert_eq!((q.log_max_wq(), q.log_max_cqe(), q.max_sge()), (15, 16, 16));
     assert_eq!((q.max_inline_16(), q.max_wqe_bbs()), (16, 8));
@@ -405,9 +405,9 @@ fn qp_create_rejections(mode: ExecMode) {
     let good = Tdev::create_qp_in(pdn, cq.cqn, cq.cqn, &mem);
     use CmdStatus::*;
     let cases = [
-        // UC (3) is not implemented, 1 is no type.
+        // RC, UC and UD are 2, 3 and 4: 1 and 5 are no type.
         (
-            CreateQpIn { qp_type: 3, ..good },
+            CreateQpIn { qp_type: 5, ..good },
             BadParam,
             offset_of!(CreateQpIn, qp_type),
         ),

@@ -41,15 +41,15 @@ pub struct QpInitAttr<'a, H: Hal> {
     /// Requested capacities; the QP provides at least these
     /// ([`Qp::cap`] tells how much).
     pub cap: QpCap,
-    /// Transport: [`QpType::Rc`], or [`QpType::Ud`] on a device with UD
-    /// (`CAP_DEV.ud`).
+    /// Transport: [`QpType::Rc`], [`QpType::Uc`] or [`QpType::Ud`] (the
+    /// latter two on a device with `CAP_DEV.uc`, `CAP_DEV.ud`).
     pub qp_type: QpType,
     /// Every send request generates a completion, signaled or not.
     pub sq_sig_all: bool,
 }
 
-/// A queue pair (`struct ibv_qp`): reliable connected, or unreliable
-/// datagram.
+/// A queue pair (`struct ibv_qp`): reliable connected, unreliable
+/// connected or unreliable datagram.
 ///
 /// `post_send` and `post_recv` may be called from several threads; each
 /// queue is protected by its own lock.
@@ -79,6 +79,7 @@ impl<H: Hal> Pd<H> {
         match init.qp_type {
             QpType::Rc => {}
             QpType::Ud if caps.ud => {}
+            QpType::Uc if caps.uc => {}
             t => {
                 return Err(Error::new(
                     ErrorKind::NotSupported,
@@ -299,11 +300,7 @@ impl<H: Hal> Qp<H> {
 
     /// Reads this QP's counters (QUERY_COUNTERS).
     pub fn query_counters(&self) -> Result<crate::Counters> {
-        crate::Counters::query(
-            &self.pd.ctx,
-            rnic_hw_regs::counters::scope::QP,
-            self.qpn,
-        )
+        crate::Counters::query(&self.pd.ctx, rnic_hw_regs::counters::scope::QP, self.qpn)
     }
 
     /// Destroys the QP (DESTROY_QP).

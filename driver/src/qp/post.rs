@@ -7,7 +7,7 @@
 
 use alloc::format;
 use rnic_hw_regs::uar::{RqDoorbell, SqDoorbell, RQ_DB, SQ_DB};
-use rnic_hw_regs::verbs::QpState;
+use rnic_hw_regs::verbs::{QpState, QpType};
 use rnic_hw_regs::wqe::wqe_bbs;
 use rnic_queues::{DbRec, Hal};
 
@@ -93,6 +93,15 @@ impl<H: Hal> Qp<H> {
         let mut result = Ok(());
         let start = sq.ring.pi();
         for (index, wr) in wrs.iter().enumerate() {
+            let uc_refused = self.qp_type == QpType::Uc
+                && (matches!(wr.op, SendOp::RdmaRead { .. }) || wr.op.is_atomic());
+            if uc_refused {
+                result = Err(PostError {
+                    index,
+                    error: Error::invalid("UC QPs do no RDMA READ or atomics"),
+                });
+                break;
+            }
             if let SendOp::UdSend { dest, .. } = wr.op {
                 if dest.pdn != self.pd.pdn {
                     result = Err(PostError {

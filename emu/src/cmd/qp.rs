@@ -24,10 +24,7 @@ pub(super) fn create(
     use CmdStatus::{BadDma, BadParam, BadResource};
     let i: CreateQpIn = from_bytes(input);
     let c = &st.cfg;
-    // RC and UD in this version.
-    let qp_type = QpType::from_raw(i.qp_type)
-        .filter(|t| matches!(t, QpType::Rc | QpType::Ud))
-        .ok_or(fail(BadParam, off!(CreateQpIn, qp_type)))?;
+    let qp_type = QpType::from_raw(i.qp_type).ok_or(fail(BadParam, off!(CreateQpIn, qp_type)))?;
     check(i.sq_sig_all <= 1, BadParam, off!(CreateQpIn, sq_sig_all))?;
     let stride = i.log_rq_stride;
     check(
@@ -298,7 +295,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
             if has(qp_attr::RNR_RETRY) {
                 qp.req.rnr_left = attrs.rnr_retry;
             }
-            if qp_type == QpType::Rc && (has(qp_attr::AV) || has(qp_attr::DEST_QPN)) {
+            if qp_type != QpType::Ud && (has(qp_attr::AV) || has(qp_attr::DEST_QPN)) {
                 let sgid = st.gids[attrs.ah.sgid_index as usize].gid;
                 let Some(qp) = st.objs.qps.get_mut(qpn) else {
                     return Err(fail(CmdStatus::Internal, 0));

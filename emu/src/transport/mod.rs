@@ -16,12 +16,15 @@
 //!
 //! [`timers`] keeps every deadline of the device on one heap against the
 //! device clock. [`ud`] is the Unreliable Datagram transport on the same
-//! per-QP state: one packet per message, no ACKs, no retries.
+//! per-QP state: one packet per message, no ACKs, no retries; [`uc`] the
+//! Unreliable Connected responder (its requester is the RC one, sending
+//! each packet once and completing a WQE with its last packet).
 
 pub(crate) mod completer;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod timers;
+pub(crate) mod uc;
 pub(crate) mod ud;
 
 use std::collections::VecDeque;
@@ -211,6 +214,9 @@ pub(crate) struct RespState {
     pub msn: u32,
     /// A sequence-error NAK was sent for the current gap.
     pub nak_sent: bool,
+    /// UC: the message in progress lost a packet or was refused; packets
+    /// are dropped until the next one starts.
+    pub drop_msg: bool,
     pub msg: Option<InMsg>,
     /// The receive WQE a SEND in progress fills (the buffer stays once
     /// allocated).

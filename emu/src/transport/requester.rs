@@ -17,7 +17,8 @@ use rnic_hw_regs::verbs::{access, QpState, QpType, WcStatus};
 use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
 
 use super::{
-    mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS, QUANTUM,
+    completer, mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS,
+    QUANTUM,
 };
 use crate::port;
 use crate::qp::{self, Wq};
@@ -122,8 +123,13 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
     let Some(qp) = st.objs.qps.get(qpn) else {
         return false;
     };
+    // UC waits for no acknowledgement.
     let outstanding = psn_diff(qp.req.frontier, qp.req.unacked) > 0;
-    if outstanding && qp.timers.retx.is_none() && qp.state == QpState::Rts {
+    if outstanding
+        && qp.timers.retx.is_none()
+        && qp.state == QpState::Rts
+        && qp.qp_type == QpType::Rc
+    {
         timers::arm_retx(st, qpn, now);
     }
     budget == 0
@@ -302,6 +308,7 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     };
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu) as u64);
     let dest = qp.attrs.dest_qp_num.to_ne();
+    let uc = qp.qp_type == QpType::Uc;
     let req = &mut qp.req;
     let at = req.send_at;
     let noack = req.noack;
@@ -372,13 +379,15 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
         }
     };
     let imm = roce.immdt.is_some();
-    let Some(code) = opcode::find(Transport::Rc, op, pos, imm, false) else {
+    let transport = if uc { Transport::Uc } else { Transport::Rc };
+    let Some(code) = opcode::find(transport, op, pos, imm, false) else {
         return;
     };
     roce.bth.opcode = code;
     // The last packet of a message asks for an ACK, and so does every
     // MAX_PKTS_PER_ACK-th of a long one, so that the window keeps moving.
-    roce.bth.ack_req = pos.ends() || noack + 1 >= MAX_PKTS_PER_ACK;
+    // UC has no ACKs.
+    roce.bth.ack_req = !uc && (pos.ends() || noack + 1 >= MAX_PKTS_PER_ACK);
     let psns = match e.op {
         ReqOp::Read => e.npkts - e.recv,
         _ => 1,
@@ -436,6 +445,14 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     let end = psn_add(psn, psns);
     if psn_diff(end, req.frontier) > 0 {
         req.frontier = end;
+    }
+    if uc {
+        // Sent is done: a UC WQE completes with its last packet.
+        req.unacked = req.frontier;
+        if req.send_at > at {
+            completer::complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
+        }
+        return;
     }
     if retransmit {
         port::count(st, qpn, counter::RETRANSMITS);

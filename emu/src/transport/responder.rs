@@ -246,7 +246,7 @@ fn answer_again(st: &mut State, qpn: u32, out: Out) {
 }
 
 /// Executes the request at the expected PSN.
-fn execute(
+pub(super) fn execute(
     st: &mut State,
     qpn: u32,
     info: &OpcodeInfo,
@@ -963,5 +963,6 @@ pub(crate) fn clear(st: &mut State, qpn: u32) {
         qp.resp.out.clear();
         qp.resp.atomics.clear();
         qp.resp.nak_sent = false;
+        qp.resp.drop_msg = false;
     }
 }
