@@ -1,4 +1,5 @@
-//! `ibv_rc_pingpong` over an emulated rnic NIC on a UDP wire.
+//! `ibv_rc_pingpong` (and with `--uc` `ibv_uc_pingpong`) over an emulated
+//! rnic NIC on a UDP wire.
 //!
 //! Each side brings up its own NIC, whose port is a UDP socket carrying
 //! one Ethernet frame per datagram (as QEMU's `-netdev dgram` does), and
@@ -72,6 +73,10 @@ struct Args {
     /// its server received).
     #[arg(short = 'c', long)]
     chk: bool,
+    /// A UC QP, as `ibv_uc_pingpong` has (not with `--ops`: UC does no
+    /// READ or atomics).
+    #[arg(long, conflicts_with = "ops")]
+    uc: bool,
 }
 
 fn mtu(bytes: u32) -> Result<Mtu, String> {
@@ -86,7 +91,9 @@ fn mtu(bytes: u32) -> Result<Mtu, String> {
 }
 
 /// RTR then RTS, connected to `dest`, as `ibv_rc_pingpong` does (with the
-/// remote rights `--ops` needs, and room for its READs and atomics).
+/// remote rights `--ops` needs, and room for its READs and atomics), or
+/// with `--uc` as `ibv_uc_pingpong` does (UC's masks have none of the
+/// RC-only attributes).
 fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), String> {
     let rd_atomic = if a.ops { 16 } else { 1 };
     let mut rtr = QpAttr {
@@ -107,6 +114,11 @@ fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), St
         is_global: true,
         ..AhAttr::default()
     };
+    let rc_only = if a.uc {
+        0
+    } else {
+        qp_attr::MAX_DEST_RD_ATOMIC | qp_attr::MIN_RNR_TIMER
+    };
     qp.modify(
         &rtr,
         qp_attr::STATE
@@ -114,8 +126,7 @@ fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), St
             | qp_attr::PATH_MTU
             | qp_attr::DEST_QPN
             | qp_attr::RQ_PSN
-            | qp_attr::MAX_DEST_RD_ATOMIC
-            | qp_attr::MIN_RNR_TIMER,
+            | rc_only,
     )
     .map_err(|e| format!("Failed to modify QP to RTR: {e}"))?;
     let rts = QpAttr {
@@ -127,16 +138,13 @@ fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), St
         max_rd_atomic: rd_atomic,
         ..QpAttr::default()
     };
-    qp.modify(
-        &rts,
-        qp_attr::STATE
-            | qp_attr::TIMEOUT
-            | qp_attr::RETRY_CNT
-            | qp_attr::RNR_RETRY
-            | qp_attr::SQ_PSN
-            | qp_attr::MAX_QP_RD_ATOMIC,
-    )
-    .map_err(|e| format!("Failed to modify QP to RTS: {e}"))
+    let rc_only = if a.uc {
+        0
+    } else {
+        qp_attr::TIMEOUT | qp_attr::RETRY_CNT | qp_attr::RNR_RETRY | qp_attr::MAX_QP_RD_ATOMIC
+    };
+    qp.modify(&rts, qp_attr::STATE | qp_attr::SQ_PSN | rc_only)
+        .map_err(|e| format!("Failed to modify QP to RTS: {e}"))
 }
 
 fn main() -> ExitCode {
@@ -176,7 +184,7 @@ fn run(a: Args) -> Result<(), String> {
             send_cq: &cq,
             recv_cq: &cq,
             cap,
-            qp_type: QpType::Rc,
+            qp_type: if a.uc { QpType::Uc } else { QpType::Rc },
             sq_sig_all: false,
         })
         .map_err(|e| format!("Couldn't create QP: {e}"))?;

@@ -355,3 +355,26 @@ fn ud_pingpong_over_ipv4_and_ipv6() {
         "{err}"
     );
 }
+
+#[test]
+fn uc_pingpong() {
+    for (size, mtu) in [("1", "1024"), ("5000", "1024"), ("65536", "4096")] {
+        let (s, c) = pair(
+            &["--uc", "--pattern", "-s", size, "-m", mtu, "-n", "30"],
+            None,
+        );
+        let n = size.parse().unwrap();
+        for (o, who) in [(&s, "server"), (&c, "client")] {
+            let out = check(o, who, n, 30);
+            assert!(
+                out.contains("30 messages received, every byte as sent"),
+                "{who}: {out}"
+            );
+        }
+    }
+    let o = Command::new(example())
+        .args(["--uc", "--ops"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "--uc and --ops together");
+}

@@ -25,6 +25,8 @@
 #   - ibv_ud_pingpong (guest) against ud_pingpong (host): UD SENDs of 1 B
 #     to 4 KiB, IPv4 and IPv6; the host checks each message's length,
 #     bytes, source QP and GRH;
+#   - ibv_uc_pingpong -c (guest) against rc_pingpong --uc -c (host): UC
+#     SENDs of 1 B to 64 KiB;
 #   - with the host NIC's fault injector dropping and reordering frames in
 #     both directions: they still complete and verify, and the counters of
 #     both sides show the retransmissions;
@@ -97,7 +99,7 @@ bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:crc32_generic mod:udp_tunnel mod:ip6_udp_tunnel mod:ib_core mod:ib_uverbs \
     mod:rdma_rxe mod:virtio_pci mod:virtio_net \
     bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
-    bin:/usr/bin/ibv_ud_pingpong \
+    bin:/usr/bin/ibv_ud_pingpong bin:/usr/bin/ibv_uc_pingpong \
     $(for b in /usr/bin/ib_{write,read,send,atomic}_{lat,bw}; do echo "bin:$b"; done) \
     "bin:$libdir/libibverbs/librxe-rdmav34.so" file:/etc/libibverbs.d/rxe.driver \
     "bin:$work/verbs_peer=/usr/bin/verbs_peer"
@@ -338,6 +340,11 @@ for s in 1 2048 4096; do
 done
 both "ud-ipv6-s1024" "ibv_ud_pingpong -d rxe0 -g 0 -s 1024 -n 50" "-g 1 -s 1024 -n 50"
 prog=rc_pingpong
+# UC: ibv_uc_pingpong -c against rc_pingpong --uc -c, segmenting messages.
+for smn in 1:1024:100 5000:1024:50 65536:4096:20; do
+    IFS=: read -r s m n <<< "$smn"
+    both "uc-s$s-m$m" "ibv_uc_pingpong -d rxe0 -g 1 -s $s -m $m -n $n -c" "--uc -c -s $s -m $m -n $n"
+done
 rxe_counters "$work/rxe.1"
 rxe_log "$work/rxe-log.clean"
 if [ -s "$work/rxe-log.clean" ]; then
