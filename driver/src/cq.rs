@@ -4,7 +4,7 @@
 use alloc::format;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use rnic_hw_regs::cmd::{CmdOpcode, CreateCqIn, CreateCqOut, ObjIn};
 use rnic_hw_regs::cqe::{Cqe, CqeOwner, CQE_OWNER_OFFSET, CQE_SIZE};
@@ -32,7 +32,13 @@ pub struct Cq<H: Hal> {
 /// Arm state the event queue updates: the sequence number of the next arm.
 pub(crate) struct CqArm {
     pub(crate) sn: AtomicU8,
+    /// DESTROY_CQ was sent and not refused: the device may have given the
+    /// number to a new CQ.
+    destroyed: AtomicBool,
 }
+
+/// Largest CQ, log2 of its entries: the ring's consumer index is 24 bits.
+const LOG_MAX_CQ: u8 = 23;
 
 /// The device-side CQ, shared by the handle and the QPs using it.
 pub(crate) struct CqShared<H: Hal> {
@@ -114,9 +120,9 @@ impl<H: Hal> Context<H> {
     /// Creates a CQ with room for at least `cqe` completions (CREATE_CQ).
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<H>> {
         let sh = &self.shared;
-        // The CAP field has 5 bits; the bound keeps the shift in range
-        // whatever it holds.
-        let max = 1u32 << sh.dev.caps.log_max_cqe.min(31);
+        // The CAP field has 5 bits, and a CQ's 24-bit consumer index
+        // allows 2^23 entries at most, whatever a device claims.
+        let max = 1u32 << sh.dev.caps.log_max_cqe.min(LOG_MAX_CQ);
         if cqe == 0 || cqe > max {
             return Err(Error::invalid(format!(
                 "CQ size {cqe} is outside 1..={max}"
@@ -162,7 +168,28 @@ impl<H: Hal> Context<H> {
                 return Err(e);
             }
         };
-        let cqn = out.cqn.to_ne();
+        let cqn = out.cqn.to_ne() & 0xff_ffff;
+        let live = sh
+            .cqs
+            .read()
+            .get(&cqn)
+            .is_some_and(|a| !a.destroyed.load(Ordering::Acquire));
+        if live {
+            // The device claims a number a live CQ has: the new CQ cannot
+            // be told apart from it (events, DESTROY_CQ), so it is neither
+            // used nor destroyed, and the device may use its memory until
+            // the reset.
+            let e = Error::new(
+                ErrorKind::Io,
+                format!("the device created a CQ with number {cqn}, which a live CQ has"),
+            );
+            sh.orphan(
+                DeviceMem::Region(mem),
+                format_args!("creating CQ {cqn}"),
+                &e,
+            );
+            return Err(e);
+        }
         // SAFETY: the ring, record and view point into `mem`, which the
         // CqShared owns and frees only when it is released, after which
         // they are unused.
@@ -175,6 +202,7 @@ impl<H: Hal> Context<H> {
         };
         let arm = Arc::new(CqArm {
             sn: AtomicU8::new(0),
+            destroyed: AtomicBool::new(false),
         });
         sh.cqs.write().insert(cqn, Arc::clone(&arm));
         log::debug!("created CQ {cqn} of {} entries", 1u32 << log_size);
@@ -238,13 +266,18 @@ impl<H: Hal> Cq<H> {
         let mut result = Ok(());
         while n < wc.len() {
             let Some(cqe) = p.ring.pop() else { break };
-            let w = WorkCompletion::from_cqe(&cqe);
+            let mut w = WorkCompletion::from_cqe(&cqe);
+            // A completion the accounting refuses is an error, never a
+            // completion; the work request ID is the driver's own.
+            match cq.retire(&mut p.qps, &cqe, &w) {
+                Ok(wr_id) => w.wr_id = wr_id,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
             wc[n] = w;
             n += 1;
-            if let Err(e) = cq.retire(&mut p.qps, &cqe, &w) {
-                result = Err(e);
-                break;
-            }
         }
         if p.ring.ci() != start {
             // DbRec::publish is a release store: the entries are read before
@@ -305,25 +338,31 @@ impl<H: Hal> Cq<H> {
 }
 
 impl<H: Hal> CqShared<H> {
-    /// Retires the WQEs a completion covers on its QP.
-    fn retire(&self, qps: &mut QpTable, cqe: &Cqe, wc: &WorkCompletion) -> Result<()> {
+    /// Retires the WQEs a completion covers on its QP and returns the
+    /// work request ID of the one it completes.
+    fn retire(&self, qps: &mut QpTable, cqe: &Cqe, wc: &WorkCompletion) -> Result<u64> {
         let qpn = wc.qp_num;
         let Some(qp) = qps.find(qpn) else {
-            log::warn!("CQ {}: completion for unknown QP {qpn}", self.cqn);
-            return Ok(());
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "CQ {}: a completion for QP {qpn}, which has no queue on this CQ",
+                    self.cqn
+                ),
+            ));
         };
-        if wc.status != WcStatus::Success {
-            qp.mark_error();
-        }
         let counter = cqe.wqe_counter.to_ne();
         let is_send = cqe.flags.is_send();
-        let ok = if is_send {
+        let retired = if is_send {
             qp.retire_sq(counter)
         } else {
             qp.retire_rq(counter)
         };
-        if ok {
-            Ok(())
+        if let Some(wr_id) = retired {
+            if wc.status != WcStatus::Success {
+                qp.mark_error();
+            }
+            Ok(wr_id)
         } else {
             Err(Error::new(
                 ErrorKind::Io,
@@ -456,7 +495,13 @@ impl<H: Hal> CqShared<H> {
         let input = ObjIn {
             id: le32::from_ne(self.cqn),
         };
+        // Before the command: once the device destroys the CQ, a CQ
+        // created with its number may be registered at any time.
+        self.arm.destroyed.store(true, Ordering::Release);
         if let Err(e) = self.ctx.exec::<_, ()>(CmdOpcode::DestroyCq, &input) {
+            if !e.outcome_unknown() {
+                self.arm.destroyed.store(false, Ordering::Release);
+            }
             if e.outcome_unknown() {
                 // Never asked again: the number may go to a new CQ.
                 remove_if_ours(&self.ctx.cqs, self.cqn, &self.arm);

@@ -134,7 +134,7 @@ impl<H: Hal> Qp<H> {
             sq.ring.advance(bbs);
             sq.wr_head = sq.wr_head.wrapping_add(1);
             self.shared
-                .record_send_wqe(pi.wrapping_add(bbs - 1), sq.wr_head);
+                .record_send_wqe(pi.wrapping_add(bbs - 1), sq.wr_head, wr.wr_id);
         }
         let pi = sq.ring.pi();
         if pi != start {
@@ -183,6 +183,7 @@ impl<H: Hal> Qp<H> {
             }
             let pi = rq.ring.pi();
             write_recv(&mut rq.ring, pi, wr);
+            self.shared.record_recv_wqe(pi, wr.wr_id);
             rq.ring.advance(1);
         }
         let pi = rq.ring.pi();

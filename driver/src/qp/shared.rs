@@ -3,7 +3,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use rnic_hw_regs::verbs::QpState;
 
@@ -13,6 +13,12 @@ use rnic_hw_regs::verbs::QpState;
 /// are free-running. Only the QP's poster writes the heads, only the
 /// poller of the completing CQ writes the tails (and a reset, after the
 /// CQs were cleaned of the QP's completions).
+///
+/// The device is not trusted with the work request IDs (as mlx5's wrid
+/// arrays): each is kept here by the WQE slot it was posted in and given
+/// back by the completion that retires that slot, whatever the CQE says;
+/// and a completion is accepted only if it retires whole WQEs that are
+/// outstanding.
 pub(crate) struct QpShared {
     pub(crate) qpn: u32,
     state: AtomicU8,
@@ -30,6 +36,14 @@ pub(crate) struct QpShared {
     /// to and including that WQE, so a completion retiring up to a BB index
     /// also knows how many requests it retired.
     sq_wr_end: Box<[AtomicU32]>,
+    /// For each BB: the free-running index it had when a WQE last ended at
+    /// it (a BB inside a multi-BB WQE keeps an older value).
+    sq_end_at: Box<[AtomicU32]>,
+    /// For each BB that ends a WQE: that WQE's work request ID.
+    sq_wrid: Box<[AtomicU64]>,
+    rq_mask: u32,
+    /// Each receive WQE slot's work request ID.
+    rq_wrid: Box<[AtomicU64]>,
     /// Receive queue producer index, published before each doorbell.
     rq_head: AtomicU32,
     /// Receive queue index retired by completions.
@@ -37,8 +51,9 @@ pub(crate) struct QpShared {
 }
 
 impl QpShared {
-    pub(crate) fn new(qpn: u32, log_sq_bbs: u32) -> Self {
+    pub(crate) fn new(qpn: u32, log_sq_bbs: u32, log_rq_wqes: u32) -> Self {
         let n = 1usize << log_sq_bbs;
+        let r = 1usize << log_rq_wqes;
         Self {
             qpn,
             state: AtomicU8::new(QpState::Reset.raw()),
@@ -48,6 +63,16 @@ impl QpShared {
             sq_tail: AtomicU32::new(0),
             sq_wr_tail: AtomicU32::new(0),
             sq_wr_end: (0..n).map(|_| AtomicU32::new(0)).collect::<Vec<_>>().into(),
+            // No BB has ended a WQE yet (a free-running index reaches
+            // u32::MAX only after 2^32 BBs, long after every slot was
+            // rewritten).
+            sq_end_at: (0..n)
+                .map(|_| AtomicU32::new(u32::MAX))
+                .collect::<Vec<_>>()
+                .into(),
+            sq_wrid: (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into(),
+            rq_mask: (r - 1) as u32,
+            rq_wrid: (0..r).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into(),
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
         }
@@ -86,11 +111,22 @@ impl QpShared {
             });
     }
 
-    /// Notes, before the doorbell, that the WQE ending at BB index
-    /// `last_bb` brings the number of posted send requests to `wrs`.
+    /// Notes, before the doorbell, that the WQE of work request `wr_id`
+    /// ending at BB index `last_bb` brings the number of posted send
+    /// requests to `wrs`.
     #[inline]
-    pub(crate) fn record_send_wqe(&self, last_bb: u32, wrs: u32) {
-        self.sq_wr_end[(last_bb & self.sq_mask) as usize].store(wrs, Ordering::Relaxed);
+    pub(crate) fn record_send_wqe(&self, last_bb: u32, wrs: u32, wr_id: u64) {
+        let i = (last_bb & self.sq_mask) as usize;
+        self.sq_wr_end[i].store(wrs, Ordering::Relaxed);
+        self.sq_end_at[i].store(last_bb, Ordering::Relaxed);
+        self.sq_wrid[i].store(wr_id, Ordering::Relaxed);
+    }
+
+    /// Notes, before the doorbell, the work request ID of the receive WQE
+    /// at index `idx`.
+    #[inline]
+    pub(crate) fn record_recv_wqe(&self, idx: u32, wr_id: u64) {
+        self.rq_wrid[(idx & self.rq_mask) as usize].store(wr_id, Ordering::Relaxed);
     }
 
     /// Publishes the send queue producer index (before the doorbell, so a
@@ -122,35 +158,41 @@ impl QpShared {
     }
 
     /// Retires the send queue up to the 16-bit BB index `counter` of a
-    /// send completion. False if `counter` is not past the retired index
-    /// and within the posted WQEs.
-    pub(crate) fn retire_sq(&self, counter: u16) -> bool {
+    /// send completion and returns the work request ID of the WQE it
+    /// completes; `None` if `counter` is not past the retired index, not
+    /// within the posted WQEs, or not just past the end of one (inside a
+    /// multi-BB WQE).
+    pub(crate) fn retire_sq(&self, counter: u16) -> Option<u64> {
         let tail = self.sq_tail.load(Ordering::Relaxed);
         let head = self.sq_head.load(Ordering::Acquire);
         let step = u32::from(counter.wrapping_sub(tail as u16));
         if step == 0 || step > head.wrapping_sub(tail) {
-            return false;
+            return None;
         }
         let new = tail.wrapping_add(step);
-        let wrs =
-            self.sq_wr_end[(new.wrapping_sub(1) & self.sq_mask) as usize].load(Ordering::Relaxed);
+        let last = new.wrapping_sub(1);
+        let i = (last & self.sq_mask) as usize;
+        if self.sq_end_at[i].load(Ordering::Relaxed) != last {
+            return None;
+        }
+        let wrs = self.sq_wr_end[i].load(Ordering::Relaxed);
         self.sq_wr_tail.store(wrs, Ordering::Release);
         self.sq_tail.store(new, Ordering::Release);
-        true
+        Some(self.sq_wrid[i].load(Ordering::Relaxed))
     }
 
-    /// Retires the receive queue up to the 16-bit index `counter` of a
-    /// receive completion.
-    pub(crate) fn retire_rq(&self, counter: u16) -> bool {
+    /// Retires the receive WQE a receive completion with the 16-bit index
+    /// `counter` completes (each completes exactly the oldest one) and
+    /// returns its work request ID; `None` if `counter` is not one past
+    /// the retired index within the posted WQEs.
+    pub(crate) fn retire_rq(&self, counter: u16) -> Option<u64> {
         let tail = self.rq_tail.load(Ordering::Relaxed);
         let head = self.rq_head.load(Ordering::Acquire);
-        let step = u32::from(counter.wrapping_sub(tail as u16));
-        if step == 0 || step > head.wrapping_sub(tail) {
-            return false;
+        if counter != tail.wrapping_add(1) as u16 || head == tail {
+            return None;
         }
-        self.rq_tail
-            .store(tail.wrapping_add(step), Ordering::Release);
-        true
+        self.rq_tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(self.rq_wrid[(tail & self.rq_mask) as usize].load(Ordering::Relaxed))
     }
 
     /// Zeroes every index, after the QP moved to RESET and the CQs were
@@ -174,17 +216,19 @@ mod tests {
 
     #[test]
     fn unsignaled_run_retired_by_next_completion() {
-        let q = QpShared::new(5, 3);
+        let q = QpShared::new(5, 3, 0);
         // Three WQEs of 1, 2 and 1 BBs: they end at BBs 0, 2, 3.
-        q.record_send_wqe(0, 1);
-        q.record_send_wqe(2, 2);
-        q.record_send_wqe(3, 3);
+        q.record_send_wqe(0, 1, 20);
+        q.record_send_wqe(2, 2, 21);
+        q.record_send_wqe(3, 3, 22);
         q.publish_sq_head(4);
-        assert!(!q.retire_sq(5), "past the producer index");
-        assert!(!q.retire_sq(0), "nothing to retire");
-        assert!(q.retire_sq(3));
+        assert_eq!(q.retire_sq(5), None, "past the producer index");
+        assert_eq!(q.retire_sq(0), None, "nothing to retire");
+        assert_eq!(q.retire_sq(2), None, "inside the 2-BB WQE");
+        assert_eq!(q.sq_retired(), (0, 0));
+        assert_eq!(q.retire_sq(3), Some(21));
         assert_eq!(q.sq_retired(), (3, 2));
-        assert!(q.retire_sq(4));
+        assert_eq!(q.retire_sq(4), Some(22));
         assert_eq!(q.sq_retired(), (4, 3));
         q.reset_indices();
         assert_eq!(q.sq_retired(), (0, 0));
@@ -192,21 +236,37 @@ mod tests {
 
     #[test]
     fn indices_wrap_at_16_bits() {
-        let q = QpShared::new(5, 0);
+        let q = QpShared::new(5, 0, 0);
         for i in 1..=70_000u32 {
-            q.record_send_wqe(i - 1, i);
+            q.record_send_wqe(i - 1, i, i.into());
             q.publish_sq_head(i);
-            assert!(q.retire_sq(i as u16));
+            assert_eq!(q.retire_sq(i as u16), Some(i.into()));
+            q.record_recv_wqe(i - 1, (i + 1).into());
             q.publish_rq_head(i);
-            assert!(q.retire_rq(i as u16));
+            assert_eq!(q.retire_rq(i as u16), Some((i + 1).into()));
         }
         assert_eq!(q.sq_retired(), (70_000, 70_000));
         assert_eq!(q.rq_retired(), 70_000);
     }
 
     #[test]
+    fn a_receive_completion_retires_exactly_the_oldest() {
+        let q = QpShared::new(5, 0, 2);
+        for i in 0..3 {
+            q.record_recv_wqe(i, 100 + u64::from(i));
+        }
+        q.publish_rq_head(3);
+        assert_eq!(q.retire_rq(2), None, "two at once");
+        assert_eq!(q.retire_rq(0), None, "none");
+        assert_eq!(q.retire_rq(1), Some(100));
+        assert_eq!(q.retire_rq(2), Some(101));
+        assert_eq!(q.retire_rq(3), Some(102));
+        assert_eq!(q.retire_rq(4), None, "past the producer index");
+    }
+
+    #[test]
     fn error_marking_spares_reset() {
-        let q = QpShared::new(5, 0);
+        let q = QpShared::new(5, 0, 0);
         q.mark_error();
         assert_eq!(q.state(), QpState::Reset);
         q.set_state(QpState::Rts);
