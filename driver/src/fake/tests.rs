@@ -1190,6 +1190,30 @@ fn qp_number_in_use_is_refused() {
     a.post_send(&four).unwrap();
 }
 
+/// A device that gives a new CQ the number of a live CQ (a device bug)
+/// gets the create refused with EIO: the live CQ keeps its number.
+#[test]
+fn cq_number_in_use_is_refused() {
+    let hal = FakeHal::new();
+    let ctx = Context::open(hal.clone()).unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let n = cq.cq_num();
+    let maps = hal.state().maps.len();
+    hal.state().knobs.duplicate_number = Some(n);
+    let e = ctx.create_cq(16).err().unwrap();
+    assert_eq!(e.kind(), ErrorKind::Io, "{e}");
+    assert!(e.to_string().contains("which a live CQ has"), "{e}");
+    assert_eq!(
+        hal.state().maps.len(),
+        maps + 1,
+        "the device may use the refused CQ's memory"
+    );
+    assert!(ctx.shared.cqs.read().get(&n).is_some());
+    // The next CQ gets a number of its own.
+    let other = ctx.create_cq(16).unwrap();
+    assert_ne!(other.cq_num(), n);
+}
+
 #[test]
 fn objects_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
