@@ -27,9 +27,11 @@ pub struct Config {
     pub enable_timeout_ns: u64,
     /// How long one command may take.
     pub cmd_timeout_ns: u64,
-    /// log2 of the command queue entries wanted (capped by the device).
+    /// log2 of the command queue entries wanted (capped by the device, and
+    /// at 2^15 by the 16-bit producer index).
     pub log_cmdq_size: u8,
-    /// log2 of the event queue entries wanted (capped by the device).
+    /// log2 of the event queue entries wanted (capped by the device, and
+    /// at 2^23 by the 24-bit consumer index).
     pub log_eq_size: u8,
 }
 
@@ -173,8 +175,12 @@ impl<H: Hal> Device<H> {
             ));
         }
         let caps = Caps::read(&hal)?;
-        let log_cmdq = cfg.log_cmdq_size.min(caps.log_max_cmdq);
-        let log_eq = cfg.log_eq_size.min(caps.log_max_eq);
+        // Whatever the configuration asks and the device claims, the rings
+        // stay within their index widths: the command queue's producer
+        // index has 16 significant bits, the event queue's consumer index
+        // 24.
+        let log_cmdq = cfg.log_cmdq_size.min(caps.log_max_cmdq).min(15);
+        let log_eq = cfg.log_eq_size.min(caps.log_max_eq).min(23);
         let (Some(cmdq_len), Some(eq_len)) = (
             ring_bytes(CMD_ENTRY_SIZE, log_cmdq.into()),
             ring_bytes(EQE_SIZE, log_eq.into()),
