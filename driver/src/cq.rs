@@ -360,7 +360,7 @@ impl<H: Hal> CqShared<H> {
         };
         if let Some(wr_id) = retired {
             if wc.status != WcStatus::Success {
-                qp.mark_error();
+                qp.mark_error(is_send);
             }
             Ok(wr_id)
         } else {

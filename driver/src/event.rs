@@ -75,7 +75,7 @@ impl<H: Hal> Context<H> {
                 }
                 EventType::QpFatal | EventType::QpReqErr | EventType::QpAccessErr => {
                     if let Some(qp) = sh.qps.read().get(&ev.obj) {
-                        qp.mark_error();
+                        qp.mark_error(false);
                     }
                     log::debug!("QP event {ev:?}");
                 }

@@ -164,8 +164,12 @@ pub(crate) struct Cq {
 #[derive(Debug)]
 pub(crate) struct Qp {
     pub qpn: u32,
-    /// RC or UD.
+    /// RC, UC or UD.
     pub qp_type: QpType,
+    /// In SQD: an `SqDrained` event is wanted once the send queue drains.
+    pub sqd_notify: bool,
+    /// In SQD: the send queue has drained (the event, if wanted, is sent).
+    pub drained: bool,
     pub pdn: u32,
     pub send_cqn: u32,
     pub recv_cqn: u32,

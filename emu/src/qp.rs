@@ -131,6 +131,38 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
     }
 }
 
+/// Moves UC or UD QP `qpn` to the send queue error state after a send WQE
+/// failed: its send queue is flushed (and every WQE posted until it is
+/// back in RTS), its receive side goes on.
+pub(crate) fn to_sqe(st: &mut State, qpn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if matches!(qp.state, QpState::Err | QpState::Sqe | QpState::Reset) {
+        return;
+    }
+    log::debug!("QP {qpn}: {:?} -> Sqe", qp.state);
+    qp.state = QpState::Sqe;
+    completer::clear(st, qpn);
+    flush_sq(st, qpn);
+}
+
+/// A QP in SQD with nothing of its send queue in flight has drained: the
+/// first time, the `SqDrained` event it asked for.
+pub(crate) fn check_drained(st: &mut State, qpn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    if qp.state != QpState::Sqd || qp.drained || !qp.req.inflight.is_empty() {
+        return;
+    }
+    qp.drained = true;
+    if qp.sqd_notify {
+        log::debug!("QP {qpn}: send queue drained");
+        eq::post(st, EventType::SqDrained, qpn, 0);
+    }
+}
+
 /// Moves QP `qpn` to the reset state: queued WQEs are discarded without
 /// completions, the consumer indices restart at 0 and the transport state
 /// goes.

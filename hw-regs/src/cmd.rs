@@ -496,8 +496,14 @@ pub struct QpAttrs {
     pub qkey: le32,
     /// Primary path.
     pub ah: AddressVector,
+    /// MODIFY_QP to SQD: 1 asks for an `SqDrained` event once the send
+    /// queue is drained (`EN_SQD_ASYNC_NOTIFY`). QUERY_QP: as last set.
+    pub en_sqd_async_notify: u8,
+    /// QUERY_QP: 1 while the QP is in SQD and its send queue is not yet
+    /// drained (`sq_draining`). MODIFY_QP: 0.
+    pub sq_draining: u8,
     /// Reserved, zero.
-    pub reserved: [u8; 4],
+    pub reserved: [u8; 2],
 }
 
 /// Input of MODIFY_QP.

@@ -315,8 +315,9 @@ pub struct Transition {
 }
 
 /// The masks for moving a QP of type `ty` from `cur` to `next`, or `None`
-/// if the transition is not allowed. Any state may move to `Reset` or `Err`.
-/// SQD and SQE transitions are not implemented by this device version.
+/// if the transition is not allowed. Any state may move to `Reset` or `Err`;
+/// `Sqe` is entered by the device only (a UC or UD send error), and RC QPs
+/// never are in it.
 pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Transition> {
     use qp_attr::*;
     use QpState::*;
@@ -363,6 +364,41 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
             QpType::Uc => t(0, CUR_STATE | ACCESS_FLAGS | ALT_PATH | PATH_MIG_STATE),
             QpType::Ud => t(0, CUR_STATE | QKEY),
         },
+        (Rts, Sqd) => t(0, EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Rts) => match ty {
+            QpType::Rc => t(
+                0,
+                CUR_STATE | ALT_PATH | ACCESS_FLAGS | MIN_RNR_TIMER | PATH_MIG_STATE,
+            ),
+            QpType::Uc => t(0, CUR_STATE | ALT_PATH | ACCESS_FLAGS | PATH_MIG_STATE),
+            QpType::Ud => t(0, CUR_STATE | QKEY),
+        },
+        (Sqd, Sqd) => match ty {
+            QpType::Rc => t(
+                0,
+                PORT | AV
+                    | TIMEOUT
+                    | RETRY_CNT
+                    | RNR_RETRY
+                    | MAX_QP_RD_ATOMIC
+                    | MAX_DEST_RD_ATOMIC
+                    | ALT_PATH
+                    | ACCESS_FLAGS
+                    | PKEY_INDEX
+                    | MIN_RNR_TIMER
+                    | PATH_MIG_STATE,
+            ),
+            QpType::Uc => t(
+                0,
+                AV | ALT_PATH | ACCESS_FLAGS | PKEY_INDEX | PATH_MIG_STATE,
+            ),
+            QpType::Ud => t(0, PKEY_INDEX | QKEY),
+        },
+        (Sqe, Rts) => match ty {
+            QpType::Rc => None,
+            QpType::Uc => t(0, CUR_STATE | ACCESS_FLAGS),
+            QpType::Ud => t(0, CUR_STATE | QKEY),
+        },
         _ => None,
     }
 }
@@ -395,5 +431,27 @@ mod transition_tests {
                 .required,
             qp_attr::STATE
         );
+    }
+
+    #[test]
+    fn sqd_and_sqe_masks() {
+        use qp_attr::*;
+        use QpState::*;
+        let opt = |ty, a, b| qp_transition(ty, a, b).map(|t| (t.required, t.optional));
+        for ty in [QpType::Rc, QpType::Uc, QpType::Ud] {
+            assert_eq!(opt(ty, Rts, Sqd), Some((STATE, EN_SQD_ASYNC_NOTIFY)));
+            assert!(qp_transition(ty, Rtr, Sqd).is_none());
+            assert!(qp_transition(ty, Sqd, Rtr).is_none());
+            assert!(qp_transition(ty, Rts, Sqe).is_none(), "the device's only");
+        }
+        assert_eq!(opt(QpType::Ud, Sqd, Sqd), Some((STATE, PKEY_INDEX | QKEY)));
+        assert_eq!(opt(QpType::Ud, Sqe, Rts), Some((STATE, CUR_STATE | QKEY)));
+        assert_eq!(
+            opt(QpType::Uc, Sqe, Rts),
+            Some((STATE, CUR_STATE | ACCESS_FLAGS))
+        );
+        assert!(qp_transition(QpType::Rc, Sqe, Rts).is_none());
+        let rc = opt(QpType::Rc, Sqd, Sqd).unwrap().1;
+        assert!(rc & AV != 0 && rc & TIMEOUT != 0 && rc & QKEY == 0);
     }
 }

@@ -190,7 +190,7 @@ pod_struct! {
     QpAttrs {
         qp_state, cur_qp_state, path_mtu, port_num, qp_access_flags, pkey_index, min_rnr_timer,
         timeout, retry_cnt, rnr_retry, max_rd_atomic, max_dest_rd_atomic, sq_psn, rq_psn,
-        dest_qp_num, qkey, ah, reserved,
+        dest_qp_num, qkey, ah, en_sqd_async_notify, sq_draining, reserved,
     }
     ModifyQpIn { qpn, attr_mask, attrs }
     CreateSrqIn {

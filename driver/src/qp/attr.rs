@@ -75,6 +75,11 @@ pub struct QpAttr {
     pub rq_psn: u32,
     /// Destination QP number (24 bits).
     pub dest_qp_num: u32,
+    /// Moving to SQD: ask for [`crate::EventType::SqDrained`] once the
+    /// send queue is drained (`EN_SQD_ASYNC_NOTIFY`).
+    pub en_sqd_async_notify: bool,
+    /// Query: the QP is in SQD and its send queue is still draining.
+    pub sq_draining: bool,
     /// Queue capacities (query only; not modifiable).
     pub cap: QpCap,
 }
@@ -99,6 +104,8 @@ impl Default for QpAttr {
             sq_psn: 0,
             rq_psn: 0,
             dest_qp_num: 0,
+            en_sqd_async_notify: false,
+            sq_draining: false,
             cap: QpCap::default(),
         }
     }
@@ -391,7 +398,9 @@ fn wire_attrs(a: &QpAttr, mask: u32, next: QpState, port: u8) -> QpAttrs {
         dest_qp_num: le32::from_ne(pick(qp_attr::DEST_QPN, a.dest_qp_num)),
         qkey: le32::from_ne(pick(qp_attr::QKEY, a.qkey)),
         ah,
-        reserved: [0; 4],
+        en_sqd_async_notify: pick8(qp_attr::EN_SQD_ASYNC_NOTIFY, a.en_sqd_async_notify.into()),
+        sq_draining: 0,
+        reserved: [0; 2],
     }
 }
 
@@ -432,6 +441,8 @@ pub(crate) fn from_wire(w: &QpAttrs, cap: QpCap) -> Result<QpAttr> {
         sq_psn: w.sq_psn.to_ne(),
         rq_psn: w.rq_psn.to_ne(),
         dest_qp_num: w.dest_qp_num.to_ne(),
+        en_sqd_async_notify: w.en_sqd_async_notify != 0,
+        sq_draining: w.sq_draining != 0,
         cap,
     })
 }

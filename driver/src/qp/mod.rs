@@ -144,7 +144,12 @@ impl<H: Hal> Pd<H> {
             }
         };
         let qpn = out.qpn.to_ne() & 0xff_ffff;
-        let shared = Arc::new(QpShared::new(qpn, layout.log_sq_bbs, layout.log_rq_wqes));
+        let shared = Arc::new(QpShared::new(
+            qpn,
+            init.qp_type != QpType::Rc,
+            layout.log_sq_bbs,
+            layout.log_rq_wqes,
+        ));
         let send_cq = &init.send_cq.inner;
         let recv_cq = &init.recv_cq.inner;
         let attached = send_cq.attach(&shared).and_then(|()| {

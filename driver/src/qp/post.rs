@@ -67,15 +67,15 @@ const RQ_FULL: &str = "receive queue full: wait for completions";
 impl<H: Hal> Qp<H> {
     /// Posts send work requests (`ibv_post_send`).
     ///
-    /// Allowed in RTS, and in ERR (the device flushes the requests with
-    /// `WR_FLUSH_ERR`). On a bad request (too many SGEs, inline data too
+    /// Allowed in RTS; in SQD (the requests wait for RTS); in SQE and ERR
+    /// (the device flushes them with `WR_FLUSH_ERR`). On a bad request (too many SGEs, inline data too
     /// large or on a READ/atomic, a malformed atomic, unknown flags:
     /// `EINVAL`; queue full: `ENOMEM`) the requests before it are posted
     /// and the error carries its index.
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let mut sq = self.sq.lock();
         match self.shared.state() {
-            QpState::Rts | QpState::Err => {}
+            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err => {}
             s => {
                 return Err(PostError {
                     index: 0,

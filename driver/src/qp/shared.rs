@@ -21,6 +21,8 @@ use rnic_hw_regs::verbs::QpState;
 /// outstanding.
 pub(crate) struct QpShared {
     pub(crate) qpn: u32,
+    /// UC or UD: a send error stops the send queue only (SQE).
+    unreliable: bool,
     state: AtomicU8,
     /// DESTROY_QP was sent and not refused: the device may have destroyed
     /// the QP and given its number to a new one.
@@ -51,11 +53,12 @@ pub(crate) struct QpShared {
 }
 
 impl QpShared {
-    pub(crate) fn new(qpn: u32, log_sq_bbs: u32, log_rq_wqes: u32) -> Self {
+    pub(crate) fn new(qpn: u32, unreliable: bool, log_sq_bbs: u32, log_rq_wqes: u32) -> Self {
         let n = 1usize << log_sq_bbs;
         let r = 1usize << log_rq_wqes;
         Self {
             qpn,
+            unreliable,
             state: AtomicU8::new(QpState::Reset.raw()),
             destroyed: AtomicBool::new(false),
             sq_mask: (n - 1) as u32,
@@ -101,13 +104,22 @@ impl QpShared {
         self.destroyed.store(destroyed, Ordering::Release);
     }
 
-    /// Records that the device moved the QP to the error state (an error
-    /// completion or a QP error event); a QP in RESET stays there.
-    pub(crate) fn mark_error(&self) {
+    /// Records that the device moved the QP to an error state, as an
+    /// error completion (`send` for one of the send queue) or a QP error
+    /// event shows: SQE for a send error of a UC or UD QP (unless the QP is
+    /// already in ERR), ERR otherwise; a QP in RESET stays there.
+    pub(crate) fn mark_error(&self, send: bool) {
+        let sqe = send && self.unreliable;
         let _ = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                (s != QpState::Reset.raw()).then_some(QpState::Err.raw())
+                if s == QpState::Reset.raw() || (sqe && s == QpState::Err.raw()) {
+                    None
+                } else if sqe {
+                    Some(QpState::Sqe.raw())
+                } else {
+                    Some(QpState::Err.raw())
+                }
             });
     }
 
@@ -216,7 +228,7 @@ mod tests {
 
     #[test]
     fn unsignaled_run_retired_by_next_completion() {
-        let q = QpShared::new(5, 3, 0);
+        let q = QpShared::new(5, false, 3, 0);
         // Three WQEs of 1, 2 and 1 BBs: they end at BBs 0, 2, 3.
         q.record_send_wqe(0, 1, 20);
         q.record_send_wqe(2, 2, 21);
@@ -236,7 +248,7 @@ mod tests {
 
     #[test]
     fn indices_wrap_at_16_bits() {
-        let q = QpShared::new(5, 0, 0);
+        let q = QpShared::new(5, false, 0, 0);
         for i in 1..=70_000u32 {
             q.record_send_wqe(i - 1, i, i.into());
             q.publish_sq_head(i);
@@ -251,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_receive_completion_retires_exactly_the_oldest() {
-        let q = QpShared::new(5, 0, 2);
+        let q = QpShared::new(5, false, 0, 2);
         for i in 0..3 {
             q.record_recv_wqe(i, 100 + u64::from(i));
         }
@@ -266,11 +278,19 @@ mod tests {
 
     #[test]
     fn error_marking_spares_reset() {
-        let q = QpShared::new(5, 0, 0);
-        q.mark_error();
+        let q = QpShared::new(5, false, 0, 0);
+        q.mark_error(true);
         assert_eq!(q.state(), QpState::Reset);
         q.set_state(QpState::Rts);
-        q.mark_error();
+        q.mark_error(true);
         assert_eq!(q.state(), QpState::Err);
+        let ud = QpShared::new(6, true, 0, 0);
+        ud.set_state(QpState::Rts);
+        ud.mark_error(true);
+        assert_eq!(ud.state(), QpState::Sqe, "a UD send error");
+        ud.mark_error(false);
+        assert_eq!(ud.state(), QpState::Err, "a receive error");
+        ud.mark_error(true);
+        assert_eq!(ud.state(), QpState::Err, "ERR stays");
     }
 }

@@ -106,6 +106,8 @@ pub(super) fn create(
         Qp {
             qpn,
             qp_type,
+            sqd_notify: false,
+            drained: false,
             pdn,
             send_cqn,
             recv_cqn,
@@ -173,8 +175,7 @@ macro_rules! av {
 
 /// Mask bits of attributes this device does not implement (alternate path
 /// migration) or that are never valid in MODIFY_QP.
-const UNSUPPORTED: u32 =
-    qp_attr::ALT_PATH | qp_attr::PATH_MIG_STATE | qp_attr::EN_SQD_ASYNC_NOTIFY | qp_attr::CAP;
+const UNSUPPORTED: u32 = qp_attr::ALT_PATH | qp_attr::PATH_MIG_STATE | qp_attr::CAP;
 /// Every mask bit libibverbs defines up to `DEST_QPN`.
 const KNOWN: u32 = (qp_attr::DEST_QPN << 1) - 1;
 
@@ -216,7 +217,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     )?;
     let has = |bit: u32| mask & bit != 0;
     let max_rd = st.cfg.max_rd_atomic;
-    let values: [(u32, bool, usize); 14] = [
+    let values: [(u32, bool, usize); 15] = [
         (
             qp_attr::ACCESS_FLAGS,
             a.qp_access_flags.to_ne() & !access::QP_SUPPORTED == 0,
@@ -259,7 +260,16 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
             a.dest_qp_num.to_ne() <= MAX_24,
             attr!(dest_qp_num),
         ),
-        (0xFFFF_FFFF, a.reserved == [0; 4], attr!(reserved)),
+        (
+            qp_attr::EN_SQD_ASYNC_NOTIFY,
+            a.en_sqd_async_notify <= 1,
+            attr!(en_sqd_async_notify),
+        ),
+        (
+            0xFFFF_FFFF,
+            a.reserved == [0; 2] && a.sq_draining == 0,
+            attr!(reserved),
+        ),
     ];
     for (bit, ok, field) in values {
         if has(bit) {
@@ -279,6 +289,10 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         QpState::Reset => crate::qp::to_reset(st, qpn),
         _ => {
             let attrs = qp.attrs;
+            if next == QpState::Sqd && cur != QpState::Sqd {
+                qp.sqd_notify = has(qp_attr::EN_SQD_ASYNC_NOTIFY) && a.en_sqd_async_notify == 1;
+                qp.drained = false;
+            }
             qp.state = next;
             if has(qp_attr::RQ_PSN) {
                 qp.resp.epsn = attrs.rq_psn.to_ne();
@@ -303,8 +317,11 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
                 qp.path = Path::new(sgid, &attrs.ah, qpn, attrs.dest_qp_num.to_ne());
             }
             if next == QpState::Rts {
-                // WQEs posted before RTS wait for it.
+                // WQEs posted before RTS (or during SQD or SQE) wait for it.
                 st.kick(qpn);
+            }
+            if next == QpState::Sqd {
+                crate::qp::check_drained(st, qpn);
             }
         }
     }
@@ -399,6 +416,8 @@ pub(super) fn query(
     let o = QpAttrs {
         qp_state: qp.state.raw(),
         cur_qp_state: qp.state.raw(),
+        en_sqd_async_notify: qp.sqd_notify.into(),
+        sq_draining: (qp.state == QpState::Sqd && !qp.drained).into(),
         ..qp.attrs
     };
     to_bytes(&o, out);

@@ -25,7 +25,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::verbs::{access, QpState, WcStatus};
+use rnic_hw_regs::verbs::{access, QpState, QpType, WcStatus};
 
 use super::{mtu_bytes, timers, ReqOp};
 use crate::cq;
@@ -143,7 +143,7 @@ fn progress(st: &mut State, qpn: u32, before: u32) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    if qp.state != QpState::Rts || qp.req.unacked == before {
+    if !sending(qp.state) || qp.req.unacked == before {
         return;
     }
     let req = &qp.req;
@@ -164,7 +164,7 @@ fn ack_through(st: &mut State, qpn: u32, a: u32) {
         let Some(qp) = st.objs.qps.get_mut(qpn) else {
             return;
         };
-        if qp.state != QpState::Rts {
+        if !sending(qp.state) {
             return;
         }
         let Some(e) = qp.req.inflight.front() else {
@@ -202,7 +202,7 @@ pub(crate) fn on_timeout(st: &mut State, qpn: u32, _now: u64) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    if qp.state != QpState::Rts || psn_diff(qp.req.frontier, qp.req.unacked) <= 0 {
+    if !sending(qp.state) || psn_diff(qp.req.frontier, qp.req.unacked) <= 0 {
         return;
     }
     let unacked = qp.req.unacked;
@@ -217,7 +217,7 @@ fn retry(st: &mut State, qpn: u32, psn: u32) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    if qp.state != QpState::Rts {
+    if !sending(qp.state) {
         return;
     }
     if qp.req.retry_left == 0 {
@@ -235,7 +235,7 @@ fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    if qp.state != QpState::Rts {
+    if !sending(qp.state) {
         return;
     }
     if qp.attrs.rnr_retry != RNR_RETRY_INFINITE {
@@ -289,7 +289,7 @@ fn fail_at(st: &mut State, qpn: u32, psn: u32, status: WcStatus, syndrome: Syndr
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    if qp.state != QpState::Rts {
+    if !sending(qp.state) {
         return;
     }
     let req = &mut qp.req;
@@ -359,8 +359,18 @@ pub(crate) fn complete_front(
             event = Some((EventType::QpFatal, Syndrome::CqError));
         }
     }
-    if !ok || event.is_some() {
+    let unreliable = st
+        .objs
+        .qps
+        .get(qpn)
+        .is_some_and(|q| q.qp_type != QpType::Rc);
+    if event.is_some() || (!ok && !unreliable) {
         qp::to_err(st, qpn, event);
+    } else if !ok {
+        // A UC or UD send error stops the send queue only.
+        qp::to_sqe(st, qpn);
+    } else {
+        qp::check_drained(st, qpn);
     }
 }
 
@@ -380,7 +390,7 @@ fn front_holding(st: &mut State, qpn: u32, psn: u32) -> Option<usize> {
     // A response acknowledges every request before its own.
     ack_through(st, qpn, psn_add(first, PSN_MASK));
     let qp = st.objs.qps.get(qpn)?;
-    (qp.state == QpState::Rts
+    (sending(qp.state)
         && qp
             .req
             .inflight
@@ -504,4 +514,10 @@ pub(crate) fn clear(st: &mut State, qpn: u32) {
         qp.timers.rnr = None;
         qp.sq_fetch = qp.sq_ci;
     }
+}
+
+/// Whether a QP in `state` completes and retransmits what it sent: in RTS,
+/// and in SQD, which drains what is in flight.
+fn sending(state: QpState) -> bool {
+    matches!(state, QpState::Rts | QpState::Sqd)
 }

@@ -70,8 +70,9 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
         return false;
     };
     match qp.state {
-        QpState::Rts => {}
-        QpState::Err => {
+        // SQD takes no new WQE, but what is in flight goes on.
+        QpState::Rts | QpState::Sqd => {}
+        QpState::Err | QpState::Sqe => {
             qp::flush_sq(st, qpn);
             return false;
         }
@@ -92,11 +93,11 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
         let Some(qp) = st.objs.qps.get_mut(qpn) else {
             return false;
         };
-        if qp.state != QpState::Rts {
+        if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
             break;
         }
         let req = &qp.req;
-        if req.send_at == req.inflight.len() && !take(st, qpn) {
+        if req.send_at == req.inflight.len() && (qp.state != QpState::Rts || !take(st, qpn)) {
             break;
         }
         let Some(qp) = st.objs.qps.get_mut(qpn) else {
@@ -127,7 +128,7 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
     let outstanding = psn_diff(qp.req.frontier, qp.req.unacked) > 0;
     if outstanding
         && qp.timers.retx.is_none()
-        && qp.state == QpState::Rts
+        && matches!(qp.state, QpState::Rts | QpState::Sqd)
         && qp.qp_type == QpType::Rc
     {
         timers::arm_retx(st, qpn, now);
