@@ -265,6 +265,84 @@ fn cq_overrun(mode: ExecMode) {
     p.assert_quiet();
 }
 
+/// A connected QP in RTR reports COMM_EST for its first packet, once; a
+/// QP already in RTS does not.
+fn comm_est(mode: ExecMode) {
+    let p = Pair::with(
+        mode,
+        PairOpts {
+            connect: false,
+            ..PairOpts::default()
+        },
+    );
+    let c = Conn::default();
+    connect(&p.ctx, &p.a, p.b.qp_num(), &c);
+    to_init(&p.b, &c).unwrap();
+    to_rtr(&p.ctx, &p.b, p.a.qp_num(), &c).unwrap();
+    let src = p.mr(64, ALL_ACCESS);
+    let dst = p.mr(64, ALL_ACCESS);
+    let sg = [src.sge(0, 64).unwrap()];
+    let write = |id| {
+        wr(
+            id,
+            SendOp::RdmaWrite {
+                remote: RemoteAddr {
+                    addr: dst.addr(),
+                    rkey: dst.rkey(),
+                },
+            },
+            &sg,
+        )
+    };
+    p.a.post_send(&[write(1)]).unwrap();
+    assert_ok(&poll_one(&p.cq_a), 1, WcOpcode::RdmaWrite);
+    let ev = expect_event(&p.ctx);
+    assert_eq!(
+        (ev.event_type, ev.obj, ev.syndrome),
+        (EventType::CommEst, p.b.qp_num(), 0)
+    );
+    p.a.post_send(&[write(2)]).unwrap();
+    assert_ok(&poll_one(&p.cq_a), 2, WcOpcode::RdmaWrite);
+    assert_no_event(&p.ctx);
+    // In RTS, and for the requester, there is none.
+    to_rts(&p.b, &c).unwrap();
+    let sg_b = [dst.sge(0, 8).unwrap()];
+    p.b.post_send(&[wr(
+        3,
+        SendOp::RdmaWrite {
+            remote: RemoteAddr {
+                addr: src.addr(),
+                rkey: src.rkey(),
+            },
+        },
+        &sg_b,
+    )])
+    .unwrap();
+    assert_ok(&poll_one(&p.cq_b), 3, WcOpcode::RdmaWrite);
+    p.assert_quiet();
+}
+
+/// Changing the GID table raises GID_CHANGE (obj the port); setting an
+/// entry to what it holds does not.
+fn gid_change(mode: ExecMode) {
+    let ctx = open(mode);
+    let gid = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
+    ctx.set_gid(1, 3, gid, GidType::RoceV2).unwrap();
+    let ev = expect_event(&ctx);
+    assert_eq!((ev.event_type, ev.obj), (EventType::GidChange, 1));
+    assert_eq!(ctx.query_gid(1, 3).unwrap(), gid);
+    ctx.set_gid(1, 3, gid, GidType::RoceV2).unwrap();
+    assert_no_event(&ctx);
+    ctx.set_gid(1, 3, [0; 16], GidType::RoceV2).unwrap();
+    let ev = expect_event(&ctx);
+    assert_eq!((ev.event_type, ev.obj), (EventType::GidChange, 1));
+    assert_eq!(ctx.query_gid(1, 3).unwrap(), [0; 16]);
+    // What SET_GID refuses changes nothing and raises nothing.
+    assert!(ctx.set_gid(1, 3, gid, GidType::Ib).is_err());
+    assert!(ctx.set_gid(2, 0, gid, GidType::RoceV2).is_err());
+    assert_no_event(&ctx);
+}
+
 both_modes!(
     one_event_per_arm,
     solicited_only_arm,
@@ -272,4 +350,6 @@ both_modes!(
     wait_event_returns_none_or_the_event,
     event_queue_wraps,
     cq_overrun,
+    comm_est,
+    gid_change,
 );

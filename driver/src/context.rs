@@ -238,4 +238,27 @@ impl<H: Hal> Context<H> {
     pub fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         self.shared.query_gid(port, index)
     }
+
+    /// Sets GID `index` of `port` to `gid`, of type `ty` (SET_GID): a RoCE
+    /// v2 GID, an IPv4-mapped or an IPv6 address the port then answers
+    /// for; an all-zero `gid` clears the entry. A change raises a
+    /// [`crate::EventType::GidChange`] event, as the kernel reports a
+    /// changed GID table (`IBV_EVENT_GID_CHANGE`).
+    pub fn set_gid(
+        &self,
+        port: u8,
+        index: u32,
+        gid: Gid,
+        ty: rnic_hw_regs::verbs::GidType,
+    ) -> Result<()> {
+        self.shared.port(port)?;
+        let input = rnic_hw_regs::cmd::SetGidIn {
+            port: le32::from_ne(port.into()),
+            index: le32::from_ne(index),
+            gid,
+            gid_type: ty.raw(),
+            reserved: [0; 3],
+        };
+        self.shared.exec::<_, ()>(CmdOpcode::SetGid, &input)
+    }
 }

@@ -109,5 +109,5 @@ pub use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
 pub use rnic_hw_regs::cqe::Syndrome;
 pub use rnic_hw_regs::eqe::EventType;
 pub use rnic_hw_regs::verbs::{
-    access, qp_attr, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
+    access, qp_attr, GidType, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
 };

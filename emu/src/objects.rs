@@ -170,6 +170,8 @@ pub(crate) struct Qp {
     pub sqd_notify: bool,
     /// In SQD: the send queue has drained (the event, if wanted, is sent).
     pub drained: bool,
+    /// The first packet in RTR was reported (`CommEst`).
+    pub comm_est: bool,
     pub pdn: u32,
     pub send_cqn: u32,
     pub recv_cqn: u32,

@@ -510,6 +510,11 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         qp.counters.add(counter::RX_FRAMES, 1);
         qp.counters.add(counter::RX_BYTES, f.len() as u64);
+        // A connected QP's first packet in RTR establishes communication.
+        if qp.state == QpState::Rtr && qp.qp_type != QpType::Ud && !qp.comm_est {
+            qp.comm_est = true;
+            crate::eq::post(st, rnic_hw_regs::eqe::EventType::CommEst, qpn, 0);
+        }
     }
     if info.transport == Transport::Ud {
         // The IP header becomes the receive buffer's GRH.

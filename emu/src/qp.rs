@@ -173,6 +173,9 @@ pub(crate) fn to_reset(st: &mut State, qpn: u32) {
         return;
     };
     qp.state = QpState::Reset;
+    qp.comm_est = false;
+    qp.sqd_notify = false;
+    qp.drained = false;
     qp.sq_ci = 0;
     qp.sq_fetch = 0;
     qp.rq_ci = 0;

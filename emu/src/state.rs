@@ -19,7 +19,7 @@ use crate::transport::timers::{self, Timers};
 use crate::EmuConfig;
 
 /// One GID table entry.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct GidEntry {
     pub gid: [u8; 16],
     pub ty: GidType,

@@ -641,13 +641,17 @@ fn no_rd_atomic_resources(mode: ExecMode) {
     assert_cqe(&c, 3, WcStatus::RemInvReqErr, WcOpcode::RdmaRead);
     assert_eq!(syndrome(&c), Some(Syndrome::RemoteInvalidRequest));
     assert_eq!(state(&mut t, b.qpn), QpState::Err);
+    // b, left in RTR, first reports that communication is established.
     assert_eq!(
         t.events(),
-        vec![(
-            EventType::QpReqErr.raw(),
-            b.qpn,
-            Syndrome::NoRdAtomic as u32
-        )]
+        vec![
+            (EventType::CommEst.raw(), b.qpn, 0),
+            (
+                EventType::QpReqErr.raw(),
+                b.qpn,
+                Syndrome::NoRdAtomic as u32
+            )
+        ]
     );
 }
 

@@ -45,6 +45,9 @@ wire_enum! {
         DeviceFatal = 10,
         /// A command completed; `obj` is the command queue index.
         CmdDone = 11,
+        /// `IBV_EVENT_GID_CHANGE`: SET_GID changed an entry of the port's
+        /// GID table; `obj` is the port number.
+        GidChange = 12,
     }
 }
 

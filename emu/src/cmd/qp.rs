@@ -108,6 +108,7 @@ pub(super) fn create(
             qp_type,
             sqd_notify: false,
             drained: false,
+            comm_est: false,
             pdn,
             send_cqn,
             recv_cqn,

@@ -133,11 +133,16 @@ pub(super) fn set_gid(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         CmdStatus::BadParam,
         off!(SetGidIn, reserved),
     )?;
-    st.gids[index] = GidEntry {
+    let entry = GidEntry {
         gid: i.gid,
         ty,
         valid: !clear,
     };
+    let changed = st.gids[index] != entry;
+    st.gids[index] = entry;
+    if changed {
+        crate::eq::post(st, rnic_hw_regs::eqe::EventType::GidChange, 1, 0);
+    }
     Ok(())
 }
 
