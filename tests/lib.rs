@@ -35,9 +35,9 @@ pub mod traffic;
 pub use rnic_driver::Config as DriverConfig;
 pub use rnic_driver::{
     access, counter, qp_attr, send_flags, wc_flags, Ah, AhAttr, AsyncEvent, Context, Counters, Cq,
-    DestroyError, Error, ErrorKind, EventType, GidType, Mr, Mtu, Payload, Pd, PostError, Qp,
-    QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge, Syndrome,
-    UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
+    DestroyError, Error, ErrorKind, EventType, GidType, Mr, Mtu, Payload, Pd, PortState, PostError,
+    Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
+    Syndrome, UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
 };
 pub use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 

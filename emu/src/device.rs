@@ -302,6 +302,17 @@ impl Shared {
         {
             let mut wire = self.wire();
             wire.poll(now);
+            let up = wire.link_up();
+            if up != st.port.link_up {
+                st.port.link_up = up;
+                log::debug!("port 1: link {}", if up { "up" } else { "down" });
+                let ty = if up {
+                    rnic_hw_regs::eqe::EventType::PortActive
+                } else {
+                    rnic_hw_regs::eqe::EventType::PortErr
+                };
+                crate::eq::post(&mut st, ty, 1, 0);
+            }
             if self.notify.rx_pending.swap(false, Ordering::AcqRel)
                 && wire.recv(&mut rx, RX_BATCH) == RX_BATCH
             {

@@ -133,6 +133,8 @@ pub(crate) struct Port {
     neighbours: HashMap<IpAddress, Neighbour>,
     /// QPs waiting for a neighbour.
     pub waiting: Vec<u32>,
+    /// The wire's link was up at the last step.
+    pub link_up: bool,
 }
 
 impl Port {
@@ -144,6 +146,7 @@ impl Port {
             ident: 0,
             neighbours: HashMap::new(),
             waiting: Vec::new(),
+            link_up: true,
         }
     }
 

@@ -67,7 +67,12 @@ pub(super) fn port(
     check_port(i.port, off!(QueryPortIn, port))?;
     let c = &st.cfg;
     let o = QueryPortOut {
-        state: PortState::Active.raw(),
+        state: if st.port.link_up {
+            PortState::Active
+        } else {
+            PortState::Down
+        }
+        .raw(),
         max_mtu: Mtu::Mtu4096.raw(),
         active_mtu: c.active_mtu.raw(),
         link_layer: LinkLayer::Ethernet.raw(),

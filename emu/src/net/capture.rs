@@ -100,6 +100,10 @@ impl<W: Wire> Wire for Capture<W> {
         self.inner.next_deadline()
     }
 
+    fn link_up(&self) -> bool {
+        self.inner.link_up()
+    }
+
     fn in_memory(&self) -> bool {
         self.inner.in_memory()
     }

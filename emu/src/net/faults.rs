@@ -40,6 +40,9 @@ pub struct FaultConfig {
     pub tx: bool,
     /// Apply to frames the NIC receives.
     pub rx: bool,
+    /// The link is down: every frame is dropped both ways (counted as
+    /// dropped), and the NIC sees its link down.
+    pub link_down: bool,
 }
 
 impl Default for FaultConfig {
@@ -57,6 +60,7 @@ impl Default for FaultConfig {
             max_hold_ns: 1_000_000,
             tx: true,
             rx: true,
+            link_down: false,
         }
     }
 }
@@ -98,6 +102,7 @@ impl std::str::FromStr for FaultConfig {
                 "max_hold_ns" => c.max_hold_ns = int(v)?,
                 "tx" => c.tx = flag(v)?,
                 "rx" => c.rx = flag(v)?,
+                "link_down" => c.link_down = flag(v)?,
                 _ => return Err(format!("unknown fault {k:?}")),
             }
         }
@@ -137,6 +142,8 @@ struct Counters {
 struct Shared {
     config: Mutex<FaultConfig>,
     counters: Counters,
+    /// The NIC's waker, to tell it of a link change.
+    waker: Mutex<Option<Waker>>,
 }
 
 /// Changes a running injector's configuration and reads its counts.
@@ -144,9 +151,24 @@ struct Shared {
 pub struct FaultHandle(Arc<Shared>);
 
 impl FaultHandle {
-    /// Replaces the configuration; it applies to the next frame.
+    /// Replaces the configuration; it applies to the next frame. A change
+    /// of `link_down` wakes the NIC, which reports it.
     pub fn set(&self, config: FaultConfig) {
-        *self.0.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
+        let old = std::mem::replace(
+            &mut *self.0.config.lock().unwrap_or_else(|e| e.into_inner()),
+            config,
+        );
+        if old.link_down != config.link_down {
+            let waker = self
+                .0
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(w) = waker {
+                w();
+            }
+        }
     }
 
     /// The current configuration.
@@ -250,6 +272,7 @@ impl<W: Wire> Faults<W> {
         let shared = Arc::new(Shared {
             config: Mutex::new(FaultConfig::default()),
             counters: Counters::default(),
+            waker: Mutex::new(None),
         });
         let f = Self {
             inner,
@@ -294,6 +317,11 @@ impl<W: Wire> Faults<W> {
         });
         held.release_due(now, out);
         for mut f in frames.drain(..) {
+            if cfg.link_down {
+                c.frames.fetch_add(1, Ordering::Relaxed);
+                c.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             if !active {
                 out.push(f);
                 continue;
@@ -415,7 +443,18 @@ impl<W: Wire> Wire for Faults<W> {
 
     fn set_waker(&mut self, waker: Waker) {
         self.waker = Some(waker.clone());
+        *self.shared.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker.clone());
         self.inner.set_waker(waker);
+    }
+
+    fn link_up(&self) -> bool {
+        !self
+            .shared
+            .config
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .link_down
+            && self.inner.link_up()
     }
 
     fn poll(&mut self, now_ns: u64) {

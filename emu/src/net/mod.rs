@@ -76,6 +76,13 @@ pub trait Wire: Send {
     fn in_memory(&self) -> bool {
         true
     }
+
+    /// Whether the link is up. A NIC whose link goes down or comes back
+    /// reports it (its port's state and an event); a wire calls the waker
+    /// when it changes.
+    fn link_up(&self) -> bool {
+        true
+    }
 }
 
 impl<W: Wire + ?Sized> Wire for Box<W> {
@@ -101,5 +108,9 @@ impl<W: Wire + ?Sized> Wire for Box<W> {
 
     fn in_memory(&self) -> bool {
         (**self).in_memory()
+    }
+
+    fn link_up(&self) -> bool {
+        (**self).link_up()
     }
 }
