@@ -343,6 +343,31 @@ fn gid_change(mode: ExecMode) {
     assert_no_event(&ctx);
 }
 
+/// A device that fails reports DEVICE_FATAL while its event queue works;
+/// commands then fail instead of waiting.
+fn device_fatal(mode: ExecMode) {
+    let dev = EmuDevice::new(EmuConfig::default(), mode);
+    let ctx = Ctx::open(dev.hal()).unwrap();
+    let _pd = ctx.alloc_pd().unwrap();
+    dev.inject_internal_error();
+    let ev = expect_event(&ctx);
+    assert_eq!(
+        (ev.event_type, ev.obj, ev.syndrome),
+        (
+            EventType::DeviceFatal,
+            0,
+            rnic_hw_regs::bar0::FatalSyndrome::Internal as u32
+        )
+    );
+    let start = std::time::Instant::now();
+    let e = ctx.alloc_pd().err().expect("a command on a fatal device");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(2),
+        "it waited"
+    );
+    assert!(e.to_string().contains("fatal"), "{e}");
+}
+
 both_modes!(
     one_event_per_arm,
     solicited_only_arm,
@@ -352,4 +377,5 @@ both_modes!(
     cq_overrun,
     comm_est,
     gid_change,
+    device_fatal,
 );

@@ -43,7 +43,10 @@ impl CmdQueue {
         }
     }
 
-    /// Executes `op` with `input` and returns its output.
+    /// Executes `op` with `input` and returns its output. Gives up after
+    /// the timeout, or as soon as the device is seen in the fatal state
+    /// (`STATUS` is read every [`FATAL_CHECK_SPINS`] polls of the entry); the
+    /// outcome is then unknown, as for a timeout.
     pub(crate) fn exec<H: Hal, I: Pod, O: Pod>(
         &self,
         hal: &H,
@@ -86,11 +89,29 @@ impl CmdQueue {
         hal.mmio_write32(BAR_REGS, bar0::CMDQ_DB, st.pi);
 
         let start = hal.now_ns();
+        let mut spins = 0u32;
         // Acquire: the device wrote status and output before clearing the
         // owner byte.
         while self.mem.load_u8_acquire(base + CMD_OWNER_OFFSET) == OWNER_DEVICE {
             if hal.now_ns().saturating_sub(start) > self.timeout_ns {
                 return Err(self.timeout_error(hal, op));
+            }
+            // A fatal device executes no command: no use waiting for it.
+            spins = spins.wrapping_add(1);
+            if spins % FATAL_CHECK_SPINS == 0 {
+                let status =
+                    Status::from_bits(le32::from_ne(hal.mmio_read32(BAR_REGS, bar0::STATUS)));
+                if status.fatal() {
+                    let raw = hal.mmio_read32(BAR_REGS, bar0::FATAL_SYNDROME);
+                    log::error!("command {op:?} abandoned: the device is fatal");
+                    return Err(Error::new(
+                        ErrorKind::TimedOut,
+                        format!(
+                            "command {op:?} abandoned: the device is in the fatal state: {}",
+                            describe_fatal(raw)
+                        ),
+                    ));
+                }
             }
             hal.relax();
         }
@@ -132,6 +153,9 @@ impl CmdQueue {
         )
     }
 }
+
+/// Polls of a command's owner byte between two reads of `STATUS`.
+const FATAL_CHECK_SPINS: u32 = 256;
 
 /// A readable description of a `FATAL_SYNDROME` value.
 pub(crate) fn describe_fatal(raw: u32) -> alloc::string::String {

@@ -657,6 +657,14 @@ impl EmuDevice {
         }
     }
 
+    /// Makes the device fail as hardware does on an internal error (a
+    /// test's way to pull the plug): it enters the fatal state with the
+    /// `Internal` syndrome, reporting a `DeviceFatal` event while its
+    /// event queue works, and does nothing more until a reset.
+    pub fn inject_internal_error(&self) {
+        regs::fatal(&mut self.shared.lock(), FatalSyndrome::Internal);
+    }
+
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

@@ -2,7 +2,7 @@
 
 use rnic_hw_regs::bar0::*;
 use rnic_hw_regs::cmd::CMD_ENTRY_SIZE;
-use rnic_hw_regs::eqe::EQE_SIZE;
+use rnic_hw_regs::eqe::{EventType, EQE_SIZE};
 use rnic_hw_regs::{pci, PAGE_SIZE};
 
 use crate::cmdq::CmdQueue;
@@ -202,6 +202,11 @@ fn enable(st: &mut State) {
 /// Enters the fatal state: the device stops until reset.
 pub(crate) fn fatal(st: &mut State, syndrome: FatalSyndrome) {
     log::error!("device fatal error: {syndrome:?}");
+    // While the event queue still works, it carries the news too
+    // (`IBV_EVENT_DEVICE_FATAL`); a failing EQ cannot.
+    if !st.regs.fatal && syndrome != FatalSyndrome::EqDma {
+        crate::eq::post(st, EventType::DeviceFatal, 0, syndrome as u32);
+    }
     st.regs.fatal = true;
     st.regs.enabled = false;
     st.regs.fatal_syndrome = syndrome as u32;
