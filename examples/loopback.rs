@@ -86,6 +86,7 @@ fn run(mode: ExecMode) -> Res<()> {
     let qp_a = pd.create_qp(&QpInitAttr {
         send_cq: &cq_a,
         recv_cq: &cq_a,
+        srq: None,
         cap,
         qp_type: QpType::Rc,
         sq_sig_all: false,
@@ -93,6 +94,7 @@ fn run(mode: ExecMode) -> Res<()> {
     let qp_b = pd.create_qp(&QpInitAttr {
         send_cq: &cq_b,
         recv_cq: &cq_b,
+        srq: None,
         cap,
         qp_type: QpType::Rc,
         sq_sig_all: false,

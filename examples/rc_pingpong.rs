@@ -183,6 +183,7 @@ fn run(a: Args) -> Result<(), String> {
         .create_qp(&QpInitAttr {
             send_cq: &cq,
             recv_cq: &cq,
+            srq: None,
             cap,
             qp_type: if a.uc { QpType::Uc } else { QpType::Rc },
             sq_sig_all: false,

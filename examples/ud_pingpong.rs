@@ -83,6 +83,7 @@ fn run(a: Args) -> Result<(), String> {
         .create_qp(&QpInitAttr {
             send_cq: &cq,
             recv_cq: &cq,
+            srq: None,
             cap: QpCap {
                 max_send_wr: 1,
                 max_recv_wr: c.rx_depth,

@@ -30,14 +30,16 @@ use std::time::{Duration, Instant};
 pub use rnic_queues::Hal;
 
 pub mod fabric;
+pub mod peer;
 pub mod traffic;
 
 pub use rnic_driver::Config as DriverConfig;
 pub use rnic_driver::{
-    access, counter, qp_attr, send_flags, wc_flags, Ah, AhAttr, AsyncEvent, Context, Counters, Cq,
-    DestroyError, Error, ErrorKind, EventType, GidType, Mr, Mtu, Payload, Pd, PortState, PostError,
-    Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
-    Syndrome, UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
+    access, counter, qp_attr, send_flags, srq_mask, wc_flags, Ah, AhAttr, AsyncEvent, Context,
+    Counters, Cq, DestroyError, Error, ErrorKind, EventType, GidType, Mr, Mtu, Payload, Pd,
+    PortState, PostError, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, RemoteAddr,
+    SendOp, SendWr, Sge, Srq, SrqAttr, Syndrome, UdDest, WcOpcode, WcStatus, WorkCompletion,
+    GRH_LEN,
 };
 pub use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
@@ -295,6 +297,7 @@ pub fn create_qp(pd: &EPd, send_cq: &ECq, recv_cq: &ECq, cap: QpCap, sq_sig_all:
     pd.create_qp(&QpInitAttr {
         send_cq,
         recv_cq,
+        srq: None,
         cap,
         qp_type: QpType::Rc,
         sq_sig_all,

@@ -167,6 +167,7 @@ fn object_limits(mode: ExecMode) {
     let third = pd.create_qp(&QpInitAttr {
         send_cq: &cq1,
         recv_cq: &cq2,
+        srq: None,
         cap: cap(2, 1, 0),
         qp_type: QpType::Rc,
         sq_sig_all: false,
@@ -196,6 +197,7 @@ fn bad_creation_parameters(mode: ExecMode) {
         pd.create_qp(&QpInitAttr {
             send_cq: &cq,
             recv_cq: &cq,
+            srq: None,
             cap,
             qp_type: ty,
             sq_sig_all: false,

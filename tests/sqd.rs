@@ -193,6 +193,7 @@ fn a_ud_send_error_stops_the_send_queue_only() {
             .create_qp(&QpInitAttr {
                 send_cq: &cq,
                 recv_cq: &cq,
+                srq: None,
                 cap: cap(8, 1, 0),
                 qp_type: QpType::Ud,
                 sq_sig_all: false,

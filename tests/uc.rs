@@ -29,6 +29,7 @@ impl Uc {
             .create_qp(&QpInitAttr {
                 send_cq: &cq,
                 recv_cq: &cq,
+                srq: None,
                 cap: cap(64, 2, 64),
                 qp_type: QpType::Uc,
                 sq_sig_all: false,

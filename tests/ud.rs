@@ -36,6 +36,7 @@ impl Ud {
             .create_qp(&QpInitAttr {
                 send_cq: &cq,
                 recv_cq: &cq,
+                srq: None,
                 cap: cap(16, 2, 64),
                 qp_type: QpType::Ud,
                 sq_sig_all: false,
@@ -438,6 +439,7 @@ fn the_driver_refuses_what_ud_cannot_do() {
         a.pd.create_qp(&QpInitAttr {
             send_cq: &a.cq,
             recv_cq: &a.cq,
+            srq: None,
             cap: cap(4, 1, 0),
             qp_type: QpType::Ud,
             sq_sig_all: false,

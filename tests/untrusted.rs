@@ -141,6 +141,7 @@ fn loopback_qp(ctx: &TCtx, pd: &Pd<Tamper>, cq: &Cq<Tamper>, inline: u32) -> Qp<
         .create_qp(&QpInitAttr {
             send_cq: cq,
             recv_cq: cq,
+            srq: None,
             cap: cap(8, 1, inline),
             qp_type: QpType::Rc,
             sq_sig_all: false,

@@ -60,6 +60,12 @@ pub struct DeviceAttr {
     pub max_msg_sz: u32,
     /// Local CA ACK delay.
     pub local_ca_ack_delay: u32,
+    /// Number of shared receive queues (0: none).
+    pub max_srq: u32,
+    /// Largest shared receive queue, in work requests.
+    pub max_srq_wr: u32,
+    /// Largest scatter list in a shared receive queue's request.
+    pub max_srq_sge: u32,
 }
 
 impl From<&QueryDeviceOut> for DeviceAttr {
@@ -89,6 +95,9 @@ impl From<&QueryDeviceOut> for DeviceAttr {
             phys_port_cnt: o.phys_port_cnt.to_ne(),
             max_msg_sz: o.max_msg_sz.to_ne(),
             local_ca_ack_delay: o.local_ca_ack_delay.to_ne(),
+            max_srq: o.max_srq.to_ne(),
+            max_srq_wr: o.max_srq_wr.to_ne(),
+            max_srq_sge: o.max_srq_sge.to_ne(),
         }
     }
 }

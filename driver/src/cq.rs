@@ -19,6 +19,7 @@ use crate::context::{remove_if_ours, Context, Shared};
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::qp::QpShared;
+use crate::srq::SrqSlots;
 use crate::wc::WorkCompletion;
 
 /// A completion queue (`struct ibv_cq`).
@@ -404,7 +405,8 @@ impl<H: Hal> CqShared<H> {
                     ),
                 ));
             }
-            self.clean_locked(&mut p, qp.qpn);
+            let srq = old.srq.clone();
+            self.clean_locked(&mut p, qp.qpn, srq.as_deref());
         }
         p.qps.insert(Arc::clone(qp));
         Ok(())
@@ -429,7 +431,7 @@ impl<H: Hal> CqShared<H> {
     pub(crate) fn detach(&self, qp: &Arc<QpShared>) {
         let mut p = self.poll.lock();
         if p.qps.remove(qp) {
-            self.clean_locked(&mut p, qp.qpn);
+            self.clean_locked(&mut p, qp.qpn, qp.srq.as_deref());
         }
     }
 
@@ -440,7 +442,7 @@ impl<H: Hal> CqShared<H> {
     pub(crate) fn abandon(&self, qp: &Arc<QpShared>) {
         let mut p = self.poll.lock();
         if p.qps.get(qp.qpn).is_some_and(|q| Arc::ptr_eq(q, qp)) {
-            self.clean_locked(&mut p, qp.qpn);
+            self.clean_locked(&mut p, qp.qpn, qp.srq.as_deref());
         }
     }
 
@@ -448,11 +450,15 @@ impl<H: Hal> CqShared<H> {
     /// reset: the device writes no more for it, and its queue indices start
     /// over.
     pub(crate) fn clean(&self, qpn: u32) {
-        self.clean_locked(&mut self.poll.lock(), qpn);
+        let mut p = self.poll.lock();
+        let srq = p.qps.get(qpn).and_then(|q| q.srq.clone());
+        self.clean_locked(&mut p, qpn, srq.as_deref());
     }
 
     /// Removes every completion of QP `qpn` (mlx5's `__mlx5_cq_clean`).
-    fn clean_locked(&self, p: &mut CqPoll, qpn: u32) {
+    /// The receive completions of a QP on `srq` give their slots back to
+    /// it: nobody will poll them.
+    fn clean_locked(&self, p: &mut CqPoll, qpn: u32, srq: Option<&SrqSlots>) {
         let size = 1u32 << self.log_size;
         let off = |i: u32| (i & (size - 1)) as usize * CQE_SIZE;
         let ci = p.ring.ci();
@@ -471,6 +477,16 @@ impl<H: Hal> CqShared<H> {
             let cqe: Cqe = self.ring_mem.read(off(i));
             if cqe.qpn.to_ne() & 0xff_ffff == qpn {
                 freed += 1;
+                if let Some(srq) = srq.filter(|_| !cqe.flags.is_send()) {
+                    if srq.retire(cqe.wqe_counter.to_ne()).is_none() {
+                        log::warn!(
+                            "CQ {}: a removed completion of QP {qpn} names no outstanding \
+                             WQE of SRQ {}",
+                            self.cqn,
+                            srq.srqn
+                        );
+                    }
+                }
             } else if freed > 0 {
                 let dst = i.wrapping_add(freed);
                 let owner: CqeOwner = self.ring_mem.read(off(dst) + CQE_OWNER_OFFSET);

@@ -21,7 +21,7 @@
 //!     let cq = ctx.create_cq(64)?;
 //!     let cap = QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 64 };
 //!     let qp = pd.create_qp(&QpInitAttr {
-//!         send_cq: &cq, recv_cq: &cq, cap, qp_type: QpType::Rc, sq_sig_all: false,
+//!         send_cq: &cq, recv_cq: &cq, srq: None, cap, qp_type: QpType::Rc, sq_sig_all: false,
 //!     })?;
 //!     qp.modify(
 //!         &QpAttr { qp_state: QpState::Init, port_num: 1, ..QpAttr::default() },
@@ -84,6 +84,7 @@ mod event;
 mod mr;
 mod pd;
 mod qp;
+mod srq;
 mod wc;
 mod wqe;
 mod wr;
@@ -102,6 +103,7 @@ pub use event::AsyncEvent;
 pub use mr::Mr;
 pub use pd::Pd;
 pub use qp::{AhAttr, Qp, QpAttr, QpCap, QpInitAttr};
+pub use srq::{srq_mask, Srq, SrqAttr};
 pub use wc::{wc_flags, WorkCompletion};
 pub use wr::{send_flags, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};
 

@@ -35,6 +35,8 @@ pub struct EmuConfig {
     pub max_mr: u32,
     /// Number of PDs.
     pub max_pd: u32,
+    /// Number of shared receive queues; 0: none (`CAP_DEV.srq = 0`).
+    pub max_srq: u32,
     /// log2 of the largest work queue (SQ in 64-byte BBs, RQ in WQEs).
     pub log_max_wq: u8,
     /// log2 of the largest CQ in CQEs.
@@ -74,6 +76,7 @@ impl Default for EmuConfig {
             max_cq: 1024,
             max_mr: 4096,
             max_pd: 1024,
+            max_srq: 1024,
             log_max_wq: 15,
             log_max_cqe: 16,
             max_sge: 16,
@@ -130,6 +133,7 @@ impl EmuConfig {
             (1..MAX_OBJECTS).contains(&self.max_pd),
             "max_pd must be in 1..2^24",
         )?;
+        check(self.max_srq < MAX_OBJECTS, "max_srq must be below 2^24")?;
         // Work queue indices are 16 bits wide on the device side.
         check(self.log_max_wq <= 15, "log_max_wq must be at most 15")?;
         // CQ and EQ indices are 24 bits wide.
@@ -261,6 +265,7 @@ mod tests {
         let max_cq: fn(&mut EmuConfig, u32) = |c, v| c.max_cq = v;
         let max_mr: fn(&mut EmuConfig, u32) = |c, v| c.max_mr = v;
         let max_pd: fn(&mut EmuConfig, u32) = |c, v| c.max_pd = v;
+        let max_srq: fn(&mut EmuConfig, u32) = |c, v| c.max_srq = v;
         // QPNs 0 ..= 2^24 - 1: 2^24 of them.
         assert!(with(max_qp, 1 << 24).is_ok());
         assert!(with(max_qp, (1 << 24) + 1).is_err());
@@ -272,5 +277,9 @@ mod tests {
             assert!(with(f, 1 << 24).is_err());
             assert!(with(f, 0).is_err());
         }
+        // No SRQs is a configuration of its own.
+        assert!(with(max_srq, 0).is_ok());
+        assert!(with(max_srq, (1 << 24) - 1).is_ok());
+        assert!(with(max_srq, 1 << 24).is_err());
     }
 }

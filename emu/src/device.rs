@@ -31,14 +31,16 @@ use std::time::{Duration, Instant};
 use crossbeam_queue::ArrayQueue;
 use rnic_hw_regs::bar0::FatalSyndrome;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS, BAR_REGS_SIZE};
-use rnic_hw_regs::uar::{CqDoorbell, RqDoorbell, SqDoorbell, CQ_DB, RQ_DB, SQ_DB, UAR_PAGE_SIZE};
+use rnic_hw_regs::uar::{
+    CqDoorbell, RqDoorbell, SqDoorbell, WqDoorbell, CQ_DB, RQ_DB, SQ_DB, SRQ_DB, UAR_PAGE_SIZE,
+};
 
 use crate::clock::Clock;
 use crate::irq::IrqLines;
 use crate::net::{Capture, Frame, Loopback, Wire};
 use crate::state::State;
 use crate::transport::requester;
-use crate::{cq, qp, regs, ConfigError, EmuConfig, EmuHal, ExecMode};
+use crate::{cq, qp, regs, srq, ConfigError, EmuConfig, EmuHal, ExecMode};
 
 /// Capacity of the thread-mode work queue.
 const QUEUE_DEPTH: usize = 4096;
@@ -361,6 +363,7 @@ fn doorbell(st: &mut State, off: usize, v: u64) {
         SQ_DB => requester::sq_doorbell(st, page, SqDoorbell::from_bits(v)),
         RQ_DB => qp::rq_doorbell(st, page, RqDoorbell::from_bits(v)),
         CQ_DB => cq::arm(st, page, CqDoorbell::from_bits(v)),
+        SRQ_DB => srq::doorbell(st, page, WqDoorbell::from_bits(v)),
         other => log::warn!("doorbell write {v:#x} to undefined page offset {other:#x} ignored"),
     }
 }

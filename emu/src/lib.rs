@@ -71,8 +71,9 @@
 //! Modules, one concern each: `config`, `device` (locking, steps, the
 //! inline driver and the device thread, BAR dispatch), `hal`, `iommu`,
 //! `irq`, `regs` (BAR 0), `cmdq` and `cmd` (commands), `objects`
-//! (PD/MR/CQ/QP tables), `cq` and `eq` (CQE/EQE writers), `qp` (state side
-//! effects, flush), `wqe` (WQE decoding), `sgl` (keys to host memory),
+//! (PD/MR/CQ/SRQ/QP tables), `cq` and `eq` (CQE/EQE writers), `qp` (state
+//! side effects, flush), `srq` (taking from shared receive queues), `wqe`
+//! (WQE decoding), `sgl` (keys to host memory),
 //! `counters`, `clock`, `port` (paths, neighbours, receive checks),
 //! `transport` (requester, completer, responder, timers), and the public
 //! [`wire`] (formats), [`net`] (wires and middleware) and [`pcap`].
@@ -95,6 +96,7 @@ mod port;
 mod qp;
 mod regs;
 mod sgl;
+mod srq;
 mod state;
 mod transport;
 pub mod wire;

@@ -1,5 +1,5 @@
-//! Object tables: protection domains, memory regions, completion queues and
-//! queue pairs, indexed by their numbers.
+//! Object tables: protection domains, memory regions, completion queues,
+//! shared receive queues and queue pairs, indexed by their numbers.
 
 use rnic_hw_regs::cmd::QpAttrs;
 use rnic_hw_regs::uar::CqArmCmd;
@@ -160,6 +160,30 @@ pub(crate) struct Cq {
     pub users: u32,
 }
 
+/// A shared receive queue: a ring of receive WQEs that the QPs created
+/// with it take from in ring order.
+#[derive(Debug)]
+pub(crate) struct Srq {
+    /// The receive WQEs' L_Keys are checked against this PD.
+    pub pdn: u32,
+    pub log_wqes: u8,
+    pub log_stride: u8,
+    pub uar_page: u32,
+    pub buf: DmaRange,
+    pub dbrec: DmaRange,
+    /// Free-running index of the next WQE to take (16 bits significant).
+    pub ci: u32,
+    /// Producer index last accepted from the doorbell record (never more
+    /// than the ring size ahead of `ci`).
+    pub pi: u32,
+    /// Armed limit (0: disarmed): fewer WQEs left raises an event.
+    pub limit: u32,
+    /// The doorbell record or ring failed: no more WQEs are given out.
+    pub error: bool,
+    /// QPs taking from it: destroying it is refused while non-zero.
+    pub users: u32,
+}
+
 /// A queue pair.
 #[derive(Debug)]
 pub(crate) struct Qp {
@@ -173,6 +197,11 @@ pub(crate) struct Qp {
     /// The first packet in RTR was reported (`CommEst`).
     pub comm_est: bool,
     pub pdn: u32,
+    /// The SRQ its receive WQEs come from (it has no receive queue).
+    pub srqn: Option<u32>,
+    /// The PD receive WQEs' L_Keys are checked against: the SRQ's, or
+    /// the QP's own.
+    pub recv_pdn: u32,
     pub send_cqn: u32,
     pub recv_cqn: u32,
     pub sq_sig_all: bool,
@@ -223,6 +252,7 @@ pub(crate) struct Objects {
     pub pds: Table<Pd>,
     pub mrs: MrTable,
     pub cqs: Table<Cq>,
+    pub srqs: Table<Srq>,
     pub qps: Table<Qp>,
 }
 
@@ -232,6 +262,7 @@ impl Objects {
             pds: Table::new(1, cfg.max_pd + 1),
             mrs: MrTable::new(cfg.max_mr),
             cqs: Table::new(1, cfg.max_cq + 1),
+            srqs: Table::new(1, cfg.max_srq + 1),
             // QPNs 0 and 1 are reserved; CAP_MAX_QP counts them.
             qps: Table::new(2, cfg.max_qp),
         }
@@ -242,6 +273,7 @@ impl Objects {
         self.pds.clear();
         self.mrs.clear();
         self.cqs.clear();
+        self.srqs.clear();
         self.qps.clear();
     }
 }

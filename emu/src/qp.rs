@@ -13,7 +13,7 @@ use crate::iommu::Iommu;
 use crate::objects::Qp;
 use crate::state::State;
 use crate::transport::{completer, responder, QpTimers, ReqState, RespState};
-use crate::{cq, eq, wqe};
+use crate::{cq, eq, srq, wqe};
 
 /// Work queue indices are 16 bits wide on the device side.
 pub(crate) const WQ_INDEX_BITS: u32 = 16;
@@ -122,12 +122,18 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
     }
     log::debug!("QP {qpn}: {:?} -> Err ({event:?})", qp.state);
     qp.state = QpState::Err;
+    let on_srq = qp.srqn.is_some();
     completer::clear(st, qpn);
+    srq::flush_held(st, qpn);
     responder::clear(st, qpn);
     flush_rq(st, qpn);
     flush_sq(st, qpn);
     if let Some((ty, syndrome)) = event {
         eq::post(st, ty, qpn, syndrome as u32);
+    }
+    if on_srq {
+        // It takes nothing more from the SRQ, and its WQE is back.
+        eq::post(st, EventType::QpLastWqeReached, qpn, 0);
     }
 }
 
@@ -164,10 +170,11 @@ pub(crate) fn check_drained(st: &mut State, qpn: u32) {
 }
 
 /// Moves QP `qpn` to the reset state: queued WQEs are discarded without
-/// completions, the consumer indices restart at 0 and the transport state
-/// goes.
+/// completions (but an SRQ WQE it holds is completed, being the SRQ's),
+/// the consumer indices restart at 0 and the transport state goes.
 pub(crate) fn to_reset(st: &mut State, qpn: u32) {
     completer::clear(st, qpn);
+    srq::flush_held(st, qpn);
     responder::clear(st, qpn);
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
@@ -236,9 +243,10 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
 }
 
 /// Completes every posted receive WQE with `WR_FLUSH_ERR`, in order (as
-/// many as [`flush_sq`] would: never more than the ring holds).
+/// many as [`flush_sq`] would: never more than the ring holds). A QP on
+/// an SRQ has no receive queue: the SRQ's WQEs are other QPs' too.
 pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+    let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.srqn.is_none()) else {
         return;
     };
     let mut pending = outstanding(qp, &st.iommu, Wq::Rq);
@@ -279,10 +287,11 @@ pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
         log::warn!("RQ doorbell for unknown QP {qpn} ignored");
         return;
     };
-    if qp.uar_page != page {
+    if qp.uar_page != page || qp.srqn.is_some() {
         log::warn!(
-            "RQ doorbell for QP {qpn} on page {page}, not its page {}: ignored",
-            qp.uar_page
+            "RQ doorbell for QP {qpn} on page {page} (its page {}, SRQ {:?}): ignored",
+            qp.uar_page,
+            qp.srqn
         );
         return;
     }

@@ -58,6 +58,7 @@ pub(crate) fn read(st: &State, off: usize) -> u32 {
             .with_atomics(true)
             .with_ud(true)
             .with_uc(true)
+            .with_srq(c.max_srq > 0)
             .into_bits()
             .to_ne(),
         CAP_MAX_QP => c.max_qp,
@@ -73,6 +74,7 @@ pub(crate) fn read(st: &State, off: usize) -> u32 {
             .into_bits()
             .to_ne(),
         CAP_UAR_PAGES => c.uar_pages,
+        CAP_MAX_SRQ => c.max_srq,
         CTRL => Ctrl::new().with_enable(r.ctrl_enable).into_bits().to_ne(),
         STATUS => Status::new()
             .with_ready(r.ready)

@@ -4,7 +4,7 @@ use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::*;
 
-use crate::iommu::{from_bytes, Iommu};
+use crate::iommu::{from_bytes, DmaRange, Iommu};
 use crate::objects::Qp;
 use crate::transport::ReqOp;
 
@@ -294,17 +294,19 @@ pub(crate) enum RecvError {
     Malformed(u64),
 }
 
-/// Copies the receive WQE at the QP's receive consumer index into `w`: the
-/// header, then the whole scatter list in one copy.
+/// Copies the receive WQE in slot `slot` (of `1 << log_stride` bytes) of
+/// `ring` into `w`: the header, then the whole scatter list in one copy.
 pub(crate) fn fetch_recv(
     w: &mut RecvWqe,
-    qp: &mut Qp,
+    ring: &mut DmaRange,
     iommu: &Iommu,
+    slot: u32,
+    log_stride: u8,
     max_sge: u8,
 ) -> Result<(), RecvError> {
-    let stride = 1usize << qp.log_rq_stride;
-    let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
-    let hdr: RecvWqeHdr = qp.rq.read(iommu, slot).ok_or(RecvError::Fault)?;
+    let stride = 1usize << log_stride;
+    let at = slot as usize * stride;
+    let hdr: RecvWqeHdr = ring.read(iommu, at).ok_or(RecvError::Fault)?;
     let wr_id = hdr.wr_id.to_ne();
     let n = hdr.sge_count.to_ne() as usize;
     // (The stride already bounds `n` below the array's length; the
@@ -313,10 +315,7 @@ pub(crate) fn fetch_recv(
         return Err(RecvError::Malformed(wr_id));
     }
     let len = n * SEG_SIZE;
-    let p = qp
-        .rq
-        .at(iommu, slot + SEG_SIZE, len)
-        .ok_or(RecvError::Fault)?;
+    let p = ring.at(iommu, at + SEG_SIZE, len).ok_or(RecvError::Fault)?;
     // SAFETY: `len` bytes inside a live mapping (translated under the device
     // lock) into a distinct array of `MAX_SEND_WQE_DS >= n` (checked above)
     // `DataSeg`s: plain little-endian integers, valid for any bit pattern.

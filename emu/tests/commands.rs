@@ -9,6 +9,9 @@ use rnic_hw_regs::bar0::{
     self, CmdqCtrl, Ctrl, DevCaps, EqCtrl, FatalSyndrome, QueueCaps, Version,
 };
 use rnic_hw_regs::cmd::*;
+use rnic_hw_regs::cqe::Syndrome;
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::uar::{WqDoorbell, SRQ_DB, UAR_PAGE_SIZE};
 use rnic_hw_regs::verbs::{access, qp_attr, GidType, LinkLayer, PortState, QpState};
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::Hal;
@@ -24,6 +27,7 @@ both_modes!(
     cq_commands,
     qp_create_rejections,
     qp_modify_rules,
+    srq_commands,
     unimplemented_opcodes,
 );
 
@@ -38,7 +42,8 @@ fn registers_and_handshake(mode: ExecMode) {
         (caps.num_ports(), caps.log_max_msg(), caps.atomics()),
         (1, 31, true)
     );
-    assert!(!caps.srq() && caps.ud() && caps.uc());
+    assert!(caps.srq() && caps.ud() && caps.uc());
+    assert_eq!(hal.mmio_read32(0, bar0::CAP_MAX_SRQ), 1024);
     let q = QueueCaps::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::CAP_QUEUE)));
     assert_eq!((q.log_max_wq(), q.log_max_cqe(), q.max_sge()), (15, 16, 16));
     assert_eq!((q.max_inline_16(), q.max_wqe_bbs()), (16, 8));
@@ -467,9 +472,12 @@ fn qp_create_rejections(mode: ExecMode) {
         (
             CreateQpIn {
                 srqn: le32::from_ne(1),
+                log_rq_stride: 0,
+                log_rq_wqes: le32::from_ne(0),
+                rq_iova: le64::from_ne(0),
                 ..good
             },
-            BadParam,
+            BadResource,
             offset_of!(CreateQpIn, srqn),
         ),
         (
@@ -689,15 +697,226 @@ fn qp_modify_rules(mode: ExecMode) {
         .fails(CmdStatus::BadResource, offset_of!(ModifyQpIn, qpn));
 }
 
+fn srq_commands(mode: ExecMode) {
+    use CmdStatus::{BadDma, BadParam, BadResource, Busy};
+    let mut t = bring_up(mode);
+    let pdn = t.create_pd();
+    let buf = t.hal.dma_alloc(1 << (3 + 5)).unwrap();
+    let big = t.hal.dma_alloc(1 << (5 + 5)).unwrap();
+    let dbrec = t.hal.dma_alloc(8).unwrap();
+    let good = CreateSrqIn {
+        pdn: le32::from_ne(pdn),
+        log_wqes: le32::from_ne(3),
+        log_stride: le32::from_ne(5),
+        srq_limit: le32::from_ne(0),
+        uar_page: le32::from_ne(2),
+        reserved: le32::from_ne(0),
+        buf_iova: le64::from_ne(buf.iova()),
+        dbrec_iova: le64::from_ne(dbrec.iova()),
+    };
+    let bad = |f: &dyn Fn(&mut CreateSrqIn)| {
+        let mut i = good;
+        f(&mut i);
+        i
+    };
+    let cases: [(CreateSrqIn, CmdStatus, usize); 10] = [
+        (
+            bad(&|i| i.pdn = le32::from_ne(77)),
+            BadResource,
+            offset_of!(CreateSrqIn, pdn),
+        ),
+        (
+            bad(&|i| i.log_wqes = le32::from_ne(16)),
+            BadParam,
+            offset_of!(CreateSrqIn, log_wqes),
+        ),
+        (
+            bad(&|i| i.log_stride = le32::from_ne(4)),
+            BadParam,
+            offset_of!(CreateSrqIn, log_stride),
+        ),
+        (
+            bad(&|i| i.log_stride = le32::from_ne(10)),
+            BadParam,
+            offset_of!(CreateSrqIn, log_stride),
+        ),
+        (
+            bad(&|i| i.srq_limit = le32::from_ne(9)),
+            BadParam,
+            offset_of!(CreateSrqIn, srq_limit),
+        ),
+        (
+            bad(&|i| i.uar_page = le32::from_ne(64)),
+            BadParam,
+            offset_of!(CreateSrqIn, uar_page),
+        ),
+        (
+            bad(&|i| i.reserved = le32::from_ne(1)),
+            BadParam,
+            offset_of!(CreateSrqIn, reserved),
+        ),
+        (
+            bad(&|i| i.buf_iova = le64::from_ne(buf.iova() + 64)),
+            BadParam,
+            offset_of!(CreateSrqIn, buf_iova),
+        ),
+        (
+            bad(&|i| i.buf_iova = le64::from_ne(0x7000_0000_0000)),
+            BadDma,
+            offset_of!(CreateSrqIn, buf_iova),
+        ),
+        (
+            bad(&|i| i.dbrec_iova = le64::from_ne(dbrec.iova() + 2)),
+            BadParam,
+            offset_of!(CreateSrqIn, dbrec_iova),
+        ),
+    ];
+    for (i, status, off) in cases {
+        t.cmd(CmdOpcode::CreateSrq, &i).fails(status, off);
+    }
+    let srqn = t
+        .cmd(CmdOpcode::CreateSrq, &good)
+        .ok::<CreateSrqOut>()
+        .srqn
+        .to_ne();
+    assert_eq!(srqn, 1);
+    let q: QuerySrqOut = t.obj(CmdOpcode::QuerySrq, srqn).ok();
+    assert_eq!(
+        (q.max_wr.to_ne(), q.max_sge.to_ne(), q.srq_limit.to_ne()),
+        (8, 1, 0)
+    );
+    t.obj(CmdOpcode::QuerySrq, 2)
+        .fails(BadResource, offset_of!(ObjIn, id));
+    // The PD has a user now.
+    t.obj(CmdOpcode::DestroyPd, pdn)
+        .fails(Busy, offset_of!(ObjIn, id));
+
+    let modify = |mask: u32, log_wqes: u32, limit: u32, iova: u64| ModifySrqIn {
+        srqn: le32::from_ne(srqn),
+        attr_mask: le32::from_ne(mask),
+        log_wqes: le32::from_ne(log_wqes),
+        srq_limit: le32::from_ne(limit),
+        buf_iova: le64::from_ne(iova),
+    };
+    let (max_wr, limit) = (srq_attr::MAX_WR, srq_attr::LIMIT);
+    t.cmd(CmdOpcode::ModifySrq, &modify(0, 0, 0, 0))
+        .fails(BadParam, offset_of!(ModifySrqIn, attr_mask));
+    t.cmd(CmdOpcode::ModifySrq, &modify(4, 0, 0, 0))
+        .fails(BadParam, offset_of!(ModifySrqIn, attr_mask));
+    t.cmd(CmdOpcode::ModifySrq, &modify(limit, 0, 9, 0))
+        .fails(BadParam, offset_of!(ModifySrqIn, srq_limit));
+    t.cmd(CmdOpcode::ModifySrq, &modify(limit, 0, 6, 0))
+        .ok::<u32>();
+    let q: QuerySrqOut = t.obj(CmdOpcode::QuerySrq, srqn).ok();
+    assert_eq!(q.srq_limit.to_ne(), 6);
+    // Six WQEs posted: a ring of four cannot hold them.
+    dbrec.write(0, le32::from_ne(6));
+    t.cmd(CmdOpcode::ModifySrq, &modify(max_wr, 2, 0, big.iova()))
+        .fails(BadParam, offset_of!(ModifySrqIn, log_wqes));
+    t.cmd(CmdOpcode::ModifySrq, &modify(max_wr, 16, 0, big.iova()))
+        .fails(BadParam, offset_of!(ModifySrqIn, log_wqes));
+    t.cmd(CmdOpcode::ModifySrq, &modify(max_wr, 5, 0, big.iova() + 8))
+        .fails(BadParam, offset_of!(ModifySrqIn, buf_iova));
+    t.cmd(
+        CmdOpcode::ModifySrq,
+        &modify(max_wr | limit, 5, 20, big.iova()),
+    )
+    .ok::<u32>();
+    let q: QuerySrqOut = t.obj(CmdOpcode::QuerySrq, srqn).ok();
+    assert_eq!((q.max_wr.to_ne(), q.srq_limit.to_ne()), (32, 20));
+
+    // A QP on the SRQ has no receive queue, and keeps the SRQ busy.
+    let cq = t.create_cq(4);
+    let qp = t.qp_mem(4, 0, 5);
+    let on_srq = CreateQpIn {
+        srqn: le32::from_ne(srqn),
+        log_rq_stride: 0,
+        log_rq_wqes: le32::from_ne(0),
+        rq_iova: le64::from_ne(0),
+        ..Tdev::create_qp_in(pdn, cq.cqn, cq.cqn, &qp)
+    };
+    for (i, off) in [
+        (
+            CreateQpIn {
+                log_rq_stride: 5,
+                ..on_srq
+            },
+            offset_of!(CreateQpIn, log_rq_stride),
+        ),
+        (
+            CreateQpIn {
+                log_rq_wqes: le32::from_ne(1),
+                ..on_srq
+            },
+            offset_of!(CreateQpIn, log_rq_wqes),
+        ),
+        (
+            CreateQpIn {
+                rq_iova: le64::from_ne(qp.rq.iova()),
+                ..on_srq
+            },
+            offset_of!(CreateQpIn, rq_iova),
+        ),
+    ] {
+        t.cmd(CmdOpcode::CreateQp, &i).fails(BadParam, off);
+    }
+    let qpn = t
+        .cmd(CmdOpcode::CreateQp, &on_srq)
+        .ok::<CreateQpOut>()
+        .qpn
+        .to_ne();
+    t.obj(CmdOpcode::DestroySrq, srqn)
+        .fails(Busy, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DestroyQp, qpn).ok::<u32>();
+
+    // A producer index more than the ring ahead puts the SRQ in error,
+    // once, with an event naming it; a doorbell on another page, or for
+    // another SRQ, is ignored.
+    assert!(t.events().is_empty());
+    let ring = |t: &mut Tdev, page: u32, n: u32| {
+        let db = WqDoorbell::new().with_qpn(n);
+        t.hal
+            .mmio_write64(2, page as usize * UAR_PAGE_SIZE + SRQ_DB, db.into_bits());
+        t.sync();
+    };
+    dbrec.write(0, le32::from_ne(33));
+    ring(&mut t, 3, srqn);
+    ring(&mut t, 2, 9);
+    assert!(t.events().is_empty());
+    ring(&mut t, 2, srqn);
+    ring(&mut t, 2, srqn);
+    assert_eq!(
+        t.events(),
+        vec![(EventType::SrqErr.raw(), srqn, Syndrome::BadWqe as u32)]
+    );
+    t.obj(CmdOpcode::DestroySrq, srqn).ok::<u32>();
+    t.obj(CmdOpcode::DestroySrq, srqn)
+        .fails(BadResource, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DestroyPd, pdn).ok::<u32>();
+}
+
 fn unimplemented_opcodes(mode: ExecMode) {
     let mut t = bring_up(mode);
+    for op in [CmdOpcode::CreateEq, CmdOpcode::DestroyEq] {
+        assert_eq!(t.cmd(op, &0u32).status(), CmdStatus::BadOpcode);
+    }
+    // A device configured without SRQs has none of their commands.
+    let mut no_srq = bring_up_with(
+        EmuConfig {
+            max_srq: 0,
+            ..EmuConfig::default()
+        },
+        mode,
+    );
+    let caps = DevCaps::from_bits(le32::from_ne(no_srq.hal.mmio_read32(0, bar0::CAP_DEV)));
+    assert!(!caps.srq());
     for op in [
         CmdOpcode::CreateSrq,
         CmdOpcode::DestroySrq,
-        CmdOpcode::CreateEq,
-        CmdOpcode::DestroyEq,
+        CmdOpcode::ModifySrq,
+        CmdOpcode::QuerySrq,
     ] {
-        assert_eq!(t.cmd(op, &0u32).status(), CmdStatus::BadOpcode);
+        assert_eq!(no_srq.cmd(op, &0u32).status(), CmdStatus::BadOpcode);
     }
     assert_eq!(t.raw_cmd(0x7777, &[]).status(), CmdStatus::BadOpcode);
     // The queue keeps working after many commands (ring wrap-around).

@@ -30,6 +30,9 @@ pub const CAP_MAX_PD: usize = 0x01C;
 pub const CAP_QUEUE: usize = 0x020;
 /// `CAP_UAR_PAGES` (RO): number of 4 KiB doorbell pages in BAR 2.
 pub const CAP_UAR_PAGES: usize = 0x024;
+/// `CAP_MAX_SRQ` (RO): number of shared receive queues (0 without
+/// `CAP_DEV.srq`).
+pub const CAP_MAX_SRQ: usize = 0x028;
 /// `CTRL` (RW): a [`Ctrl`] word.
 pub const CTRL: usize = 0x040;
 /// `STATUS` (RO): a [`Status`] word.
@@ -78,7 +81,8 @@ pub struct Bar0 {
     pub cap_max_pd: le32,
     pub cap_queue: le32,
     pub cap_uar_pages: le32,
-    _r1: [le32; 6],
+    pub cap_max_srq: le32,
+    _r1: [le32; 5],
     pub ctrl: le32,
     pub status: le32,
     pub fatal_syndrome: le32,
@@ -103,6 +107,7 @@ const_assert_eq!(core::mem::offset_of!(Bar0, cap_max_mr), CAP_MAX_MR);
 const_assert_eq!(core::mem::offset_of!(Bar0, cap_max_pd), CAP_MAX_PD);
 const_assert_eq!(core::mem::offset_of!(Bar0, cap_queue), CAP_QUEUE);
 const_assert_eq!(core::mem::offset_of!(Bar0, cap_uar_pages), CAP_UAR_PAGES);
+const_assert_eq!(core::mem::offset_of!(Bar0, cap_max_srq), CAP_MAX_SRQ);
 const_assert_eq!(core::mem::offset_of!(Bar0, ctrl), CTRL);
 const_assert_eq!(core::mem::offset_of!(Bar0, status), STATUS);
 const_assert_eq!(core::mem::offset_of!(Bar0, fatal_syndrome), FATAL_SYNDROME);
@@ -132,7 +137,7 @@ pub struct Version {
 /// Major interface version described by this crate.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor interface version described by this crate.
-pub const VERSION_MINOR: u16 = 2;
+pub const VERSION_MINOR: u16 = 3;
 
 /// `CAP_DEV`: device-wide capabilities.
 #[bitfield(u32, repr = le32, from = le32::from_ne, into = le32::to_ne)]

@@ -66,16 +66,13 @@ wire_enum! {
         /// Destroy a queue pair: [`ObjIn`] (QPN).
         DestroyQp = 0x0403,
         /// Create a shared receive queue: [`CreateSrqIn`] / [`CreateSrqOut`]
-        /// (layout fixed; device 1.1 answers `BadOpcode`).
+        /// (device 1.3; earlier versions answer `BadOpcode`).
         CreateSrq = 0x0500,
-        /// Destroy a shared receive queue: [`ObjIn`] (SRQN) (device 1.1:
-        /// `BadOpcode`).
+        /// Destroy a shared receive queue: [`ObjIn`] (SRQN).
         DestroySrq = 0x0501,
-        /// Modify a shared receive queue: [`ModifySrqIn`] (device 1.1:
-        /// `BadOpcode`).
+        /// Modify a shared receive queue: [`ModifySrqIn`].
         ModifySrq = 0x0502,
-        /// Query a shared receive queue: [`ObjIn`] (SRQN) / [`QuerySrqOut`]
-        /// (device 1.1: `BadOpcode`).
+        /// Query a shared receive queue: [`ObjIn`] (SRQN) / [`QuerySrqOut`].
         QuerySrq = 0x0503,
         /// Create a completion event queue: [`CreateEqIn`] / [`CreateEqOut`]
         /// (device 1.1: `BadOpcode`).
@@ -216,8 +213,12 @@ pub struct QueryDeviceOut {
     pub max_msg_sz: le32,
     /// Local CA ACK delay (log2 of 4.096 µs units).
     pub local_ca_ack_delay: le32,
-    /// Reserved, zero.
-    pub reserved: le32,
+    /// Number of SRQs (device 1.3; 0 without `CAP_DEV.srq`).
+    pub max_srq: le32,
+    /// Largest SRQ, in WRs.
+    pub max_srq_wr: le32,
+    /// Largest SGL in an SRQ receive WR.
+    pub max_srq_sge: le32,
 }
 
 /// Input of QUERY_PORT.
@@ -525,13 +526,14 @@ pub struct ModifyQpIn {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CreateSrqIn {
-    /// PD number.
+    /// PD number: the receive WQEs' L_Keys are checked against it.
     pub pdn: le32,
     /// log2 of the number of receive WQEs.
     pub log_wqes: le32,
     /// log2 of the receive WQE stride in bytes.
     pub log_stride: le32,
-    /// Limit: when fewer WQEs remain, an `SrqLimit` event fires (0 = off).
+    /// Limit: when fewer WQEs remain, an `SrqLimitReached` event fires
+    /// (0 = off).
     pub srq_limit: le32,
     /// Doorbell page this SRQ is rung through.
     pub uar_page: le32,
@@ -551,18 +553,29 @@ pub struct CreateSrqOut {
     pub srqn: le32,
 }
 
+/// `ModifySrqIn::attr_mask` bits (`enum ibv_srq_attr_mask`).
+pub mod srq_attr {
+    /// `IBV_SRQ_MAX_WR`: resize the ring (`log_wqes`, `buf_iova`).
+    pub const MAX_WR: u32 = 1;
+    /// `IBV_SRQ_LIMIT`: set the limit (`srq_limit`), arming its event.
+    pub const LIMIT: u32 = 2;
+}
+
 /// Input of MODIFY_SRQ (`ibv_modify_srq`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ModifySrqIn {
     /// SRQ number.
     pub srqn: le32,
-    /// `IBV_SRQ_MAX_WR` (1) | `IBV_SRQ_LIMIT` (2).
+    /// [`srq_attr`] bits.
     pub attr_mask: le32,
-    /// New size in WQEs (resize; `IBV_SRQ_MAX_WR`).
-    pub max_wr: le32,
-    /// New limit (`IBV_SRQ_LIMIT`), which arms the limit event.
+    /// With [`srq_attr::MAX_WR`]: log2 of the new ring's size in WQEs.
+    pub log_wqes: le32,
+    /// With [`srq_attr::LIMIT`]: the new limit (0 disarms).
     pub srq_limit: le32,
+    /// With [`srq_attr::MAX_WR`]: IOVA of the new ring (4 KiB aligned),
+    /// holding the WQEs not yet taken at the same indices.
+    pub buf_iova: le64,
 }
 
 /// Output of QUERY_SRQ (`struct ibv_srq_attr`).
@@ -606,7 +619,8 @@ pub struct CreateEqOut {
 
 assert_eq_size!(CreateSrqIn, [u8; 40]);
 const_assert_eq!(core::mem::offset_of!(CreateSrqIn, buf_iova), 24);
-assert_eq_size!(ModifySrqIn, [u8; 16]);
+assert_eq_size!(ModifySrqIn, [u8; 24]);
+const_assert_eq!(core::mem::offset_of!(ModifySrqIn, buf_iova), 16);
 assert_eq_size!(QuerySrqOut, [u8; 16]);
 assert_eq_size!(CreateEqIn, [u8; 24]);
 const_assert_eq!(core::mem::offset_of!(CreateEqIn, buf_iova), 16);
@@ -617,7 +631,8 @@ const_assert_eq!(core::mem::offset_of!(CmdEntry, output), CMD_OUT_OFFSET);
 const_assert_eq!(core::mem::offset_of!(CmdHeader, status), CMD_STATUS_OFFSET);
 const_assert_eq!(core::mem::offset_of!(CmdHeader, owner), CMD_OWNER_OFFSET);
 const_assert_eq!(core::mem::offset_of!(CmdHeader, syndrome), 8);
-assert_eq_size!(QueryDeviceOut, [u8; 120]);
+assert_eq_size!(QueryDeviceOut, [u8; 128]);
+const_assert_eq!(core::mem::offset_of!(QueryDeviceOut, max_srq), 116);
 const_assert_eq!(core::mem::offset_of!(QueryDeviceOut, vendor_id), 40);
 const_assert_eq!(
     core::mem::offset_of!(QueryDeviceOut, local_ca_ack_delay),

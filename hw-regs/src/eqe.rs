@@ -35,7 +35,8 @@ wire_enum! {
         CommEst = 5,
         /// `IBV_EVENT_SQ_DRAINED`.
         SqDrained = 6,
-        /// `IBV_EVENT_QP_LAST_WQE_REACHED` (SRQ).
+        /// `IBV_EVENT_QP_LAST_WQE_REACHED`: a QP on an SRQ entered the
+        /// error state and takes no more WQEs from it; `obj` is the QPN.
         QpLastWqeReached = 7,
         /// `IBV_EVENT_PORT_ACTIVE`; `obj` is the port number.
         PortActive = 8,
@@ -48,6 +49,12 @@ wire_enum! {
         /// `IBV_EVENT_GID_CHANGE`: SET_GID changed an entry of the port's
         /// GID table; `obj` is the port number.
         GidChange = 12,
+        /// `IBV_EVENT_SRQ_LIMIT_REACHED`: fewer WQEs than the SRQ's limit
+        /// remain; the limit is disarmed. `obj` is the SRQN.
+        SrqLimitReached = 13,
+        /// `IBV_EVENT_SRQ_ERR`: the SRQ's doorbell record or ring cannot be
+        /// used; it gives out no more WQEs. `obj` is the SRQN.
+        SrqErr = 14,
     }
 }
 

@@ -163,7 +163,7 @@ pod_struct! {
         fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id,
         vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd,
         max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_qp_init_rd_atom, max_inline_data,
-        atomic_cap, phys_port_cnt, max_msg_sz, local_ca_ack_delay, reserved,
+        atomic_cap, phys_port_cnt, max_msg_sz, local_ca_ack_delay, max_srq, max_srq_wr, max_srq_sge,
     }
     QueryPortIn { port }
     QueryPortOut {
@@ -197,7 +197,7 @@ pod_struct! {
         pdn, log_wqes, log_stride, srq_limit, uar_page, reserved, buf_iova, dbrec_iova,
     }
     CreateSrqOut { srqn }
-    ModifySrqIn { srqn, attr_mask, max_wr, srq_limit }
+    ModifySrqIn { srqn, attr_mask, log_wqes, srq_limit, buf_iova }
     QuerySrqOut { max_wr, max_sge, srq_limit, reserved }
     CreateEqIn { log_size, vector, uar_page, reserved, buf_iova }
     CreateEqOut { eqn }

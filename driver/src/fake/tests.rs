@@ -50,6 +50,7 @@ fn qp(pd: &Pd<FakeHal>, cq: &Cq<FakeHal>, cap: QpCap) -> Qp<FakeHal> {
     pd.create_qp(&QpInitAttr {
         send_cq: cq,
         recv_cq: cq,
+        srq: None,
         cap,
         qp_type: QpType::Rc,
         sq_sig_all: false,
@@ -886,6 +887,7 @@ fn memory_the_device_may_use_is_kept_until_the_reset() {
             .create_qp(&QpInitAttr {
                 send_cq: &cq,
                 recv_cq: &cq,
+                srq: None,
                 cap: cap(4, 4),
                 qp_type: QpType::Rc,
                 sq_sig_all: false,
@@ -1117,6 +1119,7 @@ fn commands_not_issued_free_their_memory_at_once() {
         pd.create_qp(&QpInitAttr {
             send_cq: &cq,
             recv_cq: &cq,
+            srq: None,
             cap: cap(4, 4),
             qp_type: QpType::Rc,
             sq_sig_all: false,
@@ -1168,6 +1171,7 @@ fn qp_number_in_use_is_refused() {
             .create_qp(&QpInitAttr {
                 send_cq,
                 recv_cq,
+                srq: None,
                 cap: cap(4, 4),
                 qp_type: QpType::Rc,
                 sq_sig_all: false,

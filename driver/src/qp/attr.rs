@@ -478,6 +478,9 @@ mod tests {
             phys_port_cnt: 1,
             max_msg_sz: 0,
             local_ca_ack_delay: 0,
+            max_srq: 0,
+            max_srq_wr: 0,
+            max_srq_sge: 0,
         }
     }
 

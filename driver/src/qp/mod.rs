@@ -30,6 +30,7 @@ use crate::cq::{Cq, CqShared};
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::pd::{Pd, PdInner};
+use crate::srq::{Srq, SrqInner};
 use crate::wqe::{SendLimits, WqRing};
 
 /// What [`Pd::create_qp`] needs (`struct ibv_qp_init_attr`).
@@ -38,6 +39,10 @@ pub struct QpInitAttr<'a, H: Hal> {
     pub send_cq: &'a Cq<H>,
     /// CQ for receive completions (may be the same).
     pub recv_cq: &'a Cq<H>,
+    /// The shared receive queue its receives come from, if any: the QP
+    /// then has no receive queue, and `cap`'s receive capacities are
+    /// ignored.
+    pub srq: Option<&'a Srq<H>>,
     /// Requested capacities; the QP provides at least these
     /// ([`Qp::cap`] tells how much).
     pub cap: QpCap,
@@ -64,7 +69,10 @@ pub struct Qp<H: Hal> {
     cap: QpCap,
     sq_limits: SendLimits,
     sq: Mutex<SendQueue>,
-    rq: Mutex<RecvQueue>,
+    /// `None` on an SRQ.
+    rq: Option<Mutex<RecvQueue>>,
+    /// Kept alive while the QP takes from it.
+    srq: Option<Arc<SrqInner<H>>>,
     /// Serializes `modify`; holds the QP's port (0 before INIT).
     port: Mutex<u8>,
     /// Send queue, receive queue and doorbell record; `None` once released.
@@ -95,6 +103,16 @@ impl<H: Hal> Pd<H> {
                 )));
             }
         }
+        if let Some(srq) = init.srq {
+            // An SRQ of another PD is allowed (its own PD checks the
+            // receive WQEs' keys), of another context not.
+            if !Arc::ptr_eq(&srq.inner.pd.ctx, ctx) {
+                return Err(Error::invalid(format!(
+                    "SRQ {} belongs to another device context",
+                    srq.srq_num()
+                )));
+            }
+        }
         let lim = QueueLimits {
             log_max_wq: caps.log_max_wq,
             max_qp_wr: ctx.attr.max_qp_wr,
@@ -102,6 +120,7 @@ impl<H: Hal> Pd<H> {
             max_inline: caps.max_inline,
             max_wqe_bbs: caps.max_wqe_bbs,
             ud: init.qp_type == QpType::Ud,
+            srq: init.srq.is_some(),
         };
         let layout = QpLayout::new(&init.cap, &lim)?;
         let hal = ctx.hal();
@@ -118,14 +137,18 @@ impl<H: Hal> Pd<H> {
             pdn: le32::from_ne(self.inner.pdn),
             send_cqn: le32::from_ne(init.send_cq.inner.cqn),
             recv_cqn: le32::from_ne(init.recv_cq.inner.cqn),
-            srqn: le32::from_ne(NONE),
+            srqn: le32::from_ne(init.srq.map_or(NONE, Srq::srq_num)),
             log_sq_bbs: le32::from_ne(layout.log_sq_bbs),
             log_rq_wqes: le32::from_ne(layout.log_rq_wqes),
             max_inline: le32::from_ne(layout.sq.max_inline),
             uar_page: le32::from_ne(uar_page),
             reserved1: le32::from_ne(0),
             sq_iova: le64::from_ne(mem.iova()),
-            rq_iova: le64::from_ne(mem.iova() + layout.rq_offset as u64),
+            rq_iova: le64::from_ne(if layout.rq {
+                mem.iova() + layout.rq_offset as u64
+            } else {
+                0
+            }),
             dbrec_iova: le64::from_ne(mem.iova() + layout.dbrec_offset as u64),
         };
         let out: CreateQpOut = match ctx.exec(CmdOpcode::CreateQp, &input) {
@@ -149,6 +172,7 @@ impl<H: Hal> Pd<H> {
             init.qp_type != QpType::Rc,
             layout.log_sq_bbs,
             layout.log_rq_wqes,
+            init.srq.map(|s| Arc::clone(&s.inner.slots)),
         ));
         let send_cq = &init.send_cq.inner;
         let recv_cq = &init.recv_cq.inner;
@@ -174,13 +198,18 @@ impl<H: Hal> Pd<H> {
         }
         // SAFETY: rings and records point into `mem`, which the Qp owns and
         // frees only when released, after which they are unused.
-        let (sq_ring, rq_ring, sq_db, rq_db) = unsafe {
-            let rq_mem = view(&mem, layout.rq_offset, layout.rq_len());
+        let (sq_ring, sq_db, rq) = unsafe {
+            let rq = layout.rq.then(|| {
+                let rq_mem = view(&mem, layout.rq_offset, layout.rq_len());
+                RecvQueue::new(
+                    WqRing::new(&rq_mem, layout.log_rq_wqes, 1 << layout.log_rq_stride),
+                    DbRec::new(&mem, layout.dbrec_offset + QP_DBREC_RQ),
+                )
+            });
             (
                 WqRing::new(&mem, layout.log_sq_bbs, SEND_WQE_BB),
-                WqRing::new(&rq_mem, layout.log_rq_wqes, 1 << layout.log_rq_stride),
                 DbRec::new(&mem, layout.dbrec_offset + QP_DBREC_SQ),
-                DbRec::new(&mem, layout.dbrec_offset + QP_DBREC_RQ),
+                rq,
             )
         };
         ctx.qps.write().insert(qpn, Arc::clone(&shared));
@@ -200,7 +229,8 @@ impl<H: Hal> Pd<H> {
             cap,
             sq_limits: layout.sq,
             sq: Mutex::new(SendQueue::new(sq_ring, sq_db, cap.max_send_wr)),
-            rq: Mutex::new(RecvQueue::new(rq_ring, rq_db)),
+            rq: rq.map(Mutex::new),
+            srq: init.srq.map(|s| Arc::clone(&s.inner)),
             port: Mutex::new(0),
             mem: Some(mem),
         })
@@ -244,6 +274,11 @@ impl<H: Hal> Qp<H> {
         self.recv_cq.cqn
     }
 
+    /// The number of the SRQ its receives come from, if any.
+    pub fn srq_num(&self) -> Option<u32> {
+        self.srq.as_ref().map(|s| s.slots.srqn)
+    }
+
     /// Modifies the QP (`ibv_modify_qp`): applies the attributes named by
     /// `mask` ([`crate::qp_attr`] bits) and moves it to `attr.qp_state`.
     ///
@@ -281,13 +316,15 @@ impl<H: Hal> Qp<H> {
     /// Restarts both queues after the device moved the QP to RESET.
     fn reset_queues(&self) {
         let mut sq = self.sq.lock();
-        let mut rq = self.rq.lock();
+        let mut rq = self.rq.as_ref().map(|q| q.lock());
         self.send_cq.clean(self.qpn);
         if !Arc::ptr_eq(&self.send_cq, &self.recv_cq) {
             self.recv_cq.clean(self.qpn);
         }
         sq.reset();
-        rq.reset();
+        if let Some(rq) = rq.as_mut() {
+            rq.reset();
+        }
         self.shared.reset_indices();
     }
 

@@ -152,9 +152,19 @@ impl<H: Hal> Qp<H> {
 
     /// Posts receive work requests (`ibv_post_recv`). Allowed in every
     /// state but RESET; in ERR the device flushes them. Errors as for
-    /// [`Qp::post_send`].
+    /// [`Qp::post_send`]; a QP on an SRQ has no receive queue (`EINVAL`).
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<(), PostError> {
-        let mut rq = self.rq.lock();
+        let Some(rq) = &self.rq else {
+            return Err(PostError {
+                index: 0,
+                error: Error::invalid(format!(
+                    "QP {} takes its receives from SRQ {:?}: post them there",
+                    self.qpn,
+                    self.srq_num()
+                )),
+            });
+        };
+        let mut rq = rq.lock();
         if self.shared.state() == QpState::Reset {
             return Err(PostError {
                 index: 0,

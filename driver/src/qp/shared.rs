@@ -2,10 +2,13 @@
 //! (retiring), kept in the context's QPN table.
 
 use alloc::boxed::Box;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use rnic_hw_regs::verbs::QpState;
+
+use crate::srq::SrqSlots;
 
 /// Queue accounting and state of one QP, updated without locks.
 ///
@@ -43,6 +46,9 @@ pub(crate) struct QpShared {
     sq_end_at: Box<[AtomicU32]>,
     /// For each BB that ends a WQE: that WQE's work request ID.
     sq_wrid: Box<[AtomicU64]>,
+    /// The SRQ its receive completions retire against (it has no receive
+    /// queue of its own).
+    pub(crate) srq: Option<Arc<SrqSlots>>,
     rq_mask: u32,
     /// Each receive WQE slot's work request ID.
     rq_wrid: Box<[AtomicU64]>,
@@ -53,9 +59,19 @@ pub(crate) struct QpShared {
 }
 
 impl QpShared {
-    pub(crate) fn new(qpn: u32, unreliable: bool, log_sq_bbs: u32, log_rq_wqes: u32) -> Self {
+    pub(crate) fn new(
+        qpn: u32,
+        unreliable: bool,
+        log_sq_bbs: u32,
+        log_rq_wqes: u32,
+        srq: Option<Arc<SrqSlots>>,
+    ) -> Self {
         let n = 1usize << log_sq_bbs;
-        let r = 1usize << log_rq_wqes;
+        let r = if srq.is_some() {
+            0
+        } else {
+            1usize << log_rq_wqes
+        };
         Self {
             qpn,
             unreliable,
@@ -74,7 +90,8 @@ impl QpShared {
                 .collect::<Vec<_>>()
                 .into(),
             sq_wrid: (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into(),
-            rq_mask: (r - 1) as u32,
+            srq,
+            rq_mask: r.saturating_sub(1) as u32,
             rq_wrid: (0..r).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into(),
             rq_head: AtomicU32::new(0),
             rq_tail: AtomicU32::new(0),
@@ -194,10 +211,13 @@ impl QpShared {
     }
 
     /// Retires the receive WQE a receive completion with the 16-bit index
-    /// `counter` completes (each completes exactly the oldest one) and
-    /// returns its work request ID; `None` if `counter` is not one past
-    /// the retired index within the posted WQEs.
+    /// `counter` completes (each completes exactly the oldest one; on an
+    /// SRQ, the SRQ slot of index `counter - 1`) and returns its work
+    /// request ID; `None` if `counter` names no WQE outstanding.
     pub(crate) fn retire_rq(&self, counter: u16) -> Option<u64> {
+        if let Some(srq) = &self.srq {
+            return srq.retire(counter);
+        }
         let tail = self.rq_tail.load(Ordering::Relaxed);
         let head = self.rq_head.load(Ordering::Acquire);
         if counter != tail.wrapping_add(1) as u16 || head == tail {
@@ -228,7 +248,7 @@ mod tests {
 
     #[test]
     fn unsignaled_run_retired_by_next_completion() {
-        let q = QpShared::new(5, false, 3, 0);
+        let q = QpShared::new(5, false, 3, 0, None);
         // Three WQEs of 1, 2 and 1 BBs: they end at BBs 0, 2, 3.
         q.record_send_wqe(0, 1, 20);
         q.record_send_wqe(2, 2, 21);
@@ -248,7 +268,7 @@ mod tests {
 
     #[test]
     fn indices_wrap_at_16_bits() {
-        let q = QpShared::new(5, false, 0, 0);
+        let q = QpShared::new(5, false, 0, 0, None);
         for i in 1..=70_000u32 {
             q.record_send_wqe(i - 1, i, i.into());
             q.publish_sq_head(i);
@@ -263,7 +283,7 @@ mod tests {
 
     #[test]
     fn a_receive_completion_retires_exactly_the_oldest() {
-        let q = QpShared::new(5, false, 0, 2);
+        let q = QpShared::new(5, false, 0, 2, None);
         for i in 0..3 {
             q.record_recv_wqe(i, 100 + u64::from(i));
         }
@@ -278,13 +298,13 @@ mod tests {
 
     #[test]
     fn error_marking_spares_reset() {
-        let q = QpShared::new(5, false, 0, 0);
+        let q = QpShared::new(5, false, 0, 0, None);
         q.mark_error(true);
         assert_eq!(q.state(), QpState::Reset);
         q.set_state(QpState::Rts);
         q.mark_error(true);
         assert_eq!(q.state(), QpState::Err);
-        let ud = QpShared::new(6, true, 0, 0);
+        let ud = QpShared::new(6, true, 0, 0, None);
         ud.set_state(QpState::Rts);
         ud.mark_error(true);
         assert_eq!(ud.state(), QpState::Sqe, "a UD send error");

@@ -39,6 +39,9 @@ pub(crate) struct QueueLimits {
     pub(crate) max_wqe_bbs: u32,
     /// For a UD QP, whose send WQEs carry a datagram segment.
     pub(crate) ud: bool,
+    /// For a QP on an SRQ, which has no receive queue (its receive
+    /// capacities are ignored).
+    pub(crate) srq: bool,
 }
 
 /// Ring sizes and memory layout of a QP: the send queue at offset 0, the
@@ -50,6 +53,8 @@ pub(crate) struct QpLayout {
     /// Send requests the send queue holds with every WQE of worst-case size.
     pub(crate) max_send_wr: u32,
     pub(crate) sq: SendLimits,
+    /// The QP has a receive queue (it is not on an SRQ).
+    pub(crate) rq: bool,
     pub(crate) log_rq_wqes: u32,
     pub(crate) log_rq_stride: u32,
     pub(crate) max_recv_sge: u32,
@@ -69,7 +74,7 @@ impl QpLayout {
         if cap.max_send_sge > lim.max_sge {
             return Err(over("max_send_sge", cap.max_send_sge, lim.max_sge));
         }
-        if cap.max_recv_sge > lim.max_sge {
+        if cap.max_recv_sge > lim.max_sge && !lim.srq {
             return Err(over("max_recv_sge", cap.max_recv_sge, lim.max_sge));
         }
         if cap.max_inline_data > lim.max_inline {
@@ -78,7 +83,7 @@ impl QpLayout {
         if lim.max_qp_wr != 0 && cap.max_send_wr > lim.max_qp_wr {
             return Err(over("max_send_wr", cap.max_send_wr, lim.max_qp_wr));
         }
-        if lim.max_qp_wr != 0 && cap.max_recv_wr > lim.max_qp_wr {
+        if lim.max_qp_wr != 0 && cap.max_recv_wr > lim.max_qp_wr && !lim.srq {
             return Err(over("max_recv_wr", cap.max_recv_wr, lim.max_qp_wr));
         }
         let log_max_wq = u32::from(lim.log_max_wq.min(LOG_MAX_RING));
@@ -129,6 +134,36 @@ impl QpLayout {
             ud: lim.ud,
         };
 
+        let rq_offset = align_up(SEND_WQE_BB << log_sq_bbs, PAGE_SIZE);
+        let (log_rq_wqes, log_rq_stride, max_recv_sge, dbrec_offset) = if lim.srq {
+            (0, 0, 0, align_up(SEND_WQE_BB << log_sq_bbs, 64))
+        } else {
+            let (log_wqes, log_stride) = Self::rq_size(cap, log_max_wq)?;
+            let stride = 1usize << log_stride;
+            (
+                log_wqes,
+                log_stride,
+                lim.max_sge.min((stride / SEG_SIZE - 1) as u32),
+                align_up(rq_offset + (stride << log_wqes), 64),
+            )
+        };
+        Ok(Self {
+            log_sq_bbs,
+            max_send_wr: (sq_bbs / worst_bbs as u64) as u32,
+            sq,
+            rq: !lim.srq,
+            log_rq_wqes,
+            log_rq_stride,
+            max_recv_sge,
+            rq_offset,
+            dbrec_offset,
+            len: dbrec_offset + core::mem::size_of::<QpDbRec>(),
+        })
+    }
+
+    /// log2 of the receive queue's size in WQEs and of its stride.
+    fn rq_size(cap: &QpCap, log_max_wq: u32) -> Result<(u32, u32)> {
+        let seg = SEG_SIZE as u64;
         let recv_sge = u64::from(cap.max_recv_sge.max(1));
         let stride = ((1 + recv_sge) * seg)
             .next_power_of_two()
@@ -141,7 +176,6 @@ impl QpLayout {
                 1 << MAX_LOG_RQ_STRIDE
             )));
         }
-        let stride = stride as usize;
         let rq_wqes = u64::from(cap.max_recv_wr.max(1)).next_power_of_two();
         let log_rq_wqes = rq_wqes.trailing_zeros();
         if log_rq_wqes > log_max_wq {
@@ -151,35 +185,27 @@ impl QpLayout {
                 cap.max_recv_wr
             )));
         }
-
-        let rq_offset = align_up(SEND_WQE_BB << log_sq_bbs, PAGE_SIZE);
-        let dbrec_offset = align_up(rq_offset + (stride << log_rq_wqes), 64);
-        Ok(Self {
-            log_sq_bbs,
-            max_send_wr: (sq_bbs / worst_bbs as u64) as u32,
-            sq,
-            log_rq_wqes,
-            log_rq_stride,
-            max_recv_sge: lim.max_sge.min((stride / SEG_SIZE - 1) as u32),
-            rq_offset,
-            dbrec_offset,
-            len: dbrec_offset + core::mem::size_of::<QpDbRec>(),
-        })
+        Ok((log_rq_wqes, log_rq_stride))
     }
 
     /// The capacities actually provided (at least those requested).
     pub(crate) fn cap(&self) -> QpCap {
         QpCap {
             max_send_wr: self.max_send_wr,
-            max_recv_wr: 1 << self.log_rq_wqes,
+            max_recv_wr: if self.rq { 1 << self.log_rq_wqes } else { 0 },
             max_send_sge: self.sq.max_sge,
             max_recv_sge: self.max_recv_sge,
             max_inline_data: self.sq.max_inline,
         }
     }
 
+    /// Bytes of the receive queue (none on an SRQ).
     pub(crate) fn rq_len(&self) -> usize {
-        1 << (self.log_rq_wqes + self.log_rq_stride)
+        if self.rq {
+            1 << (self.log_rq_wqes + self.log_rq_stride)
+        } else {
+            0
+        }
     }
 }
 
@@ -195,6 +221,7 @@ mod tests {
         max_inline: 256,
         max_wqe_bbs: 8,
         ud: false,
+        srq: false,
     };
 
     fn cap(send: u32, recv: u32, ssge: u32, rsge: u32, inline: u32) -> QpCap {
@@ -261,6 +288,18 @@ mod tests {
     }
 
     #[test]
+    fn a_qp_on_an_srq_has_no_receive_queue() {
+        let on_srq = QueueLimits { srq: true, ..LIM };
+        // Receive capacities beyond the device's are ignored, not refused.
+        let l = QpLayout::new(&cap(4, 1 << 20, 1, 99, 0), &on_srq).unwrap();
+        assert_eq!(l.rq_len(), 0);
+        assert_eq!((l.log_rq_wqes, l.log_rq_stride), (0, 0));
+        assert_eq!(l.dbrec_offset, 4 * SEND_WQE_BB);
+        assert_eq!(l.cap().max_recv_wr, 0);
+        assert_eq!(l.cap().max_recv_sge, 0);
+    }
+
+    #[test]
     fn limits_are_enforced() {
         let kind = |c: QpCap| QpLayout::new(&c, &LIM).unwrap_err().kind();
         assert_eq!(kind(cap(1, 1, 17, 1, 0)), ErrorKind::InvalidArgument);
@@ -295,6 +334,7 @@ mod tests {
             max_inline: u32::MAX,
             max_wqe_bbs: u32::MAX,
             ud: false,
+            srq: false,
         };
         let huge = QueueLimits {
             max_qp_wr: u32::MAX,

@@ -13,6 +13,7 @@ mod cq;
 mod pd_mr;
 mod qp;
 mod query;
+mod srq;
 
 /// A failed command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,8 +80,19 @@ pub(crate) fn execute(
         QueryQp => qp::query(st, input, out),
         DestroyQp => qp::destroy(st, input),
         QueryCounters => counters::query(st, input, out),
+        CreateSrq | DestroySrq | ModifySrq | QuerySrq if st.cfg.max_srq == 0 => {
+            log::warn!("command {op:?}: this device has no SRQs");
+            Err(CmdError {
+                status: CmdStatus::BadOpcode,
+                syndrome: 0,
+            })
+        }
+        CreateSrq => srq::create(st, input, out),
+        DestroySrq => srq::destroy(st, input),
+        ModifySrq => srq::modify(st, input),
+        QuerySrq => srq::query(st, input, out),
         // Reserved for a later version of the device.
-        CreateSrq | DestroySrq | ModifySrq | QuerySrq | CreateEq | DestroyEq => {
+        CreateEq | DestroyEq => {
             log::warn!("command {op:?} is not implemented by this device version");
             Err(CmdError {
                 status: CmdStatus::BadOpcode,

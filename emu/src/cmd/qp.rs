@@ -26,9 +26,15 @@ pub(super) fn create(
     let c = &st.cfg;
     let qp_type = QpType::from_raw(i.qp_type).ok_or(fail(BadParam, off!(CreateQpIn, qp_type)))?;
     check(i.sq_sig_all <= 1, BadParam, off!(CreateQpIn, sq_sig_all))?;
+    // A QP on an SRQ has no receive queue: its fields are 0.
+    let srqn = Some(i.srqn.to_ne()).filter(|&n| n != NONE);
     let stride = i.log_rq_stride;
     check(
-        (MIN_LOG_RQ_STRIDE..=MAX_LOG_RQ_STRIDE).contains(&stride),
+        if srqn.is_some() {
+            stride == 0
+        } else {
+            (MIN_LOG_RQ_STRIDE..=MAX_LOG_RQ_STRIDE).contains(&stride)
+        },
         BadParam,
         off!(CreateQpIn, log_rq_stride),
     )?;
@@ -51,8 +57,13 @@ pub(super) fn create(
         BadResource,
         off!(CreateQpIn, recv_cqn),
     )?;
-    // No shared receive queues in this version.
-    check(i.srqn.to_ne() == NONE, BadParam, off!(CreateQpIn, srqn))?;
+    let recv_pdn = match srqn {
+        Some(n) => {
+            let srq = st.objs.srqs.get(n);
+            srq.ok_or(fail(BadResource, off!(CreateQpIn, srqn)))?.pdn
+        }
+        None => pdn,
+    };
     let log_sq = i.log_sq_bbs.to_ne();
     check(
         log_sq <= c.log_max_wq as u32,
@@ -61,7 +72,7 @@ pub(super) fn create(
     )?;
     let log_rq = i.log_rq_wqes.to_ne();
     check(
-        log_rq <= c.log_max_wq as u32,
+        log_rq <= c.log_max_wq as u32 && (srqn.is_none() || log_rq == 0),
         BadParam,
         off!(CreateQpIn, log_rq_wqes),
     )?;
@@ -89,12 +100,17 @@ pub(super) fn create(
         page_align,
         off!(CreateQpIn, sq_iova),
     )?;
-    let rq = map(
-        i.rq_iova.to_ne(),
-        1 << (log_rq + stride as u32),
-        page_align,
-        off!(CreateQpIn, rq_iova),
-    )?;
+    let rq = if srqn.is_some() {
+        check(i.rq_iova.to_ne() == 0, BadParam, off!(CreateQpIn, rq_iova))?;
+        map(0, 0, page_align, off!(CreateQpIn, rq_iova))?
+    } else {
+        map(
+            i.rq_iova.to_ne(),
+            1 << (log_rq + stride as u32),
+            page_align,
+            off!(CreateQpIn, rq_iova),
+        )?
+    };
     let dbrec = map(i.dbrec_iova.to_ne(), 8, 8, off!(CreateQpIn, dbrec_iova))?;
     let qpn = st
         .objs
@@ -110,6 +126,8 @@ pub(super) fn create(
             drained: false,
             comm_est: false,
             pdn,
+            srqn,
+            recv_pdn,
             send_cqn,
             recv_cqn,
             sq_sig_all: i.sq_sig_all == 1,
@@ -136,8 +154,15 @@ pub(super) fn create(
             counters: Counters::default(),
         },
     );
-    adjust_users(st, pdn, send_cqn, recv_cqn, true);
-    log::debug!("QP {qpn} ({qp_type:?}): pd {pdn}, send CQ {send_cqn}, recv CQ {recv_cqn}, 2^{log_sq} BBs, 2^{log_rq} recvs");
+    adjust_users(st, pdn, send_cqn, recv_cqn, srqn, true);
+    log::debug!(
+        "QP {qpn} ({qp_type:?}): pd {pdn}, send CQ {send_cqn}, recv CQ {recv_cqn}, \
+         2^{log_sq} BBs, {}",
+        match srqn {
+            Some(n) => format!("SRQ {n}"),
+            None => format!("2^{log_rq} recvs"),
+        }
+    );
     to_bytes(
         &CreateQpOut {
             qpn: le32::from_ne(qpn),
@@ -147,11 +172,21 @@ pub(super) fn create(
     Ok(())
 }
 
-/// Counts a QP in (or out of) its PD and CQs.
-fn adjust_users(st: &mut State, pdn: u32, send_cqn: u32, recv_cqn: u32, add: bool) {
+/// Counts a QP in (or out of) its PD, CQs and SRQ.
+fn adjust_users(
+    st: &mut State,
+    pdn: u32,
+    send_cqn: u32,
+    recv_cqn: u32,
+    srqn: Option<u32>,
+    add: bool,
+) {
     let step = |n: &mut u32| *n = if add { *n + 1 } else { *n - 1 };
     if let Some(pd) = st.objs.pds.get_mut(pdn) {
         step(&mut pd.users);
+    }
+    if let Some(srq) = srqn.and_then(|n| st.objs.srqs.get_mut(n)) {
+        step(&mut srq.users);
     }
     for cqn in [send_cqn, recv_cqn] {
         if let Some(cq) = st.objs.cqs.get_mut(cqn) {
@@ -433,8 +468,10 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
+    // An SRQ WQE it holds is the SRQ's: its completion gives it back.
+    crate::srq::flush_held(st, qpn);
     if let Some(qp) = st.objs.qps.remove(qpn) {
-        adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, false);
+        adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, qp.srqn, false);
     }
     Ok(())
 }

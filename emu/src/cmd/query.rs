@@ -48,7 +48,9 @@ pub(super) fn device(st: &mut State, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResult 
         phys_port_cnt: le32::from_ne(1),
         max_msg_sz: le32::from_ne(c.max_msg() as u32),
         local_ca_ack_delay: le32::from_ne(15),
-        reserved: le32::from_ne(0),
+        max_srq: le32::from_ne(c.max_srq),
+        max_srq_wr: le32::from_ne(if c.max_srq > 0 { 1 << c.log_max_wq } else { 0 }),
+        max_srq_sge: le32::from_ne(if c.max_srq > 0 { c.max_sge as u32 } else { 0 }),
     };
     to_bytes(&o, out);
     Ok(())

@@ -221,6 +221,10 @@ pub(crate) struct RespState {
     /// The receive WQE a SEND in progress fills (the buffer stays once
     /// allocated).
     pub rwqe: Option<Box<RecvWqe>>,
+    /// On an SRQ: the index of the WQE taken from it into `rwqe` and not
+    /// yet completed (a UC message that lost a packet leaves it for the
+    /// next message, as a receive queue's WQE stays at its index).
+    pub srq_held: Option<u32>,
     /// Answers to send, in PSN order.
     pub out: VecDeque<responder::Out>,
     /// Recent atomics: PSN and original value, for replaying duplicates;

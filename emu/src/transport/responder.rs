@@ -35,6 +35,7 @@ use crate::cq;
 use crate::port;
 use crate::qp::{self, BadDbrec, Wq};
 use crate::sgl::{self, Seg};
+use crate::srq::{self, TakeError};
 use crate::state::State;
 use crate::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
 use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
@@ -324,7 +325,7 @@ fn send(
     let Some(InMsg::Send { got }) = qp.resp.msg else {
         return Ok(());
     };
-    let pdn = qp.pdn;
+    let pdn = qp.recv_pdn;
     let w = qp.resp.rwqe.take().unwrap_or_default();
     let capacity: u64 = w.sges().iter().map(wqe::sge_len).sum();
     let end = got + payload.len() as u64;
@@ -859,14 +860,44 @@ pub(super) fn put_rwqe(st: &mut State, qpn: u32, w: Box<RecvWqe>) {
     }
 }
 
-/// Copies the receive WQE at QP `qpn`'s receive consumer index, not yet
-/// consumed, into `w`; receiver-not-ready if there is none.
+/// Copies the receive WQE the next message on QP `qpn` fills into `w`:
+/// the one at its receive consumer index, not yet consumed, or, on an SRQ,
+/// the one it holds or else the next one the SRQ gives out;
+/// receiver-not-ready if there is none.
 pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Refuse> {
     let max_sge = st.cfg.max_sge;
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return Err(Refuse::Rnr);
     };
     let fatal = |syn| Refuse::Nak(NakCode::RemoteOperational, Some((EventType::QpFatal, syn)));
+    if let Some(srqn) = qp.srqn {
+        if qp.resp.srq_held.is_some() {
+            // `w` is the QP's buffer: it still holds that WQE.
+            return Ok(());
+        }
+        return match srq::take(st, srqn, w) {
+            Ok(index) => {
+                if let Some(qp) = st.objs.qps.get_mut(qpn) {
+                    qp.resp.srq_held = Some(index);
+                }
+                Ok(())
+            }
+            Err(TakeError::Empty) => Err(Refuse::Rnr),
+            Err(TakeError::Broken(syn)) => Err(fatal(syn)),
+            Err(TakeError::Malformed { wr_id, index }) => {
+                if let Some(qp) = st.objs.qps.get_mut(qpn) {
+                    qp.resp.srq_held = Some(index);
+                }
+                Err(recv_error(
+                    st,
+                    qpn,
+                    wr_id,
+                    (WcStatus::LocQpOpErr, Syndrome::BadWqe),
+                    NakCode::RemoteOperational,
+                ))
+            }
+        };
+    }
     // The doorbell record is read only once the receive WQEs known from it
     // are consumed.
     if qp::known(qp, Wq::Rq) == 0 {
@@ -878,7 +909,8 @@ pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(),
             }
         }
     }
-    match wqe::fetch_recv(w, qp, &st.iommu, max_sge) {
+    let slot = qp.rq_ci & ((1 << qp.log_rq_wqes) - 1);
+    match wqe::fetch_recv(w, &mut qp.rq, &st.iommu, slot, qp.log_rq_stride, max_sge) {
         Ok(()) => Ok(()),
         Err(RecvError::Fault) => Err(fatal(Syndrome::DmaFault)),
         Err(RecvError::Malformed(wr_id)) => Err(recv_error(
@@ -888,6 +920,19 @@ pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(),
             (WcStatus::LocQpOpErr, Syndrome::BadWqe),
             NakCode::RemoteOperational,
         )),
+    }
+}
+
+/// Retires the receive WQE a message on `qp` filled and returns the
+/// `wqe_counter` of its completion: the SRQ WQE it held, or the one at
+/// its receive consumer index.
+fn retire_recv(qp: &mut crate::objects::Qp) -> u32 {
+    match qp.resp.srq_held.take() {
+        Some(index) => index.wrapping_add(1),
+        None => {
+            qp.rq_ci = qp.rq_ci.wrapping_add(1);
+            qp.rq_ci
+        }
     }
 }
 
@@ -904,12 +949,12 @@ pub(super) fn recv_error(
     log::debug!("QP {qpn}: receive WQE {wr_id:#x} failed: {status:?} ({syndrome:?})");
     let mut event = None;
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.rq_ci = qp.rq_ci.wrapping_add(1);
+        let counter = retire_recv(qp);
         qp.resp.msg = None;
         let c = cq::cqe(
             wr_id,
             qpn,
-            qp.rq_ci,
+            counter,
             WcOpcode::Recv.raw(),
             status,
             syndrome as u32,
@@ -939,8 +984,8 @@ pub(super) fn complete_recv(
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    qp.rq_ci = qp.rq_ci.wrapping_add(1);
-    let mut c = cq::cqe(wr_id, qpn, qp.rq_ci, opcode.raw(), WcStatus::Success, 0);
+    let counter = retire_recv(qp);
+    let mut c = cq::cqe(wr_id, qpn, counter, opcode.raw(), WcStatus::Success, 0);
     c.byte_len = le32::from_ne(len as u32);
     c.src_qp = ud.map_or(qp.attrs.dest_qp_num, le32::from_ne);
     if let Some(imm) = imm {

@@ -251,7 +251,7 @@ fn receive(
         let err = (WcStatus::LocLenErr, Syndrome::RecvTooSmall);
         return Err(responder::recv_error(st, qpn, w.wr_id, err, code));
     }
-    let pdn = st.objs.qps.get(qpn).map_or(0, |q| q.pdn);
+    let pdn = st.objs.qps.get(qpn).map_or(0, |q| q.recv_pdn);
     for (offset, bytes) in [(0, &grh[..]), (GRH_LEN as u64, payload)] {
         let k = sgl::Keys {
             mrs: &mut st.objs.mrs,

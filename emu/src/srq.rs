@@ -1,0 +1,163 @@
+//! Shared receive queues on the data path: taking a WQE for a QP, the
+//! limit event, the SRQ doorbell, and what a QP on an SRQ gives back when
+//! it leaves service.
+//!
+//! A QP on an SRQ takes the WQE at the SRQ's consumer index when a
+//! message needs one, and the index moves on at once: the WQE is the QP's
+//! from then on (other QPs take the next ones), held until its message
+//! completes. Its completion carries the SRQ index plus one in
+//! `wqe_counter`, as a receive queue's carries its own.
+
+use rnic_hw_regs::cqe::Syndrome;
+use rnic_hw_regs::eqe::EventType;
+use rnic_hw_regs::uar::WqDoorbell;
+use rnic_hw_regs::verbs::{WcOpcode, WcStatus};
+use rnic_queues::device::ring_pending;
+
+use crate::iommu::Iommu;
+use crate::objects::Srq;
+use crate::qp::WQ_INDEX_BITS;
+use crate::state::State;
+use crate::wqe::{self, RecvError, RecvWqe};
+use crate::{cq, eq};
+
+/// Why an SRQ gave no WQE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TakeError {
+    /// None is posted: receiver not ready.
+    Empty,
+    /// The SRQ is in error (its doorbell record or ring failed; the
+    /// syndrome says how).
+    Broken(Syndrome),
+    /// The WQE at the consumer index is malformed; it is taken (held by
+    /// the QP) so that its completion reports the error.
+    Malformed { wr_id: u64, index: u32 },
+}
+
+/// Reads the SRQ's producer index from its doorbell record and returns
+/// how many WQEs it publishes past the consumer index; `Err` if the
+/// record is unmapped or more than the ring size ahead (as for a QP's
+/// record, [`crate::qp::published`]).
+fn published(srq: &mut Srq, iommu: &Iommu) -> Result<u32, Syndrome> {
+    let Some(pi) = srq.dbrec.read_index(iommu, 0) else {
+        return Err(Syndrome::DmaFault);
+    };
+    let pending = ring_pending(pi, srq.ci, WQ_INDEX_BITS);
+    if pending > 1 << srq.log_wqes {
+        return Err(Syndrome::BadWqe);
+    }
+    srq.pi = srq.ci.wrapping_add(pending);
+    Ok(pending)
+}
+
+/// WQEs known to be posted and not yet taken.
+fn known(srq: &Srq) -> u32 {
+    ring_pending(srq.pi, srq.ci, WQ_INDEX_BITS)
+}
+
+/// Puts SRQ `srqn` in error with an `SrqErr` event (once).
+fn fail(st: &mut State, srqn: u32, syn: Syndrome) {
+    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+        return;
+    };
+    if !srq.error {
+        log::warn!("SRQ {srqn}: {syn:?}: no more WQEs are given out");
+        srq.error = true;
+        eq::post(st, EventType::SrqErr, srqn, syn as u32);
+    }
+}
+
+/// Takes the WQE at SRQ `srqn`'s consumer index into `w` and returns its
+/// index. The doorbell record is read only once the WQEs known from it
+/// are taken, and again when the limit may have been crossed: fewer WQEs
+/// left than the armed limit raises `SrqLimitReached` and disarms it.
+pub(crate) fn take(st: &mut State, srqn: u32, w: &mut RecvWqe) -> Result<u32, TakeError> {
+    let max_sge = st.cfg.max_sge;
+    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+        return Err(TakeError::Broken(Syndrome::BadWqe));
+    };
+    if srq.error {
+        return Err(TakeError::Broken(Syndrome::BadWqe));
+    }
+    if known(srq) == 0 {
+        match published(srq, &st.iommu) {
+            Ok(0) => return Err(TakeError::Empty),
+            Ok(_) => {}
+            Err(syn) => {
+                fail(st, srqn, syn);
+                return Err(TakeError::Broken(syn));
+            }
+        }
+    }
+    let index = srq.ci;
+    let slot = index & ((1 << srq.log_wqes) - 1);
+    let r = wqe::fetch_recv(w, &mut srq.buf, &st.iommu, slot, srq.log_stride, max_sge);
+    if let Err(RecvError::Fault) = r {
+        fail(st, srqn, Syndrome::DmaFault);
+        return Err(TakeError::Broken(Syndrome::DmaFault));
+    }
+    srq.ci = srq.ci.wrapping_add(1);
+    if srq.limit > 0 && known(srq) < srq.limit {
+        // The record may publish more than was known.
+        let left = published(srq, &st.iommu);
+        if let Ok(left) = left {
+            if left < srq.limit {
+                log::debug!(
+                    "SRQ {srqn}: {left} WQEs left, below the limit {}",
+                    srq.limit
+                );
+                srq.limit = 0;
+                eq::post(st, EventType::SrqLimitReached, srqn, 0);
+            }
+        } else if let Err(syn) = left {
+            // The WQE taken stays good; the next take finds the error.
+            fail(st, srqn, syn);
+        }
+    }
+    match r {
+        Err(RecvError::Malformed(wr_id)) => Err(TakeError::Malformed { wr_id, index }),
+        _ => Ok(index),
+    }
+}
+
+/// An SRQ doorbell on page `page`: the producer index is checked at once
+/// (a malformed or unmapped record puts the SRQ in error). Requesters that
+/// met receiver-not-ready retry on their own RNR timers, as on the wire.
+pub(crate) fn doorbell(st: &mut State, page: u32, db: WqDoorbell) {
+    let srqn = db.qpn();
+    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+        log::warn!("SRQ doorbell for unknown SRQ {srqn} ignored");
+        return;
+    };
+    if srq.uar_page != page || srq.error {
+        log::warn!("SRQ doorbell for SRQ {srqn} on page {page} ignored");
+        return;
+    }
+    if let Err(syn) = published(srq, &st.iommu) {
+        fail(st, srqn, syn);
+    }
+}
+
+/// Completes the SRQ WQE QP `qpn` holds, if any, with `WR_FLUSH_ERR`: the
+/// QP leaves service (error, reset or destruction) and the WQE, taken
+/// from the SRQ, goes back to software through its completion.
+pub(crate) fn flush_held(st: &mut State, qpn: u32) {
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        return;
+    };
+    let Some(index) = qp.resp.srq_held.take() else {
+        return;
+    };
+    qp.resp.msg = None;
+    let wr_id = qp.resp.rwqe.as_ref().map_or(0, |w| w.wr_id);
+    let c = cq::cqe(
+        wr_id,
+        qpn,
+        index.wrapping_add(1),
+        WcOpcode::Recv.raw(),
+        WcStatus::WrFlushErr,
+        Syndrome::Flushed as u32,
+    );
+    let cqn = qp.recv_cqn;
+    let _ = cq::write(st, cqn, &c);
+}
