@@ -13,7 +13,7 @@ use std::time::Duration;
 use rnic_emu::net::{Capture, FaultHandle, Faults, Switch};
 use rnic_emu::{Clock, EmuConfig, EmuDevice, ExecMode, VirtualClock};
 
-use crate::{Ctx, DriverConfig, Hal};
+use crate::{Ctx, DriverConfig, ECq, Hal, WorkCompletion};
 
 /// One NIC of a [`Fabric`].
 pub struct Nic {
@@ -93,6 +93,34 @@ impl Fabric {
                     n.ctx.hal().relax();
                 }
             }
+        }
+    }
+
+    /// Waits (idling the fabric) until `cq` has a completion, and takes it.
+    pub fn wait_one(&self, cq: &ECq) -> WorkCompletion {
+        let mut wc = [WorkCompletion::default(); 1];
+        for _ in 0..20_000 {
+            if cq.poll(&mut wc).unwrap() == 1 {
+                return wc[0];
+            }
+            self.idle(Duration::from_micros(100));
+        }
+        panic!("CQ {}: no completion", cq.cq_num());
+    }
+
+    /// Lets the NICs run for a while and returns what `cq` then holds.
+    pub fn settle_all(&self, cq: &ECq) -> Vec<WorkCompletion> {
+        for _ in 0..100 {
+            self.idle(Duration::from_micros(100));
+        }
+        let mut all = Vec::new();
+        let mut wc = [WorkCompletion::default(); 16];
+        loop {
+            let n = cq.poll(&mut wc).unwrap();
+            if n == 0 {
+                return all;
+            }
+            all.extend_from_slice(&wc[..n]);
         }
     }
 }

@@ -6,8 +6,6 @@
 //! a bad rkey drops the message and the QP goes on; a receive buffer too
 //! small fails with LOC_LEN_ERR.
 
-use std::time::Duration;
-
 use rnic_emu::net::FaultConfig;
 use rnic_tests::fabric::{Fabric, Nic};
 use rnic_tests::*;
@@ -120,33 +118,6 @@ fn bytes(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn wait_one(f: &Fabric, cq: &ECq) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default(); 1];
-    for _ in 0..20_000 {
-        if cq.poll(&mut wc).unwrap() == 1 {
-            return wc[0];
-        }
-        f.idle(Duration::from_micros(100));
-    }
-    panic!("CQ {}: no completion", cq.cq_num());
-}
-
-/// Lets the NICs run and returns what `cq` then holds.
-fn settle_all(f: &Fabric, cq: &ECq) -> Vec<WorkCompletion> {
-    for _ in 0..100 {
-        f.idle(Duration::from_micros(100));
-    }
-    let mut all = Vec::new();
-    let mut wc = [WorkCompletion::default(); 16];
-    loop {
-        let n = cq.poll(&mut wc).unwrap();
-        if n == 0 {
-            return all;
-        }
-        all.extend_from_slice(&wc[..n]);
-    }
-}
-
 fn dropped(nic: &Nic) -> u64 {
     nic.ctx
         .query_port_counters(1)
@@ -160,8 +131,8 @@ fn send_and_write(mode: ExecMode) {
     a.mr.write(0, &bytes(LEN, 1)).unwrap();
     b.recv(1, 0, LEN);
     a.post(10, SendOp::Send, 0, LEN);
-    assert_ok(&wait_one(&f, &a.cq), 10, WcOpcode::Send);
-    let wc = wait_one(&f, &b.cq);
+    assert_ok(&f.wait_one(&a.cq), 10, WcOpcode::Send);
+    let wc = f.wait_one(&b.cq);
     assert_ok(&wc, 1, WcOpcode::Recv);
     assert_eq!((wc.byte_len as usize, wc.src_qp), (LEN, a.qp.qp_num()));
     assert_eq!(b.read(0, LEN), bytes(LEN, 1));
@@ -172,12 +143,12 @@ fn send_and_write(mode: ExecMode) {
         rkey: b.mr.rkey(),
     };
     a.post(11, SendOp::RdmaWrite { remote }, LEN, 5000);
-    assert_ok(&wait_one(&f, &a.cq), 11, WcOpcode::RdmaWrite);
+    assert_ok(&f.wait_one(&a.cq), 11, WcOpcode::RdmaWrite);
     b.recv(2, 0, 16);
     let imm = [9, 8, 7, 6];
     a.post(12, SendOp::RdmaWriteWithImm { remote, imm }, LEN, 3000);
-    assert_ok(&wait_one(&f, &a.cq), 12, WcOpcode::RdmaWrite);
-    let wc = wait_one(&f, &b.cq);
+    assert_ok(&f.wait_one(&a.cq), 12, WcOpcode::RdmaWrite);
+    let wc = f.wait_one(&b.cq);
     assert_ok(&wc, 2, WcOpcode::RecvRdmaWithImm);
     assert_eq!((wc.byte_len, wc.imm_data), (3000, Some(imm)));
     assert_eq!(b.read(2 * LEN, 5000), bytes(5000, 2));
@@ -235,9 +206,9 @@ fn a_message_that_lost_a_packet_is_dropped_whole() {
         a.mr.write(0, &bytes(MSG, i as u8)).unwrap();
         a.post(100 + i as u64, SendOp::Send, 0, MSG);
         // Every send completes, delivered or not.
-        assert_ok(&wait_one(&f, &a.cq), 100 + i as u64, WcOpcode::Send);
+        assert_ok(&f.wait_one(&a.cq), 100 + i as u64, WcOpcode::Send);
     }
-    let got = settle_all(&f, &b.cq);
+    let got = f.settle_all(&b.cq);
     let lost = f.nics[0].faults.stats().dropped;
     assert!(lost > 0, "the injector dropped nothing");
     assert!(
@@ -257,8 +228,8 @@ fn a_message_that_lost_a_packet_is_dropped_whole() {
     f.nics[0].faults.set(FaultConfig::default());
     a.mr.write(0, &bytes(MSG, 0xee)).unwrap();
     a.post(999, SendOp::Send, 0, MSG);
-    assert_ok(&wait_one(&f, &a.cq), 999, WcOpcode::Send);
-    let wc = wait_one(&f, &b.cq);
+    assert_ok(&f.wait_one(&a.cq), 999, WcOpcode::Send);
+    let wc = f.wait_one(&b.cq);
     assert_ok(&wc, got.len() as u64, WcOpcode::Recv);
     assert_eq!(b.read((got.len() % 4) * MSG, MSG), bytes(MSG, 0xee));
     assert_eq!(query_state(&b.qp), QpState::Rts);
@@ -271,8 +242,8 @@ fn no_receive_wqe_or_a_bad_rkey_drops_the_message() {
         a.mr.write(0, &bytes(3000, 5)).unwrap();
         // No receive WQE: dropped, counted (all three packets).
         a.post(1, SendOp::Send, 0, 3000);
-        assert_ok(&wait_one(&f, &a.cq), 1, WcOpcode::Send);
-        assert!(settle_all(&f, &b.cq).is_empty());
+        assert_ok(&f.wait_one(&a.cq), 1, WcOpcode::Send);
+        assert!(f.settle_all(&b.cq).is_empty());
         assert_eq!(dropped(&f.nics[1]), 3);
         // A bad rkey: dropped, counted; the target untouched.
         let remote = RemoteAddr {
@@ -280,15 +251,15 @@ fn no_receive_wqe_or_a_bad_rkey_drops_the_message() {
             rkey: b.mr.rkey() ^ 0x100,
         };
         a.post(2, SendOp::RdmaWrite { remote }, 0, 3000);
-        assert_ok(&wait_one(&f, &a.cq), 2, WcOpcode::RdmaWrite);
-        assert!(settle_all(&f, &b.cq).is_empty());
+        assert_ok(&f.wait_one(&a.cq), 2, WcOpcode::RdmaWrite);
+        assert!(f.settle_all(&b.cq).is_empty());
         assert_eq!(dropped(&f.nics[1]), 6);
         assert_eq!(b.read(0, 3000), vec![0; 3000]);
         // The QP goes on.
         b.recv(7, 0, 4096);
         a.post(3, SendOp::Send, 0, 3000);
-        assert_ok(&wait_one(&f, &a.cq), 3, WcOpcode::Send);
-        assert_ok(&wait_one(&f, &b.cq), 7, WcOpcode::Recv);
+        assert_ok(&f.wait_one(&a.cq), 3, WcOpcode::Send);
+        assert_ok(&f.wait_one(&b.cq), 7, WcOpcode::Recv);
         assert_eq!(b.read(0, 3000), bytes(3000, 5));
         assert_eq!(query_state(&b.qp), QpState::Rts);
     }
@@ -300,10 +271,10 @@ fn a_receive_buffer_too_small_fails_with_loc_len_err() {
     b.recv(1, 0, 1000);
     b.recv(2, 4096, 4096);
     a.post(1, SendOp::Send, 0, 3000);
-    assert_ok(&wait_one(&f, &a.cq), 1, WcOpcode::Send);
-    let wc = wait_one(&f, &b.cq);
+    assert_ok(&f.wait_one(&a.cq), 1, WcOpcode::Send);
+    let wc = f.wait_one(&b.cq);
     assert_eq!((wc.wr_id, wc.status), (1, WcStatus::LocLenErr));
-    let wc = wait_one(&f, &b.cq);
+    let wc = f.wait_one(&b.cq);
     assert_eq!((wc.wr_id, wc.status), (2, WcStatus::WrFlushErr));
     assert_eq!(query_state(&b.qp), QpState::Err);
 }

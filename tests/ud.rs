@@ -119,18 +119,6 @@ fn port_counter(nic: &Nic, idx: usize) -> u64 {
     nic.ctx.query_port_counters(1).unwrap().get(idx)
 }
 
-/// Waits (moving the fabric's clock) until `cq` has a completion.
-fn wait_one(f: &Fabric, cq: &ECq) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default(); 1];
-    for _ in 0..10_000 {
-        if cq.poll(&mut wc).unwrap() == 1 {
-            return wc[0];
-        }
-        f.idle(Duration::from_micros(100));
-    }
-    panic!("CQ {}: no completion", cq.cq_num());
-}
-
 /// Lets the NICs run, then checks that `cq` stays empty.
 fn assert_none(f: &Fabric, cq: &ECq) {
     for _ in 0..50 {
@@ -156,8 +144,8 @@ fn exchange(mode: ExecMode, gid_index: u8) {
             imm,
             k as u64,
         );
-        assert_ok(&wait_one(&f, &a.cq), k as u64, WcOpcode::Send);
-        let wc = wait_one(&f, &b.cq);
+        assert_ok(&f.wait_one(&a.cq), k as u64, WcOpcode::Send);
+        let wc = f.wait_one(&b.cq);
         assert_ok(&wc, 100 + k as u64, WcOpcode::Recv);
         assert_eq!(wc.byte_len as usize, GRH_LEN + len);
         assert_eq!(wc.src_qp, a.qp.qp_num());
@@ -206,8 +194,8 @@ fn exchange(mode: ExecMode, gid_index: u8) {
         flags: send_flags::SIGNALED,
     }])
     .unwrap();
-    assert_ok(&wait_one(&f, &b.cq), 7, WcOpcode::Send);
-    let wc = wait_one(&f, &a.cq);
+    assert_ok(&f.wait_one(&b.cq), 7, WcOpcode::Send);
+    let wc = f.wait_one(&a.cq);
     assert_ok(&wc, 100, WcOpcode::Recv);
     assert_eq!(wc.src_qp, b.qp.qp_num());
     assert_eq!(&a.buf(0, GRH_LEN + reply.len())[GRH_LEN..], reply);
@@ -249,14 +237,14 @@ fn q_keys_are_checked_and_the_high_bit_sends_the_qps_own() {
         let ah = a.ah_to(&f.nics[1], 0);
         // A wrong Q_Key: sent (UD has no acknowledgement), dropped there.
         a.send(ah.dest(b.qp.qp_num(), 0x2222), b"wrong key", None, 1);
-        assert_ok(&wait_one(&f, &a.cq), 1, WcOpcode::Send);
+        assert_ok(&f.wait_one(&a.cq), 1, WcOpcode::Send);
         assert_none(&f, &b.cq);
         assert_eq!(port_counter(&f.nics[1], counter::RX_BAD_QKEY), 1);
         assert_eq!(f.nics[1].ctx.query_port(1).unwrap().qkey_viol_cntr, 1);
         // The high bit: A's own Q_Key goes out, which is B's.
         a.send(ah.dest(b.qp.qp_num(), 0x8000_0000), b"own key", None, 2);
-        assert_ok(&wait_one(&f, &a.cq), 2, WcOpcode::Send);
-        let wc = wait_one(&f, &b.cq);
+        assert_ok(&f.wait_one(&a.cq), 2, WcOpcode::Send);
+        let wc = f.wait_one(&b.cq);
         assert_ok(&wc, 100, WcOpcode::Recv);
         assert_eq!(&b.buf(0, GRH_LEN + 7)[GRH_LEN..], b"own key");
         assert_eq!(port_counter(&f.nics[1], counter::RX_BAD_QKEY), 1);
@@ -271,20 +259,20 @@ fn a_message_longer_than_the_mtu_completes_unsent() {
     let ah = a.ah_to(&f.nics[1], 0);
     // Resolve the MAC first, so that the long send is the only frame.
     a.send(ah.dest(b.qp.qp_num(), QKEY), b"first", None, 1);
-    assert_ok(&wait_one(&f, &a.cq), 1, WcOpcode::Send);
-    assert_ok(&wait_one(&f, &b.cq), 100, WcOpcode::Recv);
+    assert_ok(&f.wait_one(&a.cq), 1, WcOpcode::Send);
+    assert_ok(&f.wait_one(&b.cq), 100, WcOpcode::Recv);
     let tx = port_counter(&f.nics[0], counter::TX_FRAMES);
     // IBA C10-93.1.1: no packet, no error.
     a.send(ah.dest(b.qp.qp_num(), QKEY), &bytes(4097, 1), None, 2);
-    assert_ok(&wait_one(&f, &a.cq), 2, WcOpcode::Send);
+    assert_ok(&f.wait_one(&a.cq), 2, WcOpcode::Send);
     assert_eq!(port_counter(&f.nics[0], counter::UD_TOO_LONG), 1);
     assert_eq!(port_counter(&f.nics[0], counter::TX_FRAMES), tx);
     b.recv(1, BUF as u32);
     assert_none(&f, &b.cq);
     // The QP goes on.
     a.send(ah.dest(b.qp.qp_num(), QKEY), b"after", None, 3);
-    assert_ok(&wait_one(&f, &a.cq), 3, WcOpcode::Send);
-    assert_ok(&wait_one(&f, &b.cq), 101, WcOpcode::Recv);
+    assert_ok(&f.wait_one(&a.cq), 3, WcOpcode::Send);
+    assert_ok(&f.wait_one(&b.cq), 101, WcOpcode::Recv);
 }
 
 #[test]
@@ -293,7 +281,7 @@ fn a_message_with_no_receive_wqe_is_dropped_and_counted() {
     let (a, b) = (Ud::new(&f.nics[0], QKEY), Ud::new(&f.nics[1], QKEY));
     let ah = a.ah_to(&f.nics[1], 0);
     a.send(ah.dest(b.qp.qp_num(), QKEY), b"nobody listens", None, 1);
-    assert_ok(&wait_one(&f, &a.cq), 1, WcOpcode::Send);
+    assert_ok(&f.wait_one(&a.cq), 1, WcOpcode::Send);
     assert_none(&f, &b.cq);
     assert_eq!(port_counter(&f.nics[1], counter::RX_NO_RECV_WQE), 1);
     assert_eq!(
@@ -303,8 +291,8 @@ fn a_message_with_no_receive_wqe_is_dropped_and_counted() {
     // Nothing waits: the next message takes the next receive.
     b.recv(0, BUF as u32);
     a.send(ah.dest(b.qp.qp_num(), QKEY), b"now", None, 2);
-    assert_ok(&wait_one(&f, &a.cq), 2, WcOpcode::Send);
-    assert_ok(&wait_one(&f, &b.cq), 100, WcOpcode::Recv);
+    assert_ok(&f.wait_one(&a.cq), 2, WcOpcode::Send);
+    assert_ok(&f.wait_one(&b.cq), 100, WcOpcode::Recv);
     assert_eq!(&b.buf(0, GRH_LEN + 3)[GRH_LEN..], b"now");
 }
 
@@ -317,11 +305,11 @@ fn a_receive_buffer_too_small_fails_with_loc_len_err() {
     b.recv(1, BUF as u32);
     let ah = a.ah_to(&f.nics[1], 0);
     a.send(ah.dest(b.qp.qp_num(), QKEY), &bytes(100, 0), None, 1);
-    let wc = wait_one(&f, &b.cq);
+    let wc = f.wait_one(&b.cq);
     assert_eq!((wc.wr_id, wc.status), (100, WcStatus::LocLenErr));
     assert_eq!(wc.syndrome(), Some(Syndrome::RecvTooSmall));
     // The QP is in error: the other receive is flushed.
-    let wc = wait_one(&f, &b.cq);
+    let wc = f.wait_one(&b.cq);
     assert_eq!((wc.wr_id, wc.status), (101, WcStatus::WrFlushErr));
     assert_eq!(query_state(&b.qp), QpState::Err);
 }
@@ -473,7 +461,7 @@ fn the_frames_are_rocev2_ud_sends_with_a_deth() {
             Some([1, 2, 3, 4]),
             1,
         );
-        assert_ok(&wait_one(&f, &b.cq), 100, WcOpcode::Recv);
+        assert_ok(&f.wait_one(&b.cq), 100, WcOpcode::Recv);
     }
     let frames = pcap::read(&std::fs::read(&file).unwrap()).unwrap();
     let ud: Vec<_> = frames

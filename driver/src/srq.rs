@@ -426,7 +426,6 @@ impl<H: Hal> Srq<H> {
         // The command is a release point: the copies are visible to the
         // device before it switches rings.
         if let Err(e) = ctx.exec::<_, ()>(CmdOpcode::ModifySrq, &input) {
-            drop(ring);
             if e.outcome_unknown() {
                 // The device may be using either ring: keep both.
                 ctx.orphan(
