@@ -9,7 +9,7 @@ use rnic_hw_regs::bar0::{
 use rnic_hw_regs::cmd::{CmdOpcode, CMD_ENTRY_SIZE};
 use rnic_hw_regs::eqe::EQE_SIZE;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::pci::{BAR_REGS, MSIX_ASYNC_VECTOR};
+use rnic_hw_regs::pci::BAR_REGS;
 use rnic_queues::{DmaRegion, Hal, HalError, Pod};
 use spin::Mutex;
 
@@ -63,6 +63,25 @@ pub(crate) struct Caps {
     pub(crate) ud: bool,
     /// UC QPs are implemented.
     pub(crate) uc: bool,
+    /// Completion EQs `CREATE_EQ` can create.
+    pub(crate) max_eq: u32,
+    /// MSI-X vectors (at least 1).
+    pub(crate) msix_vectors: u16,
+}
+
+impl Caps {
+    /// The vector EQ 0 interrupts on: vector 1 where there is one, so that
+    /// waiting for events and waiting for commands (on vector 0, with the
+    /// fatal state) do not take each other's interrupts.
+    pub(crate) fn async_vector(&self) -> u16 {
+        u16::from(self.msix_vectors > 1)
+    }
+
+    /// The vectors completion channels may take: all but vector 0 and EQ
+    /// 0's.
+    pub(crate) fn comp_vectors(&self) -> core::ops::Range<u16> {
+        (self.async_vector() + 1).min(self.msix_vectors)..self.msix_vectors
+    }
 }
 
 impl Caps {
@@ -82,6 +101,9 @@ impl Caps {
             max_inline: u32::from(queue.max_inline_16()) * 16,
             max_wqe_bbs: queue.max_wqe_bbs().into(),
             uar_pages: hal.mmio_read32(BAR_REGS, bar0::CAP_UAR_PAGES),
+            max_eq: hal.mmio_read32(BAR_REGS, bar0::CAP_MAX_EQ),
+            // A device before 1.3 reads 0 here: it has vector 0.
+            msix_vectors: hal.mmio_read32(BAR_REGS, bar0::CAP_MSIX).clamp(1, 2048) as u16,
         };
         log::debug!(
             "device caps: {dev:?} {queue:?}, {} doorbell pages",
@@ -240,7 +262,7 @@ impl<H: Hal> Device<H> {
         hal.mmio_write32(BAR_REGS, bar0::EQ_BASE_HI, (eq_iova >> 32) as u32);
         let eq_ctrl = EqCtrl::new()
             .with_log_size(log_eq)
-            .with_vector(MSIX_ASYNC_VECTOR)
+            .with_vector(self.caps.async_vector())
             .with_enable(true);
         hal.mmio_write32(BAR_REGS, bar0::EQ_CTRL, eq_ctrl.into_bits().to_ne());
         let ctrl = Ctrl::new().with_enable(true);

@@ -50,6 +50,8 @@ pub(crate) struct Shared<H: Hal> {
     /// Arm state of live CQs by number, for the event queue.
     pub(crate) cqs: RwLock<BTreeMap<u32, Arc<CqArm>>>,
     next_uar: AtomicU32,
+    /// Which completion vectors a channel has.
+    vectors_used: spin::Mutex<Vec<bool>>,
     /// Test hook run right after a successful DESTROY_QP or DESTROY_CQ,
     /// before the driver forgets the object: a test can reuse the number
     /// there, as another thread could.
@@ -127,6 +129,35 @@ impl<H: Hal> Shared<H> {
         }
     }
 
+    /// A completion vector no channel has.
+    pub(crate) fn claim_vector(&self) -> Result<u16> {
+        let range = self.dev.caps.comp_vectors();
+        if range.is_empty() {
+            return Err(Error::new(
+                crate::ErrorKind::NotSupported,
+                "the device has no interrupt vector for completion channels",
+            ));
+        }
+        let mut used = self.vectors_used.lock();
+        used.resize(range.len(), false);
+        let Some(i) = used.iter().position(|u| !u) else {
+            return Err(Error::new(
+                crate::ErrorKind::NoMemory,
+                format!("every completion vector ({}) has a channel", range.len()),
+            ));
+        };
+        used[i] = true;
+        Ok(range.start + i as u16)
+    }
+
+    /// Gives completion vector `v` back.
+    pub(crate) fn free_vector(&self, v: u16) {
+        let start = self.dev.caps.comp_vectors().start;
+        if let Some(u) = self.vectors_used.lock().get_mut(usize::from(v - start)) {
+            *u = false;
+        }
+    }
+
     /// The doorbell page for a new queue: round robin over the pages.
     pub(crate) fn alloc_uar_page(&self) -> u32 {
         self.next_uar.fetch_add(1, Ordering::Relaxed) % self.dev.caps.uar_pages
@@ -192,6 +223,7 @@ impl<H: Hal> Context<H> {
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
             next_uar: AtomicU32::new(0),
+            vectors_used: spin::Mutex::new(Vec::new()),
             #[cfg(test)]
             after_destroy: spin::Mutex::new(None),
         };

@@ -15,6 +15,7 @@ use rnic_queues::{ConsumerRing, DbRec, DmaRegion, Hal};
 use spin::Mutex;
 
 use crate::bringup::{ring_bytes, DeviceMem};
+use crate::channel::{ChannelInner, CompChannel, EventCounts};
 use crate::context::{remove_if_ours, Context, Shared};
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
@@ -45,6 +46,9 @@ const LOG_MAX_CQ: u8 = 23;
 pub(crate) struct CqShared<H: Hal> {
     pub(crate) ctx: Arc<Shared<H>>,
     pub(crate) cqn: u32,
+    /// The channel its completion events go to (EQ 0 without one).
+    channel: Option<Arc<ChannelInner<H>>>,
+    events: EventCounts,
     log_size: u32,
     uar_page: u32,
     arm: Arc<CqArm>,
@@ -118,9 +122,36 @@ impl QpTable {
 }
 
 impl<H: Hal> Context<H> {
-    /// Creates a CQ with room for at least `cqe` completions (CREATE_CQ).
+    /// Creates a CQ with room for at least `cqe` completions (CREATE_CQ),
+    /// whose completion events go to EQ 0 ([`Context::poll_event`]).
     pub fn create_cq(&self, cqe: u32) -> Result<Cq<H>> {
+        self.create_cq_with(cqe, None, 0)
+    }
+
+    /// Creates a CQ (`ibv_create_cq`) whose completion events go to
+    /// `channel` (EQ 0 without one). `comp_vector` must be below
+    /// [`Context::num_comp_vectors`] (or 0); the channel's vector is the
+    /// one its events raise.
+    pub fn create_cq_with(
+        &self,
+        cqe: u32,
+        channel: Option<&CompChannel<H>>,
+        comp_vector: u32,
+    ) -> Result<Cq<H>> {
         let sh = &self.shared;
+        if comp_vector >= self.num_comp_vectors().max(1) {
+            return Err(Error::invalid(format!(
+                "completion vector {comp_vector} is not below {}",
+                self.num_comp_vectors().max(1)
+            )));
+        }
+        if let Some(ch) = channel {
+            if !Arc::ptr_eq(&ch.inner.ctx, sh) {
+                return Err(Error::invalid(
+                    "the completion channel belongs to another device context",
+                ));
+            }
+        }
         // The CAP field has 5 bits, and a CQ's 24-bit consumer index
         // allows 2^23 entries at most, whatever a device claims.
         let max = 1u32 << sh.dev.caps.log_max_cqe.min(LOG_MAX_CQ);
@@ -149,7 +180,7 @@ impl<H: Hal> Context<H> {
         let input = CreateCqIn {
             log_size: le32::from_ne(log_size),
             uar_page: le32::from_ne(uar_page),
-            eqn: le32::from_ne(0),
+            eqn: le32::from_ne(channel.map_or(0, |c| c.inner.eqn)),
             reserved: le32::from_ne(0),
             buf_iova: le64::from_ne(mem.iova()),
             dbrec_iova: le64::from_ne(mem.iova() + ring_bytes as u64),
@@ -207,10 +238,12 @@ impl<H: Hal> Context<H> {
         });
         sh.cqs.write().insert(cqn, Arc::clone(&arm));
         log::debug!("created CQ {cqn} of {} entries", 1u32 << log_size);
-        Ok(Cq {
+        let cq = Cq {
             inner: Arc::new(CqShared {
                 ctx: Arc::clone(sh),
                 cqn,
+                channel: channel.map(|c| Arc::clone(&c.inner)),
+                events: EventCounts::default(),
                 log_size,
                 uar_page,
                 arm,
@@ -223,7 +256,12 @@ impl<H: Hal> Context<H> {
                 ring_mem,
                 mem: Some(mem),
             }),
-        })
+        };
+        if let Some(ch) = channel {
+            // Refused, the CQ is destroyed again as it drops.
+            ch.inner.attach(&cq.inner)?;
+        }
+        Ok(cq)
     }
 }
 
@@ -316,7 +354,15 @@ impl<H: Hal> Cq<H> {
         cq.ctx.ring_doorbell(cq.uar_page, CQ_DB, db.into_bits());
     }
 
-    /// Destroys the CQ (DESTROY_CQ). A CQ that QPs still use is busy.
+    /// Acknowledges `n` completion events taken with
+    /// [`CompChannel::get_cq_event`] (`ibv_ack_cq_events`); more than
+    /// were taken and not yet acknowledged is `EINVAL`.
+    pub fn ack_events(&self, n: u32) -> Result<()> {
+        self.inner.events.ack(n)
+    }
+
+    /// Destroys the CQ (DESTROY_CQ). A CQ that QPs still use, or with
+    /// completion events not acknowledged, is busy.
     ///
     /// If the device refuses, or never gets the command, the CQ is handed
     /// back. If the outcome is unknown (a timeout), the CQ is gone
@@ -324,13 +370,35 @@ impl<H: Hal> Cq<H> {
     /// since its number may by then belong to a new CQ, and its memory is
     /// kept until the context is closed (the device may still write to it).
     pub fn destroy(mut self) -> Result<(), DestroyError<Self>> {
+        let unacked = self.inner.events.unacked();
+        // The channel's weak reference would keep `get_mut` from seeing
+        // the CQ as unshared: it is dropped for the attempt, and restored
+        // if the CQ stays.
+        let channel = self.inner.channel.clone();
+        if let Some(ch) = &channel {
+            ch.detach(self.inner.cqn, Arc::as_ptr(&self.inner));
+        }
         let result = match Arc::get_mut(&mut self.inner) {
+            _ if unacked > 0 => Err(Error::new(
+                ErrorKind::Busy,
+                format!(
+                    "CQ {} has {unacked} completion events not acknowledged",
+                    self.inner.cqn
+                ),
+            )),
             Some(inner) => inner.release(),
             None => Err(Error::new(
                 ErrorKind::Busy,
-                format!("CQ {} is still used by queue pairs", self.inner.cqn),
+                format!(
+                    "CQ {} is still used by queue pairs (or held by a completion event)",
+                    self.inner.cqn
+                ),
             )),
         };
+        if let Some(ch) = channel.filter(|_| result.is_err() && self.inner.mem.is_some()) {
+            // Never refused: the CQ had its place.
+            let _ = ch.attach(&self.inner);
+        }
         match result {
             Err(e) if self.inner.mem.is_none() => Err(DestroyError::gone(e)),
             result => DestroyError::hand_back(self, result),
@@ -339,6 +407,13 @@ impl<H: Hal> Cq<H> {
 }
 
 impl<H: Hal> CqShared<H> {
+    /// Notes a completion event taken from its channel: the next arm
+    /// carries the next sequence number.
+    pub(crate) fn event_taken(&self) {
+        self.arm.sn.fetch_add(1, Ordering::Relaxed);
+        self.events.take();
+    }
+
     /// Retires the WQEs a completion covers on its QP and returns the
     /// work request ID of the one it completes.
     fn retire(&self, qps: &mut QpTable, cqe: &Cqe, wc: &WorkCompletion) -> Result<u64> {
@@ -534,6 +609,9 @@ impl<H: Hal> CqShared<H> {
         #[cfg(test)]
         self.ctx.after_destroy(CmdOpcode::DestroyCq, self.cqn);
         remove_if_ours(&self.ctx.cqs, self.cqn, &self.arm);
+        if let Some(ch) = &self.channel {
+            ch.detach(self.cqn, self);
+        }
         // SAFETY: from dma_alloc, and the CQ using it is destroyed.
         unsafe { self.ctx.hal().dma_free(mem) };
         log::debug!("destroyed CQ {}", self.cqn);

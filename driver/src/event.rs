@@ -5,7 +5,7 @@ use core::sync::atomic::Ordering;
 
 use rnic_hw_regs::bar0::{self, EqDoorbell};
 use rnic_hw_regs::eqe::{Eqe, EventType};
-use rnic_hw_regs::pci::{BAR_REGS, MSIX_ASYNC_VECTOR};
+use rnic_hw_regs::pci::BAR_REGS;
 use rnic_queues::{ConsumerRing, DmaRegion, Hal, HalError};
 
 use crate::context::Context;
@@ -113,7 +113,7 @@ impl<H: Hal> Context<H> {
             if let Some(ev) = self.poll_event() {
                 return Ok(Some(ev));
             }
-            match hal.wait_irq(MSIX_ASYNC_VECTOR, timeout_ns - elapsed) {
+            match hal.wait_irq(self.shared.dev.caps.async_vector(), timeout_ns - elapsed) {
                 Ok(_) => {}
                 Err(HalError::Unsupported) => irq = false,
                 Err(e) => return Err(Error::hal(e, "waiting for the event queue interrupt")),

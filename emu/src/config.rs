@@ -37,6 +37,10 @@ pub struct EmuConfig {
     pub max_pd: u32,
     /// Number of shared receive queues; 0: none (`CAP_DEV.srq = 0`).
     pub max_srq: u32,
+    /// Number of completion event queues besides EQ 0.
+    pub max_eq: u32,
+    /// Number of MSI-X vectors.
+    pub msix_vectors: u16,
     /// log2 of the largest work queue (SQ in 64-byte BBs, RQ in WQEs).
     pub log_max_wq: u8,
     /// log2 of the largest CQ in CQEs.
@@ -77,6 +81,8 @@ impl Default for EmuConfig {
             max_mr: 4096,
             max_pd: 1024,
             max_srq: 1024,
+            max_eq: 64,
+            msix_vectors: 16,
             log_max_wq: 15,
             log_max_cqe: 16,
             max_sge: 16,
@@ -134,6 +140,12 @@ impl EmuConfig {
             "max_pd must be in 1..2^24",
         )?;
         check(self.max_srq < MAX_OBJECTS, "max_srq must be below 2^24")?;
+        check(self.max_eq < MAX_OBJECTS, "max_eq must be below 2^24")?;
+        // The MSI-X table holds at most 2048 entries.
+        check(
+            (1..=2048).contains(&self.msix_vectors),
+            "msix_vectors must be in 1..=2048",
+        )?;
         // Work queue indices are 16 bits wide on the device side.
         check(self.log_max_wq <= 15, "log_max_wq must be at most 15")?;
         // CQ and EQ indices are 24 bits wide.

@@ -74,9 +74,9 @@ pub(crate) fn write(st: &mut State, cqn: u32, cqe: &Cqe) -> Result<(), CqFailed>
         Some(CqArmCmd::Solicited) => notable,
         None => false,
     };
-    if fire && cq.events {
+    if let Some(eqn) = cq.eqn.filter(|_| fire) {
         cq.arm = None;
-        eq::post(st, EventType::Completion, cqn, 0);
+        eq::post_completion(st, eqn, cqn);
     }
     Ok(())
 }
@@ -114,9 +114,9 @@ pub(crate) fn arm(st: &mut State, page: u32, db: CqDoorbell) {
             return;
         }
     };
-    if cq.error || !cq.events {
+    let Some(eqn) = cq.eqn.filter(|_| !cq.error) else {
         return;
-    }
+    };
     // CQEs already written at or past the driver's consumer index count.
     let unpolled = ring_pending(cq.pi, db.ci(), INDEX_BITS);
     let fire = match cmd {
@@ -127,7 +127,7 @@ pub(crate) fn arm(st: &mut State, page: u32, db: CqDoorbell) {
     };
     if fire {
         cq.arm = None;
-        eq::post(st, EventType::Completion, cqn, 0);
+        eq::post_completion(st, eqn, cqn);
     } else {
         cq.arm = Some(cmd);
     }

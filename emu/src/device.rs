@@ -32,7 +32,8 @@ use crossbeam_queue::ArrayQueue;
 use rnic_hw_regs::bar0::FatalSyndrome;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS, BAR_REGS_SIZE};
 use rnic_hw_regs::uar::{
-    CqDoorbell, RqDoorbell, SqDoorbell, WqDoorbell, CQ_DB, RQ_DB, SQ_DB, SRQ_DB, UAR_PAGE_SIZE,
+    CqDoorbell, EqArmDoorbell, RqDoorbell, SqDoorbell, WqDoorbell, CQ_DB, EQ_DB as UAR_EQ_DB,
+    RQ_DB, SQ_DB, SRQ_DB, UAR_PAGE_SIZE,
 };
 
 use crate::clock::Clock;
@@ -40,7 +41,7 @@ use crate::irq::IrqLines;
 use crate::net::{Capture, Frame, Loopback, Wire};
 use crate::state::State;
 use crate::transport::requester;
-use crate::{cq, qp, regs, srq, ConfigError, EmuConfig, EmuHal, ExecMode};
+use crate::{cq, eq, qp, regs, srq, ConfigError, EmuConfig, EmuHal, ExecMode};
 
 /// Capacity of the thread-mode work queue.
 const QUEUE_DEPTH: usize = 4096;
@@ -364,6 +365,7 @@ fn doorbell(st: &mut State, off: usize, v: u64) {
         RQ_DB => qp::rq_doorbell(st, page, RqDoorbell::from_bits(v)),
         CQ_DB => cq::arm(st, page, CqDoorbell::from_bits(v)),
         SRQ_DB => srq::doorbell(st, page, WqDoorbell::from_bits(v)),
+        UAR_EQ_DB => eq::arm_doorbell(st, page, EqArmDoorbell::from_bits(v)),
         other => log::warn!("doorbell write {v:#x} to undefined page offset {other:#x} ignored"),
     }
 }
@@ -549,7 +551,7 @@ impl EmuBuilder {
         });
         let n = notify.clone();
         wire.set_waker(Arc::new(move || n.wake_rx()));
-        let irq = Arc::new(IrqLines::default());
+        let irq = Arc::new(IrqLines::new(self.config.msix_vectors));
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(self.config.clone(), irq.clone())),
             wire: Mutex::new(wire),

@@ -1,21 +1,23 @@
-//! The asynchronous event queue (EQ 0): event writing, consumer index and
+//! Event queues: EQ 0 (asynchronous events, configured through BAR 0) and
+//! the completion EQs of CREATE_EQ: event writing, consumer index and
 //! arming.
 
 use std::ptr::NonNull;
 
 use rnic_hw_regs::bar0::{EqDoorbell, FatalSyndrome, IntrCause};
 use rnic_hw_regs::eqe::{Eqe, EqeWord, EventType, EQE_SIZE};
+use rnic_hw_regs::uar::EqArmDoorbell;
 use rnic_hw_regs::{le32, owner_bit};
 use rnic_queues::device::{ring_full, ring_pending, write_entry};
 
-use crate::iommu::DmaRange;
+use crate::iommu::{DmaRange, Iommu};
 use crate::regs;
 use crate::state::State;
 
 /// EQ and CQ indices are 24 bits wide.
 const INDEX_BITS: u32 = 24;
 
-/// EQ 0, configured through BAR 0.
+/// An event queue: EQ 0, or a completion EQ.
 #[derive(Debug)]
 pub(crate) struct EventQueue {
     ring: DmaRange,
@@ -41,6 +43,45 @@ impl EventQueue {
     }
 }
 
+/// Why an event was not written.
+enum Unwritten {
+    /// The EQ is full: the event is dropped.
+    Full,
+    /// The EQ's memory is not mapped.
+    Fault,
+}
+
+/// Writes an event into `eq`; returns whether to interrupt (the EQ was
+/// armed, and the arm is consumed).
+fn write(eq: &mut EventQueue, iommu: &Iommu, eqe: &Eqe) -> Result<bool, Unwritten> {
+    if ring_full(eq.pi, eq.ci, eq.log_size as u32, INDEX_BITS) {
+        return Err(Unwritten::Full);
+    }
+    let slot = (eq.pi & ((1 << eq.log_size) - 1)) as usize * EQE_SIZE;
+    let p = eq.ring.at(iommu, slot, EQE_SIZE).ok_or(Unwritten::Fault)?;
+    let owner = owner_bit(eq.pi, eq.log_size as u32);
+    match NonNull::new(p.0) {
+        // SAFETY: the slot is EQE_SIZE bytes inside a live mapping (translated
+        // under the device lock); the ring base is page aligned, so the slot
+        // is aligned for Eqe.
+        Some(slot) if slot.as_ptr() as usize % align_of::<Eqe>() == 0 => unsafe {
+            write_entry(slot, eqe, owner)
+        },
+        _ => return Err(Unwritten::Fault),
+    }
+    eq.pi = eq.pi.wrapping_add(1);
+    Ok(std::mem::replace(&mut eq.armed, false))
+}
+
+fn eqe(ty: EventType, obj: u32, syndrome: u32) -> Eqe {
+    Eqe {
+        word: EqeWord::new().with_event_type(ty.raw()),
+        obj: le32::from_ne(obj),
+        syndrome: le32::from_ne(syndrome),
+        ..Eqe::default()
+    }
+}
+
 /// Writes an event into EQ 0. A full EQ drops the event; an EQ whose memory
 /// was unmapped is a fatal device error.
 pub(crate) fn post(st: &mut State, ty: EventType, obj: u32, syndrome: u32) {
@@ -48,39 +89,68 @@ pub(crate) fn post(st: &mut State, ty: EventType, obj: u32, syndrome: u32) {
         log::debug!("event {ty:?} on {obj} dropped: no event queue");
         return;
     };
-    if ring_full(eq.pi, eq.ci, eq.log_size as u32, INDEX_BITS) {
-        log::warn!("event {ty:?} on {obj} dropped: event queue full");
+    let index = eq.pi;
+    match write(eq, &st.iommu, &eqe(ty, obj, syndrome)) {
+        Ok(interrupt) => {
+            log::debug!("event {ty:?} obj {obj} syndrome {syndrome} at eq index {index}");
+            if interrupt {
+                let vector = eq.vector;
+                regs::raise_cause(st, IntrCause::new().with_async_eq(true), vector);
+            }
+        }
+        Err(Unwritten::Full) => log::warn!("event {ty:?} on {obj} dropped: event queue full"),
+        Err(Unwritten::Fault) => regs::fatal(st, FatalSyndrome::EqDma),
+    }
+}
+
+/// Writes CQ `cqn`'s completion event into event queue `eqn`: EQ 0, or a
+/// completion EQ, which interrupts on its own vector (no `INTR_CAUSE` bit)
+/// when armed. A completion EQ whose memory faults is a fatal error, as EQ
+/// 0's is.
+pub(crate) fn post_completion(st: &mut State, eqn: u32, cqn: u32) {
+    if eqn == 0 {
+        return post(st, EventType::Completion, cqn, 0);
+    }
+    let Some(ceq) = st.objs.eqs.get_mut(eqn) else {
+        return;
+    };
+    match write(&mut ceq.eq, &st.iommu, &eqe(EventType::Completion, cqn, 0)) {
+        Ok(interrupt) => {
+            log::trace!("EQ {eqn}: completion event of CQ {cqn}");
+            if interrupt {
+                st.irq.raise(ceq.eq.vector);
+            }
+        }
+        Err(Unwritten::Full) => {
+            log::warn!("EQ {eqn}: completion event of CQ {cqn} dropped: event queue full")
+        }
+        Err(Unwritten::Fault) => regs::fatal(st, FatalSyndrome::EqDma),
+    }
+}
+
+/// A completion EQ's `EQ_DB` on doorbell page `page`: consumer index
+/// update and optional arm, as EQ 0's `EQ_DB` register.
+pub(crate) fn arm_doorbell(st: &mut State, page: u32, db: EqArmDoorbell) {
+    let eqn = db.eqn();
+    let Some(ceq) = st.objs.eqs.get_mut(eqn) else {
+        log::warn!("EQ_DB for unknown EQ {eqn} ignored");
+        return;
+    };
+    if ceq.uar_page != page {
+        log::warn!(
+            "EQ_DB for EQ {eqn} on page {page}, not its page {}: ignored",
+            ceq.uar_page
+        );
         return;
     }
-    let slot = (eq.pi & ((1 << eq.log_size) - 1)) as usize * EQE_SIZE;
-    let Some(p) = eq.ring.at(&st.iommu, slot, EQE_SIZE) else {
-        return regs::fatal(st, FatalSyndrome::EqDma);
-    };
-    let eqe = Eqe {
-        word: EqeWord::new().with_event_type(ty.raw()),
-        obj: le32::from_ne(obj),
-        syndrome: le32::from_ne(syndrome),
-        ..Eqe::default()
-    };
-    let owner = owner_bit(eq.pi, eq.log_size as u32);
-    match NonNull::new(p.0) {
-        // SAFETY: the slot is EQE_SIZE bytes inside a live mapping (translated
-        // under the device lock); the ring base is page aligned, so the slot
-        // is aligned for Eqe.
-        Some(slot) if slot.as_ptr() as usize % align_of::<Eqe>() == 0 => unsafe {
-            write_entry(slot, &eqe, owner)
-        },
-        _ => return regs::fatal(st, FatalSyndrome::EqDma),
-    }
-    log::debug!(
-        "event {ty:?} obj {obj} syndrome {syndrome} at eq index {}",
-        eq.pi
-    );
-    eq.pi = eq.pi.wrapping_add(1);
-    if eq.armed {
-        eq.armed = false;
-        let vector = eq.vector;
-        regs::raise_cause(st, IntrCause::new().with_async_eq(true), vector);
+    let eq = &mut ceq.eq;
+    eq.ci = db.ci() & ((1 << INDEX_BITS) - 1);
+    if db.arm() {
+        if ring_pending(eq.pi, eq.ci, INDEX_BITS) != 0 {
+            st.irq.raise(eq.vector);
+        } else {
+            eq.armed = true;
+        }
     }
 }
 

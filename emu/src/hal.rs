@@ -92,6 +92,10 @@ unsafe impl Hal for EmuHal {
         Ok(self.dev.shared().irq.wait(vector, timeout_ns))
     }
 
+    fn irq_eventfd(&self, vector: u16) -> Option<i32> {
+        self.dev.shared().irq.eventfd(vector)
+    }
+
     fn relax(&self) {
         match self.dev.shared().mode() {
             // Let the device thread run on a machine with few cores.

@@ -1,35 +1,85 @@
-//! Interrupt lines: what `EmuHal::wait_irq` waits on.
+//! Interrupt lines: what `EmuHal::wait_irq` waits on, and the eventfd of
+//! each vector that `EmuHal::irq_eventfd` hands out.
 //!
-//! The model raises a vector when an unmasked interrupt cause becomes set
-//! (see `regs`), counting raises that nobody has waited for yet, so that a
-//! raise between a driver's check and its wait is not lost.
+//! A vector is pending from the moment the model raises it (see `regs`
+//! and `eq`) until a wait takes it, so a raise between a driver's check
+//! and its wait is not lost; one wait takes every raise before it, as a
+//! read of an eventfd does (VFIO delivers MSI-X on eventfds). Each vector
+//! also has a real eventfd, written on every raise and drained by every
+//! wait, so a program can `poll` it.
 
-use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// Pending interrupt counts per MSI-X vector.
-#[derive(Debug, Default)]
+/// The MSI-X vectors of one device.
+#[derive(Debug)]
 pub(crate) struct IrqLines {
-    pending: Mutex<HashMap<u16, u32>>,
+    pending: Mutex<Vec<bool>>,
     cv: Condvar,
+    /// One per vector; `None` if the system would not create it.
+    fds: Vec<Option<OwnedFd>>,
+}
+
+/// A non-blocking eventfd.
+fn eventfd() -> Option<OwnedFd> {
+    // SAFETY: eventfd has no memory arguments; a non-negative result is a
+    // new descriptor that nothing else owns.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    // SAFETY: `fd` is a fresh descriptor owned by nobody else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl IrqLines {
-    /// Raises `vector`.
+    /// `n` vectors, none pending.
+    pub(crate) fn new(n: u16) -> Self {
+        Self {
+            pending: Mutex::new(vec![false; n.into()]),
+            cv: Condvar::new(),
+            fds: (0..n).map(|_| eventfd()).collect(),
+        }
+    }
+
+    /// Raises `vector` (a vector the device does not have is ignored).
     pub(crate) fn raise(&self, vector: u16) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        *p.entry(vector).or_default() += 1;
+        let Some(v) = p.get_mut(usize::from(vector)) else {
+            log::warn!("raise of MSI-X vector {vector}, which the device does not have");
+            return;
+        };
+        *v = true;
+        if let Some(fd) = &self.fds[usize::from(vector)] {
+            let one = 1u64;
+            // SAFETY: writes the 8 bytes of `one` to an eventfd we own. A
+            // full counter (EAGAIN) is still readable: nothing is lost.
+            let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        }
         self.cv.notify_all();
     }
 
-    /// Waits up to `timeout_ns` for `vector`; consumes one raise.
+    /// Takes every pending raise of `vector`: its eventfd reads empty.
+    fn take(&self, p: &mut [bool], vector: u16) -> bool {
+        let i = usize::from(vector);
+        let was = std::mem::replace(&mut p[i], false);
+        if let Some(fd) = &self.fds[i] {
+            let mut n = 0u64;
+            // SAFETY: reads 8 bytes into `n` from an eventfd we own; a
+            // non-blocking read of an empty one fails with EAGAIN.
+            let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+        }
+        was
+    }
+
+    /// Waits up to `timeout_ns` for `vector` to be pending and takes it;
+    /// false on timeout or for a vector the device does not have.
     pub(crate) fn wait(&self, vector: u16, timeout_ns: u64) -> bool {
         let deadline = Instant::now() + Duration::from_nanos(timeout_ns);
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        if usize::from(vector) >= p.len() {
+            return false;
+        }
         loop {
-            if let Some(n) = p.get_mut(&vector).filter(|n| **n > 0) {
-                *n -= 1;
+            if self.take(&mut p, vector) {
                 return true;
             }
             let now = Instant::now();
@@ -44,11 +94,53 @@ impl IrqLines {
         }
     }
 
+    /// The eventfd of `vector`, if it has one.
+    pub(crate) fn eventfd(&self, vector: u16) -> Option<RawFd> {
+        self.fds
+            .get(usize::from(vector))?
+            .as_ref()
+            .map(AsRawFd::as_raw_fd)
+    }
+
     /// Drops every pending raise (device reset).
     pub(crate) fn clear(&self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for v in 0..p.len() {
+            self.take(&mut p, v as u16);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn readable(fd: RawFd) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no timeout.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
+
+    #[test]
+    fn a_raise_is_pending_until_one_wait_takes_it() {
+        let l = IrqLines::new(2);
+        let fd = l.eventfd(1).unwrap();
+        assert!(!readable(fd));
+        l.raise(1);
+        l.raise(1);
+        assert!(readable(fd));
+        assert!(!l.wait(0, 0), "another vector");
+        assert!(l.wait(1, 0));
+        assert!(!readable(fd), "the wait drained the eventfd");
+        assert!(!l.wait(1, 1_000_000), "both raises taken by one wait");
+        l.raise(7);
+        assert!(!l.wait(7, 0), "no such vector");
+        l.raise(1);
+        l.clear();
+        assert!(!readable(fd) && !l.wait(1, 0));
     }
 }

@@ -6,6 +6,7 @@ use rnic_hw_regs::uar::CqArmCmd;
 use rnic_hw_regs::verbs::{QpState, QpType};
 
 use crate::counters::Counters;
+use crate::eq::EventQueue;
 use crate::iommu::DmaRange;
 use crate::port::Path;
 use crate::transport::{QpTimers, ReqState, RespState};
@@ -141,8 +142,9 @@ impl MrTable {
 pub(crate) struct Cq {
     pub log_size: u8,
     pub uar_page: u32,
-    /// Completion events go to EQ 0 (CREATE_CQ eqn 0) or nowhere (NONE).
-    pub events: bool,
+    /// The EQ completion events go to (0: EQ 0), or none (CREATE_CQ eqn
+    /// NONE).
+    pub eqn: Option<u32>,
     pub buf: DmaRange,
     pub dbrec: DmaRange,
     /// Free-running producer index.
@@ -157,6 +159,15 @@ pub(crate) struct Cq {
     /// Index of the last solicited or error CQE written.
     pub last_solicited: Option<u32>,
     /// QPs completing into this CQ: destroying it is refused while non-zero.
+    pub users: u32,
+}
+
+/// A completion event queue (CREATE_EQ).
+#[derive(Debug)]
+pub(crate) struct CompEq {
+    pub eq: EventQueue,
+    pub uar_page: u32,
+    /// CQs delivering to it: destroying it is refused while non-zero.
     pub users: u32,
 }
 
@@ -253,6 +264,7 @@ pub(crate) struct Objects {
     pub mrs: MrTable,
     pub cqs: Table<Cq>,
     pub srqs: Table<Srq>,
+    pub eqs: Table<CompEq>,
     pub qps: Table<Qp>,
 }
 
@@ -263,6 +275,7 @@ impl Objects {
             mrs: MrTable::new(cfg.max_mr),
             cqs: Table::new(1, cfg.max_cq + 1),
             srqs: Table::new(1, cfg.max_srq + 1),
+            eqs: Table::new(1, cfg.max_eq + 1),
             // QPNs 0 and 1 are reserved; CAP_MAX_QP counts them.
             qps: Table::new(2, cfg.max_qp),
         }
@@ -274,6 +287,7 @@ impl Objects {
         self.mrs.clear();
         self.cqs.clear();
         self.srqs.clear();
+        self.eqs.clear();
         self.qps.clear();
     }
 }

@@ -560,7 +560,7 @@ mod tests {
     fn a_flood_of_requests_fills_the_neighbour_cache_only_so_far() {
         let cfg = EmuConfig::default();
         let me = cfg.ipv4;
-        let mut st = State::new(cfg, Arc::new(IrqLines::default()));
+        let mut st = State::new(cfg, Arc::new(IrqLines::new(1)));
         for i in 0..3 * MAX_NEIGHBOURS as u32 {
             let ip = (0x0a00_0000 + i).to_be_bytes();
             receive(&mut st, &arp(ArpOperation::Request, ip, i as u8, me));

@@ -75,6 +75,8 @@ pub(crate) fn read(st: &State, off: usize) -> u32 {
             .to_ne(),
         CAP_UAR_PAGES => c.uar_pages,
         CAP_MAX_SRQ => c.max_srq,
+        CAP_MAX_EQ => c.max_eq,
+        CAP_MSIX => c.msix_vectors.into(),
         CTRL => Ctrl::new().with_enable(r.ctrl_enable).into_bits().to_ne(),
         STATUS => Status::new()
             .with_ready(r.ready)
@@ -185,7 +187,10 @@ fn enable(st: &mut State) {
     let eq = if eq_ctrl.enable() {
         let log = eq_ctrl.log_size();
         let base = st.regs.eq_base;
-        if log > st.cfg.log_max_eq || base % PAGE_SIZE as u64 != 0 {
+        if log > st.cfg.log_max_eq
+            || base % PAGE_SIZE as u64 != 0
+            || eq_ctrl.vector() >= st.cfg.msix_vectors
+        {
             return fatal(st, FatalSyndrome::BadConfig);
         }
         let Some(ring) = DmaRange::new(&st.iommu, base, EQE_SIZE << log) else {

@@ -33,6 +33,11 @@ pub const CAP_UAR_PAGES: usize = 0x024;
 /// `CAP_MAX_SRQ` (RO): number of shared receive queues (0 without
 /// `CAP_DEV.srq`).
 pub const CAP_MAX_SRQ: usize = 0x028;
+/// `CAP_MAX_EQ` (RO): number of completion event queues `CREATE_EQ` can
+/// create, besides EQ 0.
+pub const CAP_MAX_EQ: usize = 0x02C;
+/// `CAP_MSIX` (RO): number of MSI-X vectors (1..=2048).
+pub const CAP_MSIX: usize = 0x030;
 /// `CTRL` (RW): a [`Ctrl`] word.
 pub const CTRL: usize = 0x040;
 /// `STATUS` (RO): a [`Status`] word.
@@ -82,7 +87,9 @@ pub struct Bar0 {
     pub cap_queue: le32,
     pub cap_uar_pages: le32,
     pub cap_max_srq: le32,
-    _r1: [le32; 5],
+    pub cap_max_eq: le32,
+    pub cap_msix: le32,
+    _r1: [le32; 3],
     pub ctrl: le32,
     pub status: le32,
     pub fatal_syndrome: le32,
@@ -108,6 +115,8 @@ const_assert_eq!(core::mem::offset_of!(Bar0, cap_max_pd), CAP_MAX_PD);
 const_assert_eq!(core::mem::offset_of!(Bar0, cap_queue), CAP_QUEUE);
 const_assert_eq!(core::mem::offset_of!(Bar0, cap_uar_pages), CAP_UAR_PAGES);
 const_assert_eq!(core::mem::offset_of!(Bar0, cap_max_srq), CAP_MAX_SRQ);
+const_assert_eq!(core::mem::offset_of!(Bar0, cap_max_eq), CAP_MAX_EQ);
+const_assert_eq!(core::mem::offset_of!(Bar0, cap_msix), CAP_MSIX);
 const_assert_eq!(core::mem::offset_of!(Bar0, ctrl), CTRL);
 const_assert_eq!(core::mem::offset_of!(Bar0, status), STATUS);
 const_assert_eq!(core::mem::offset_of!(Bar0, fatal_syndrome), FATAL_SYNDROME);

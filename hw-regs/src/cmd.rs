@@ -75,10 +75,9 @@ wire_enum! {
         /// Query a shared receive queue: [`ObjIn`] (SRQN) / [`QuerySrqOut`].
         QuerySrq = 0x0503,
         /// Create a completion event queue: [`CreateEqIn`] / [`CreateEqOut`]
-        /// (device 1.1: `BadOpcode`).
+        /// (device 1.3; earlier versions answer `BadOpcode`).
         CreateEq = 0x0600,
-        /// Destroy a completion event queue: [`ObjIn`] (EQN) (device 1.1:
-        /// `BadOpcode`).
+        /// Destroy a completion event queue: [`ObjIn`] (EQN).
         DestroyEq = 0x0601,
         /// Read a port's or a QP's counters:
         /// [`crate::counters::QueryCountersIn`] /

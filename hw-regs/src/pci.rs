@@ -16,5 +16,6 @@ pub const BAR_REGS_SIZE: usize = 16 * 1024;
 /// BAR holding the doorbell pages (see [`crate::uar`]); 64-bit, prefetchable
 /// off, `UAR_PAGES * 4 KiB`.
 pub const BAR_DOORBELL: u8 = 2;
-/// MSI-X vector for the asynchronous event queue (EQ 0).
+/// MSI-X vector 0: command completion and the fatal state (`INTR_CAUSE`),
+/// and EQ 0 when `EQ_CTRL.vector` names it.
 pub const MSIX_ASYNC_VECTOR: u16 = 0;

@@ -131,10 +131,20 @@ pub unsafe trait Hal: Send + Sync {
     fn now_ns(&self) -> u64;
 
     /// Waits up to `timeout_ns` for interrupt `vector`. Returns `Ok(true)` if
-    /// it fired, `Ok(false)` on timeout.
+    /// it fired, `Ok(false)` on timeout. One wait takes every firing since
+    /// the last (as a read of an eventfd does); a timeout of 0 only takes
+    /// a firing already pending.
     fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
         let _ = (vector, timeout_ns);
         Err(HalError::Unsupported)
+    }
+
+    /// A file descriptor (an eventfd) that is readable while interrupt
+    /// `vector` has fired and no [`Hal::wait_irq`] has taken it, for a
+    /// program to `poll` or `epoll` on; `None` where the platform has none.
+    fn irq_eventfd(&self, vector: u16) -> Option<i32> {
+        let _ = vector;
+        None
     }
 
     /// Called in busy-wait loops (spinning on a status register or an owner

@@ -296,6 +296,15 @@ unsafe impl Hal for VfioHal {
             e => hal_err(e, "wait_irq"),
         })
     }
+
+    /// The vector's VFIO eventfd, valid while the device's interrupts stay
+    /// enabled.
+    fn irq_eventfd(&self, vector: u16) -> Option<i32> {
+        use std::os::fd::{AsFd, AsRawFd};
+        let irqs = self.dev.irqs()?;
+        let fd = irqs.eventfd(vector.into())?.as_fd().as_raw_fd();
+        Some(fd)
+    }
 }
 
 #[cfg(test)]

@@ -27,10 +27,9 @@ pub(super) fn create(
         CmdStatus::BadParam,
         off!(CreateCqIn, uar_page),
     )?;
-    let eqn = i.eqn.to_ne();
-    // EQ 0 is the only event queue in this version.
+    let eqn = Some(i.eqn.to_ne()).filter(|&n| n != NONE);
     check(
-        eqn == 0 || eqn == NONE,
+        eqn.map_or(true, |n| n == 0 || st.objs.eqs.get(n).is_some()),
         CmdStatus::BadResource,
         off!(CreateCqIn, eqn),
     )?;
@@ -65,7 +64,7 @@ pub(super) fn create(
         Cq {
             log_size: log as u8,
             uar_page: page,
-            events: eqn == 0,
+            eqn,
             buf,
             dbrec,
             pi: 0,
@@ -76,7 +75,10 @@ pub(super) fn create(
             users: 0,
         },
     );
-    log::debug!("CQ {cqn}: 2^{log} CQEs at {buf_iova:#x}");
+    if let Some(ceq) = eqn.and_then(|n| st.objs.eqs.get_mut(n)) {
+        ceq.users += 1;
+    }
+    log::debug!("CQ {cqn}: 2^{log} CQEs at {buf_iova:#x}, events to EQ {eqn:?}");
     to_bytes(
         &CreateCqOut {
             cqn: le32::from_ne(cqn),
@@ -95,6 +97,10 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         .get(cqn)
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(cq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
-    st.objs.cqs.remove(cqn);
+    if let Some(cq) = st.objs.cqs.remove(cqn) {
+        if let Some(ceq) = cq.eqn.and_then(|n| st.objs.eqs.get_mut(n)) {
+            ceq.users -= 1;
+        }
+    }
     Ok(())
 }

@@ -10,6 +10,7 @@ use crate::state::State;
 
 mod counters;
 mod cq;
+mod eq;
 mod pd_mr;
 mod qp;
 mod query;
@@ -91,13 +92,7 @@ pub(crate) fn execute(
         DestroySrq => srq::destroy(st, input),
         ModifySrq => srq::modify(st, input),
         QuerySrq => srq::query(st, input, out),
-        // Reserved for a later version of the device.
-        CreateEq | DestroyEq => {
-            log::warn!("command {op:?} is not implemented by this device version");
-            Err(CmdError {
-                status: CmdStatus::BadOpcode,
-                syndrome: 0,
-            })
-        }
+        CreateEq => eq::create(st, input, out),
+        DestroyEq => eq::destroy(st, input),
     }
 }
