@@ -212,7 +212,6 @@ fn bad_creation_parameters(mode: ExecMode) {
     inval(qp(cap(d.max_qp_wr + 1, 1, 0), QpType::Rc), "max_qp_wr + 1");
     inval(ctx.create_cq(0).map(drop), "CQ of 0 entries");
     inval(ctx.create_cq(d.max_cqe + 1).map(drop), "CQ over max_cqe");
-    inval(pd.alloc_mr(0, 0).map(drop), "empty MR");
     inval(
         pd.alloc_mr(64, access::REMOTE_WRITE).map(drop),
         "REMOTE_WRITE without LOCAL_WRITE",
@@ -632,8 +631,65 @@ fn unanswered_commands(mode: ExecMode) {
     drop((mr, cq, pd, ctx));
 }
 
+/// A CQ resized with completions waiting keeps them, in order, and goes
+/// on taking completions at its new size, smaller or larger; a size below
+/// the waiting completions is refused.
+fn resize_cq(mode: ExecMode) {
+    let ctx = open(mode);
+    let pd = ctx.alloc_pd().unwrap();
+    let scq = ctx.create_cq(4).unwrap();
+    let rcq = ctx.create_cq(4).unwrap();
+    let qp = create_qp(&pd, &scq, &rcq, cap(128, 1, 64), true);
+    connect(&ctx, &qp, qp.qp_num(), &Conn::default());
+    let mr = pd.alloc_mr(64, ALL_ACCESS).unwrap();
+    let mut next = 0u64;
+    let mut post = |n: u64| {
+        for _ in 0..n {
+            post_send(
+                &qp,
+                write(next, &[sge(&mr, 0, 8)], mr.addr() + 8, mr.rkey()),
+            );
+            next += 1;
+        }
+    };
+    let mut seen = 0u64;
+    let mut take = |n: usize| {
+        for wc in poll_n(&scq, n) {
+            assert_ok(&wc, seen, WcOpcode::RdmaWrite);
+            seen += 1;
+        }
+    };
+    post(3);
+    settle(&ctx);
+    let e = scq.resize(2).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+    assert_eq!(scq.cqe(), 4);
+    scq.resize(100).unwrap();
+    assert_eq!(scq.cqe(), 128);
+    take(3);
+    // Past the old ring's end, then down to 8 with five waiting.
+    for _ in 0..3 {
+        post(100);
+        take(100);
+    }
+    post(5);
+    settle(&ctx);
+    scq.resize(8).unwrap();
+    assert_eq!(scq.cqe(), 8);
+    take(5);
+    for _ in 0..10 {
+        post(7);
+        take(7);
+    }
+    assert_eq!(seen, 378);
+    assert_cq_empty(&ctx, &scq);
+    let e = scq.resize(0).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+}
+
 both_modes!(
     unanswered_commands,
+    resize_cq,
     pd_with_mr_is_busy,
     pd_with_qp_is_busy,
     cq_with_qp_is_busy,

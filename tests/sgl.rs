@@ -367,6 +367,49 @@ fn gather_needs_no_access_rights(mode: ExecMode) {
     p.assert_quiet();
 }
 
+/// Zero-length MRs, allocated or of user memory: their keys serve
+/// zero-length accesses, and one byte through them is out of bounds.
+fn zero_length_mrs(mode: ExecMode) {
+    let p = pair(mode, 1);
+    let zero = p.mr(0, ALL_ACCESS);
+    let mut byte = 0u8;
+    // SAFETY: a zero-length registration reaches none of `byte`.
+    let user = unsafe { p.pd.reg_mr(NonNull::from(&mut byte), 0, ALL_ACCESS) }.unwrap();
+    for mr in [&zero, &user] {
+        assert!(mr.is_empty());
+        assert_ne!(mr.lkey(), 0);
+        assert!(mr.sge(0, 1).is_err(), "no byte to name");
+    }
+    let buf = p.mr(64, ALL_ACCESS);
+    post_recv(&p.b, recv(1, &[sge(&buf, 0, 64)]));
+    post_send(&p.a, send(1, &[sge(&zero, 0, 0)]));
+    post_send(
+        &p.a,
+        write(2, &[sge(&user, 0, 0)], zero.addr(), zero.rkey()),
+    );
+    let s = poll_n(&p.cq_a, 2);
+    assert_ok(&s[0], 1, WcOpcode::Send);
+    assert_ok(&s[1], 2, WcOpcode::RdmaWrite);
+    let r = poll_one(&p.cq_b);
+    assert_ok(&r, 1, WcOpcode::Recv);
+    assert_eq!(r.byte_len, 0);
+    // One byte through a zero-length MR's lkey.
+    let one = Sge {
+        addr: zero.addr(),
+        length: 1,
+        lkey: zero.lkey(),
+    };
+    post_send(&p.a, send(3, &[one]));
+    assert_err(
+        &poll_one(&p.cq_a),
+        3,
+        WcStatus::LocProtErr,
+        Syndrome::OutOfBounds,
+    );
+    zero.destroy().unwrap();
+    user.destroy().unwrap();
+}
+
 /// The format's limits: a device allowing 31 entries per list, a send
 /// WQE of 32 segments (8 BBs: control, remote address, 30 data segments)
 /// and a receive WQE of 31 entries (a 512-byte slot).
@@ -427,4 +470,5 @@ both_modes!(
     unaligned_user_memory,
     gather_needs_no_access_rights,
     thirty_one_entry_lists,
+    zero_length_mrs,
 );

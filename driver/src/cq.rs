@@ -6,7 +6,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-use rnic_hw_regs::cmd::{CmdOpcode, CreateCqIn, CreateCqOut, ObjIn};
+use rnic_hw_regs::cmd::{CmdOpcode, CreateCqIn, CreateCqOut, ObjIn, ResizeCqIn};
 use rnic_hw_regs::cqe::{Cqe, CqeOwner, CQE_OWNER_OFFSET, CQE_SIZE};
 use rnic_hw_regs::uar::{CqArmCmd, CqDoorbell, CQ_DB};
 use rnic_hw_regs::verbs::WcStatus;
@@ -49,20 +49,19 @@ pub(crate) struct CqShared<H: Hal> {
     /// The channel its completion events go to (EQ 0 without one).
     channel: Option<Arc<ChannelInner<H>>>,
     events: EventCounts,
-    log_size: u32,
     uar_page: u32,
     arm: Arc<CqArm>,
     poll: Mutex<CqPoll>,
+}
+
+/// The consumer state, locked for a poll batch (and a resize).
+struct CqPoll {
+    ring: ConsumerRing<Cqe>,
+    dbrec: DbRec,
     /// View of the CQE ring, for rewriting entries when cleaning.
     ring_mem: DmaRegion,
     /// The CQE ring and doorbell record; `None` once released.
     mem: Option<DmaRegion>,
-}
-
-/// The consumer state, locked for a poll batch.
-struct CqPoll {
-    ring: ConsumerRing<Cqe>,
-    dbrec: DbRec,
     /// The QPs completing into the CQ.
     qps: QpTable,
     /// An error found after completions were already returned, reported
@@ -152,30 +151,7 @@ impl<H: Hal> Context<H> {
                 ));
             }
         }
-        // The CAP field has 5 bits, and a CQ's 24-bit consumer index
-        // allows 2^23 entries at most, whatever a device claims.
-        let max = 1u32 << sh.dev.caps.log_max_cqe.min(LOG_MAX_CQ);
-        if cqe == 0 || cqe > max {
-            return Err(Error::invalid(format!(
-                "CQ size {cqe} is outside 1..={max}"
-            )));
-        }
-        // cqe <= max <= 2^31: the power of two fits.
-        let log_size = cqe.next_power_of_two().trailing_zeros();
-        // The doorbell record follows the ring in the same allocation.
-        let Some((ring_bytes, len)) =
-            ring_bytes(CQE_SIZE, log_size).and_then(|r| Some((r, r.checked_add(CQE_SIZE)?)))
-        else {
-            return Err(Error::new(
-                ErrorKind::NoMemory,
-                format!("a CQ of {cqe} entries does not fit in the address space"),
-            ));
-        };
-        let hal = sh.hal();
-        let mem = hal
-            .dma_alloc(len)
-            .map_err(|e| Error::hal(e, "allocating a CQ"))?;
-        mem.zero();
+        let (log_size, ring_bytes, mem) = cq_memory(sh, cqe)?;
         let uar_page = sh.alloc_uar_page();
         let input = CreateCqIn {
             log_size: le32::from_ne(log_size),
@@ -244,17 +220,16 @@ impl<H: Hal> Context<H> {
                 cqn,
                 channel: channel.map(|c| Arc::clone(&c.inner)),
                 events: EventCounts::default(),
-                log_size,
                 uar_page,
                 arm,
                 poll: Mutex::new(CqPoll {
                     ring,
                     dbrec,
+                    ring_mem,
+                    mem: Some(mem),
                     qps: QpTable::default(),
                     pending: None,
                 }),
-                ring_mem,
-                mem: Some(mem),
             }),
         };
         if let Some(ch) = channel {
@@ -265,7 +240,86 @@ impl<H: Hal> Context<H> {
     }
 }
 
+/// The memory of a CQ of at least `cqe` entries: log2 of its entries, the
+/// ring's bytes (the doorbell record follows the ring), and the zeroed
+/// region.
+fn cq_memory<H: Hal>(sh: &Shared<H>, cqe: u32) -> Result<(u32, usize, DmaRegion)> {
+    // The CAP field has 5 bits, and a CQ's 24-bit consumer index allows
+    // 2^23 entries at most, whatever a device claims.
+    let max = 1u32 << sh.dev.caps.log_max_cqe.min(LOG_MAX_CQ);
+    if cqe == 0 || cqe > max {
+        return Err(Error::invalid(format!(
+            "CQ size {cqe} is outside 1..={max}"
+        )));
+    }
+    // cqe <= max <= 2^31: the power of two fits.
+    let log_size = cqe.next_power_of_two().trailing_zeros();
+    let Some((ring_bytes, len)) =
+        ring_bytes(CQE_SIZE, log_size).and_then(|r| Some((r, r.checked_add(CQE_SIZE)?)))
+    else {
+        return Err(Error::new(
+            ErrorKind::NoMemory,
+            format!("a CQ of {cqe} entries does not fit in the address space"),
+        ));
+    };
+    let mem = sh
+        .hal()
+        .dma_alloc(len)
+        .map_err(|e| Error::hal(e, "allocating a CQ"))?;
+    mem.zero();
+    Ok((log_size, ring_bytes, mem))
+}
+
 impl<H: Hal> Cq<H> {
+    /// Resizes the CQ to hold at least `cqe` completions (`ibv_resize_cq`,
+    /// RESIZE_CQ); the completions not yet polled move with it, so a size
+    /// below their number is `EINVAL`.
+    pub fn resize(&self, cqe: u32) -> Result<()> {
+        let cq = &*self.inner;
+        let sh = &cq.ctx;
+        let mut p = cq.poll.lock();
+        let (log_size, ring_bytes, mem) = cq_memory(sh, cqe)?;
+        // SAFETY: the ring, record and view point into `mem`, which the
+        // CqPoll owns from here on and frees only when it is released.
+        let (ring, dbrec, ring_mem) = unsafe {
+            (
+                p.ring.moved_to(&mem, log_size),
+                DbRec::new(&mem, ring_bytes),
+                view(&mem, 0, ring_bytes),
+            )
+        };
+        // The new record starts at the consumer index, which stays (the
+        // poll lock is held).
+        dbrec.publish(p.ring.ci());
+        let input = ResizeCqIn {
+            cqn: le32::from_ne(cq.cqn),
+            log_size: le32::from_ne(log_size),
+            buf_iova: le64::from_ne(mem.iova()),
+            dbrec_iova: le64::from_ne(mem.iova() + ring_bytes as u64),
+        };
+        if let Err(e) = sh.exec::<_, ()>(CmdOpcode::ResizeCq, &input) {
+            // SAFETY: from dma_alloc, given to the device only by this
+            // command.
+            unsafe {
+                sh.dispose_after_failed_create(
+                    DeviceMem::Region(mem),
+                    format_args!("resizing CQ {}", cq.cqn),
+                    &e,
+                )
+            };
+            return Err(e);
+        }
+        p.ring = ring;
+        p.dbrec = dbrec;
+        p.ring_mem = ring_mem;
+        if let Some(old) = p.mem.replace(mem) {
+            // SAFETY: from dma_alloc; the device moved to the new ring.
+            unsafe { sh.hal().dma_free(old) };
+        }
+        log::debug!("CQ {}: resized to {} entries", cq.cqn, 1u32 << log_size);
+        Ok(())
+    }
+
     /// The CQ number.
     pub fn cq_num(&self) -> u32 {
         self.inner.cqn
@@ -280,7 +334,7 @@ impl<H: Hal> Cq<H> {
 
     /// Number of completions the CQ holds.
     pub fn cqe(&self) -> u32 {
-        1 << self.inner.log_size
+        self.inner.poll.lock().ring.size()
     }
 
     /// Takes up to `wc.len()` completions (`ibv_poll_cq`); returns how many
@@ -395,12 +449,13 @@ impl<H: Hal> Cq<H> {
                 ),
             )),
         };
-        if let Some(ch) = channel.filter(|_| result.is_err() && self.inner.mem.is_some()) {
+        let kept = self.inner.poll.lock().mem.is_some();
+        if let Some(ch) = channel.filter(|_| result.is_err() && kept) {
             // Never refused: the CQ had its place.
             let _ = ch.attach(&self.inner);
         }
         match result {
-            Err(e) if self.inner.mem.is_none() => Err(DestroyError::gone(e)),
+            Err(e) if !kept => Err(DestroyError::gone(e)),
             result => DestroyError::hand_back(self, result),
         }
     }
@@ -534,7 +589,7 @@ impl<H: Hal> CqShared<H> {
     /// The receive completions of a QP on `srq` give their slots back to
     /// it: nobody will poll them.
     fn clean_locked(&self, p: &mut CqPoll, qpn: u32, srq: Option<&SrqSlots>) {
-        let size = 1u32 << self.log_size;
+        let size = p.ring.size();
         let off = |i: u32| (i & (size - 1)) as usize * CQE_SIZE;
         let ci = p.ring.ci();
         let mut prod = ci;
@@ -549,7 +604,7 @@ impl<H: Hal> CqShared<H> {
         let mut i = prod;
         while i != ci {
             i = i.wrapping_sub(1);
-            let cqe: Cqe = self.ring_mem.read(off(i));
+            let cqe: Cqe = p.ring_mem.read(off(i));
             if cqe.qpn.to_ne() & 0xff_ffff == qpn {
                 freed += 1;
                 if let Some(srq) = srq.filter(|_| !cqe.flags.is_send()) {
@@ -564,8 +619,8 @@ impl<H: Hal> CqShared<H> {
                 }
             } else if freed > 0 {
                 let dst = i.wrapping_add(freed);
-                let owner: CqeOwner = self.ring_mem.read(off(dst) + CQE_OWNER_OFFSET);
-                self.ring_mem.write(off(dst), Cqe { owner, ..cqe });
+                let owner: CqeOwner = p.ring_mem.read(off(dst) + CQE_OWNER_OFFSET);
+                p.ring_mem.write(off(dst), Cqe { owner, ..cqe });
             }
         }
         if freed > 0 {
@@ -580,7 +635,7 @@ impl<H: Hal> CqShared<H> {
     }
 
     fn release(&mut self) -> Result<()> {
-        let Some(mem) = self.mem.take() else {
+        let Some(mem) = self.poll.get_mut().mem.take() else {
             return Ok(());
         };
         let input = ObjIn {
@@ -602,7 +657,7 @@ impl<H: Hal> CqShared<H> {
                     &e,
                 );
             } else {
-                self.mem = Some(mem);
+                self.poll.get_mut().mem = Some(mem);
             }
             return Err(e);
         }
@@ -622,7 +677,7 @@ impl<H: Hal> CqShared<H> {
 impl<H: Hal> Drop for CqShared<H> {
     fn drop(&mut self) {
         if let Err(e) = self.release() {
-            if let Some(mem) = self.mem.take() {
+            if let Some(mem) = self.poll.get_mut().mem.take() {
                 self.ctx.orphan(
                     DeviceMem::Region(mem),
                     format_args!("dropping CQ {}", self.cqn),

@@ -23,14 +23,26 @@ use crate::wr::Sge;
 pub struct Mr<H: Hal> {
     pd: Arc<PdInner<H>>,
     /// The bytes: a `dma_alloc` region, or a view of the caller's memory at
-    /// its `dma_map` IOVA. `None` once released.
+    /// its `dma_map` IOVA (empty for a zero-length MR). `None` once
+    /// released.
     mem: Option<DmaRegion>,
-    /// The memory came from `dma_alloc` (else from `dma_map`).
-    allocated: bool,
+    /// Where the memory came from.
+    source: Source,
     len: usize,
     lkey: u32,
     rkey: u32,
     access: u32,
+}
+
+/// Where an MR's memory came from, which says how to give it back.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `dma_alloc`.
+    Allocated,
+    /// `dma_map` of the caller's memory.
+    Mapped,
+    /// Nothing: a zero-length MR has no memory.
+    Empty,
 }
 
 fn check_access(access: u32) -> Result<()> {
@@ -53,10 +65,13 @@ fn check_access(access: u32) -> Result<()> {
 impl<H: Hal> Pd<H> {
     /// Allocates `len` bytes of zeroed DMA memory and registers them
     /// (REG_MR) with `access` ([`crate::access`] flags).
+    ///
+    /// A zero-length MR (`len` 0) is allowed, as the IB specification
+    /// allows it: its keys are valid for zero-length accesses only.
     pub fn alloc_mr(&self, len: usize, access: u32) -> Result<Mr<H>> {
         check_access(access)?;
         if len == 0 {
-            return Err(Error::invalid("MR length must not be 0"));
+            return self.empty(NonNull::dangling(), access);
         }
         let ctx = &self.inner.ctx;
         let mem = ctx
@@ -65,7 +80,7 @@ impl<H: Hal> Pd<H> {
             .map_err(|e| Error::hal(e, "allocating MR memory"))?;
         mem.zero();
         match self.register(&mem, len, access) {
-            Ok(out) => Ok(self.mr(mem, true, len, access, out)),
+            Ok(out) => Ok(self.mr(mem, Source::Allocated, len, access, out)),
             Err(e) => {
                 // SAFETY: from dma_alloc, given to the device only by this
                 // registration.
@@ -107,7 +122,7 @@ impl<H: Hal> Pd<H> {
     pub unsafe fn reg_mr(&self, ptr: NonNull<u8>, len: usize, access: u32) -> Result<Mr<H>> {
         check_access(access)?;
         if len == 0 {
-            return Err(Error::invalid("MR length must not be 0"));
+            return self.empty(ptr, access);
         }
         let ctx = &self.inner.ctx;
         // SAFETY: the caller keeps the memory valid until the MR is gone,
@@ -120,7 +135,7 @@ impl<H: Hal> Pd<H> {
         // writes for as long as the MR (which owns this view) lives.
         let mem = unsafe { DmaRegion::new(ptr, iova, len) };
         match self.register(&mem, len, access) {
-            Ok(out) => Ok(self.mr(mem, false, len, access, out)),
+            Ok(out) => Ok(self.mr(mem, Source::Mapped, len, access, out)),
             Err(e) => {
                 // SAFETY: exactly the mapping made above, not yet unmapped,
                 // given to the device only by this registration.
@@ -136,6 +151,14 @@ impl<H: Hal> Pd<H> {
         }
     }
 
+    /// A zero-length MR at address `va`: registered with no memory.
+    fn empty(&self, va: NonNull<u8>, access: u32) -> Result<Mr<H>> {
+        // SAFETY: a region of no bytes: nothing is ever accessed through it.
+        let mem = unsafe { DmaRegion::new(va, 0, 0) };
+        let out = self.register(&mem, 0, access)?;
+        Ok(self.mr(mem, Source::Empty, 0, access, out))
+    }
+
     fn register(&self, mem: &DmaRegion, len: usize, access: u32) -> Result<RegMrOut> {
         let input = RegMrIn {
             pdn: le32::from_ne(self.inner.pdn),
@@ -147,11 +170,11 @@ impl<H: Hal> Pd<H> {
         self.inner.ctx.exec(CmdOpcode::RegMr, &input)
     }
 
-    fn mr(&self, mem: DmaRegion, allocated: bool, len: usize, access: u32, out: RegMrOut) -> Mr<H> {
+    fn mr(&self, mem: DmaRegion, source: Source, len: usize, access: u32, out: RegMrOut) -> Mr<H> {
         Mr {
             pd: Arc::clone(&self.inner),
             mem: Some(mem),
-            allocated,
+            source,
             len,
             lkey: out.lkey.to_ne(),
             rkey: out.rkey.to_ne(),
@@ -177,7 +200,7 @@ impl<H: Hal> Mr<H> {
         self.len
     }
 
-    /// Whether the region is empty (never: zero-length MRs are refused).
+    /// Whether the region is empty (a zero-length MR).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -324,14 +347,14 @@ impl<H: Hal> Mr<H> {
     /// the caller's memory (whose `dma_map` IOVA and length the view has).
     fn take_memory(&mut self) -> Option<DeviceMem> {
         let mem = self.mem.take()?;
-        Some(if self.allocated {
-            DeviceMem::Region(mem)
-        } else {
-            DeviceMem::Mapping {
+        match self.source {
+            Source::Allocated => Some(DeviceMem::Region(mem)),
+            Source::Mapped => Some(DeviceMem::Mapping {
                 iova: mem.iova(),
                 len: self.len,
-            }
-        })
+            }),
+            Source::Empty => None,
+        }
     }
 }
 

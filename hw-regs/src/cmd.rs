@@ -57,6 +57,8 @@ wire_enum! {
         CreateCq = 0x0300,
         /// Destroy a completion queue: [`ObjIn`] (CQN).
         DestroyCq = 0x0301,
+        /// Resize a completion queue: [`ResizeCqIn`] (device 1.3).
+        ResizeCq = 0x0302,
         /// Create a queue pair: [`CreateQpIn`] / [`CreateQpOut`].
         CreateQp = 0x0400,
         /// Modify a queue pair: [`ModifyQpIn`].
@@ -385,6 +387,23 @@ pub struct CreateCqOut {
     pub cqn: le32,
 }
 
+/// Input of RESIZE_CQ (`ibv_resize_cq`): the CQ moves to a new ring and
+/// doorbell record; the device moves the CQEs not yet consumed to their
+/// indices in it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ResizeCqIn {
+    /// CQ number.
+    pub cqn: le32,
+    /// log2 of the new ring's CQEs.
+    pub log_size: le32,
+    /// IOVA of the new ring (4 KiB aligned, zeroed).
+    pub buf_iova: le64,
+    /// IOVA of the new doorbell record (8-byte aligned), holding the
+    /// current consumer index.
+    pub dbrec_iova: le64,
+}
+
 /// Input of CREATE_QP.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -616,6 +635,7 @@ pub struct CreateEqOut {
     pub eqn: le32,
 }
 
+assert_eq_size!(ResizeCqIn, [u8; 24]);
 assert_eq_size!(CreateSrqIn, [u8; 40]);
 const_assert_eq!(core::mem::offset_of!(CreateSrqIn, buf_iova), 24);
 assert_eq_size!(ModifySrqIn, [u8; 24]);

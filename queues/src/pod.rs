@@ -10,7 +10,7 @@ use rnic_hw_regs::cmd::{
     AddressVector, CmdEntry, CmdHeader, CreateCqIn, CreateCqOut, CreateEqIn, CreateEqOut,
     CreatePdOut, CreateQpIn, CreateQpOut, CreateSrqIn, CreateSrqOut, ModifyQpIn, ModifySrqIn,
     ObjIn, QpAttrs, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn, QueryPortOut,
-    QuerySrqOut, RegMrIn, RegMrOut, SetGidIn,
+    QuerySrqOut, RegMrIn, RegMrOut, ResizeCqIn, SetGidIn,
 };
 use rnic_hw_regs::counters::{CountersOut, QueryCountersIn};
 use rnic_hw_regs::cqe::{Cqe, CqeFlags, CqeOwner};
@@ -179,6 +179,7 @@ pod_struct! {
     RegMrOut { lkey, rkey }
     CreateCqIn { log_size, uar_page, eqn, reserved, buf_iova, dbrec_iova }
     CreateCqOut { cqn }
+    ResizeCqIn { cqn, log_size, buf_iova, dbrec_iova }
     CreateQpIn {
         qp_type, sq_sig_all, log_rq_stride, reserved0, pdn, send_cqn, recv_cqn, srqn,
         log_sq_bbs, log_rq_wqes, max_inline, uar_page, reserved1, sq_iova, rq_iova, dbrec_iova,

@@ -208,6 +208,20 @@ impl<T: OwnedEntry> ConsumerRing<T> {
         }
     }
 
+    /// The ring, resized, at the start of `region`: `1 << log_size`
+    /// entries, the consumer index unchanged (the device moved the entries
+    /// not yet taken to their indices in the new ring).
+    ///
+    /// # Safety
+    ///
+    /// As for [`ConsumerRing::new`].
+    pub unsafe fn moved_to(&self, region: &DmaRegion, log_size: u32) -> Self {
+        // SAFETY: the caller's promise, passed on.
+        let mut r = unsafe { Self::new(region, log_size) };
+        r.ci = self.ci;
+        r
+    }
+
     /// Number of entries.
     pub fn size(&self) -> u32 {
         1 << self.log_size

@@ -76,6 +76,7 @@ pub(crate) fn execute(
         DeregMr => pd_mr::dereg_mr(st, input),
         CreateCq => cq::create(st, input, out),
         DestroyCq => cq::destroy(st, input),
+        ResizeCq => cq::resize(st, input),
         CreateQp => qp::create(st, input, out),
         ModifyQp => qp::modify(st, input),
         QueryQp => qp::query(st, input, out),
