@@ -4,7 +4,7 @@ use alloc::format;
 use alloc::sync::Arc;
 use core::ptr::NonNull;
 
-use rnic_hw_regs::cmd::{CmdOpcode, ObjIn, RegMrIn, RegMrOut};
+use rnic_hw_regs::cmd::{CmdOpcode, ObjIn, RegMrIn, RegMrOut, ReregMrIn};
 use rnic_hw_regs::verbs::access;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DmaRegion, Hal};
@@ -286,6 +286,110 @@ impl<H: Hal> Mr<H> {
             }
         }
         Ok(())
+    }
+
+    /// Changes the MR's PD and/or access flags (`ibv_rereg_mr` with
+    /// `IBV_REREG_MR_CHANGE_PD` / `CHANGE_ACCESS`, REREG_MR); its keys and
+    /// memory stay. An MR with memory windows bound to it is busy.
+    pub fn rereg(&mut self, pd: Option<&Pd<H>>, access: Option<u32>) -> Result<()> {
+        use rnic_hw_regs::cmd::rereg;
+        if let Some(pd) = pd {
+            if !Arc::ptr_eq(&pd.inner.ctx, &self.pd.ctx) {
+                return Err(Error::invalid("the PD belongs to another device context"));
+            }
+        }
+        if let Some(a) = access {
+            check_access(a)?;
+        }
+        let flags = pd.map_or(0, |_| rereg::PD) | access.map_or(0, |_| rereg::ACCESS);
+        if flags == 0 {
+            return Err(Error::invalid("rereg_mr with nothing to change"));
+        }
+        self.rereg_cmd(flags, pd, access, None)?;
+        if let Some(pd) = pd {
+            self.pd = Arc::clone(&pd.inner);
+        }
+        if let Some(a) = access {
+            self.access = a;
+        }
+        Ok(())
+    }
+
+    /// Moves the MR to the caller's memory `ptr .. ptr + len`
+    /// (`ibv_rereg_mr` with `IBV_REREG_MR_CHANGE_TRANSLATION`): the keys
+    /// stay, the old memory is freed or unmapped once the device uses the
+    /// new one.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Pd::reg_mr`]: the memory stays valid, and does not move,
+    /// until the MR is destroyed, dropped or moved again.
+    pub unsafe fn rereg_memory(&mut self, ptr: NonNull<u8>, len: usize) -> Result<()> {
+        use rnic_hw_regs::cmd::rereg;
+        if self.mem.is_none() {
+            return Err(Error::invalid("the MR is released"));
+        }
+        let ctx = Arc::clone(&self.pd.ctx);
+        let (mem, source) = if len == 0 {
+            // SAFETY: a region of no bytes: nothing is ever accessed
+            // through it.
+            (unsafe { DmaRegion::new(ptr, 0, 0) }, Source::Empty)
+        } else {
+            // SAFETY: the caller keeps the memory valid while the MR uses
+            // it, as for reg_mr.
+            let iova = unsafe { ctx.hal().dma_map(ptr, len) }
+                .map_err(|e| Error::hal(e, "mapping MR memory for the device"))?;
+            // SAFETY: as above, for as long as the MR owns this view.
+            (unsafe { DmaRegion::new(ptr, iova, len) }, Source::Mapped)
+        };
+        if let Err(e) = self.rereg_cmd(rereg::TRANSLATION, None, None, Some((&mem, len))) {
+            if source == Source::Mapped {
+                // SAFETY: exactly the mapping made above, given to the
+                // device only by this command.
+                unsafe {
+                    ctx.dispose_after_failed_create(
+                        DeviceMem::Mapping {
+                            iova: mem.iova(),
+                            len,
+                        },
+                        format_args!("moving MR {:#x}", self.lkey),
+                        &e,
+                    )
+                };
+            }
+            return Err(e);
+        }
+        if let Some(old) = self.take_memory() {
+            // SAFETY: from this platform; the device moved to the new
+            // memory.
+            unsafe { old.release(ctx.hal()) };
+        }
+        self.mem = Some(mem);
+        self.source = source;
+        self.len = len;
+        Ok(())
+    }
+
+    fn rereg_cmd(
+        &self,
+        flags: u32,
+        pd: Option<&Pd<H>>,
+        access: Option<u32>,
+        mem: Option<(&DmaRegion, usize)>,
+    ) -> Result<()> {
+        let (va, len, iova) = mem.map_or((0, 0, 0), |(m, len)| {
+            (m.vaddr().as_ptr() as u64, len as u64, m.iova())
+        });
+        let input = ReregMrIn {
+            lkey: le32::from_ne(self.lkey),
+            flags: le32::from_ne(flags),
+            pdn: le32::from_ne(pd.map_or(0, |p| p.inner.pdn)),
+            access: le32::from_ne(access.unwrap_or(0)),
+            va: le64::from_ne(va),
+            length: le64::from_ne(len),
+            iova: le64::from_ne(iova),
+        };
+        self.pd.ctx.exec(CmdOpcode::ReregMr, &input)
     }
 
     /// Deregisters the region (DEREG_MR) and frees or unmaps its memory.

@@ -67,6 +67,14 @@ impl Default for WorkCompletion {
 }
 
 impl WorkCompletion {
+    /// The rkey a SEND with invalidate invalidated
+    /// (`ibv_wc.invalidated_rkey`), with [`wc_flags::WITH_INV`].
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        self.imm_data
+            .filter(|_| self.flags & wc_flags::WITH_INV != 0)
+            .map(u32::from_be_bytes)
+    }
+
     /// The decoded vendor error.
     pub fn syndrome(&self) -> Option<Syndrome> {
         Syndrome::from_raw(self.vendor_err)

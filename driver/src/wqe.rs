@@ -9,7 +9,7 @@
 use alloc::format;
 use rnic_hw_regs::verbs::WrOpcode;
 use rnic_hw_regs::wqe::{
-    AtomicSeg, CtrlSeg, CtrlWord, DataSeg, DatagramSeg, InlineHdr, RaddrSeg, RecvWqeHdr,
+    AtomicSeg, BindSeg, CtrlSeg, CtrlWord, DataSeg, DatagramSeg, InlineHdr, RaddrSeg, RecvWqeHdr,
     INLINE_MARK, SEG_SIZE, SEND_WQE_BB,
 };
 use rnic_hw_regs::{le32, le64};
@@ -68,6 +68,16 @@ pub(crate) fn plan_send(wr: &SendWr<'_>, lim: &SendLimits) -> Result<usize> {
         } else {
             "UdSend is for UD QPs"
         }));
+    }
+    if op.is_local() {
+        if !matches!(wr.payload, Payload::Sgl(&[])) {
+            return Err(Error::invalid(format!("{op:?} carries no payload")));
+        }
+        return Ok(if matches!(op, SendOp::BindMw { .. }) {
+            1 + BIND_SEGS
+        } else {
+            1
+        });
     }
     let body = match wr.payload {
         Payload::Sgl(sgl) => {
@@ -168,6 +178,9 @@ fn seg_words<T: Pod>(seg: T) -> [u64; 2] {
     // valid `[u64; 2]`; transmute_copy reads unaligned.
     unsafe { core::mem::transmute_copy(&seg) }
 }
+
+/// Segments of a [`BindSeg`].
+const BIND_SEGS: usize = core::mem::size_of::<BindSeg>() / SEG_SIZE;
 
 /// Segments of a [`DatagramSeg`].
 const DATAGRAM_SEGS: usize = core::mem::size_of::<DatagramSeg>() / SEG_SIZE;
@@ -288,6 +301,10 @@ pub(crate) fn write_send(ring: &mut WqRing, idx: u32, wr: &SendWr<'_>, ds: usize
         SendOp::AtomicFetchAndAdd { .. } => (WrOpcode::AtomicFetchAndAdd, [0; 4]),
         SendOp::UdSend { imm: None, .. } => (WrOpcode::Send, [0; 4]),
         SendOp::UdSend { imm: Some(imm), .. } => (WrOpcode::SendWithImm, imm),
+        // The rkey to invalidate travels in the immediate data's place.
+        SendOp::SendWithInv { rkey } => (WrOpcode::SendWithInv, rkey.to_be_bytes()),
+        SendOp::LocalInv { rkey } => (WrOpcode::LocalInv, rkey.to_be_bytes()),
+        SendOp::BindMw { .. } => (WrOpcode::BindMw, [0; 4]),
     };
     let word0 = CtrlWord::new()
         .with_opcode(opcode.raw())
@@ -305,6 +322,25 @@ pub(crate) fn write_send(ring: &mut WqRing, idx: u32, wr: &SendWr<'_>, ds: usize
     });
     if let SendOp::UdSend { dest, .. } = wr.op {
         for words in datagram_words(&dest) {
+            let (bb, off) = w.next();
+            w.ring.put_words(bb, off, words);
+        }
+    }
+    if let SendOp::BindMw { bind } = wr.op {
+        let seg = BindSeg {
+            mw_rkey: le32::from_ne(bind.mw_rkey),
+            new_rkey: le32::from_ne(bind.new_rkey),
+            mr_lkey: le32::from_ne(bind.mr_lkey),
+            access: le32::from_ne(bind.access),
+            va: le64::from_ne(bind.addr),
+            length: le64::from_ne(bind.length),
+        };
+        const { assert!(core::mem::size_of::<BindSeg>() == BIND_SEGS * SEG_SIZE) };
+        // SAFETY: `BindSeg` is 32 bytes (checked above) of plain data with
+        // no padding (Pod), so every byte is initialised and any bit
+        // pattern is valid for the array; transmute_copy reads unaligned.
+        let words: [[u64; 2]; BIND_SEGS] = unsafe { core::mem::transmute_copy(&seg) };
+        for words in words {
             let (bb, off) = w.next();
             w.ring.put_words(bb, off, words);
         }

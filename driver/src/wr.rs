@@ -37,6 +37,26 @@ pub struct UdDest {
     pub remote_qkey: u32,
 }
 
+/// A memory window bind (`struct ibv_mw_bind` with its `bind_info`): the
+/// window of rkey `mw_rkey` becomes `new_rkey` and reaches `length` bytes
+/// at `addr` of the MR of `mr_lkey` with `access`. Made by
+/// [`crate::Mw::bind_wr`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MwBind {
+    /// The window's rkey before the bind.
+    pub mw_rkey: u32,
+    /// Its rkey after it: the same index, the next key byte.
+    pub new_rkey: u32,
+    /// The MR (which must allow [`crate::access::MW_BIND`]).
+    pub mr_lkey: u32,
+    /// Start address, inside the MR.
+    pub addr: u64,
+    /// Length in bytes (0 unbinds a type 1 window).
+    pub length: u64,
+    /// `REMOTE_*` access the window grants.
+    pub access: u32,
+}
+
 /// The operation of a send work request, with its operands
 /// (`ibv_send_wr.opcode` and `wr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +78,23 @@ pub enum SendOp {
     SendWithImm {
         /// Immediate data, network byte order.
         imm: [u8; 4],
+    },
+    /// SEND that invalidates the peer's type 2 memory window `rkey`
+    /// (bound to the receiving QP) as it completes (RC only).
+    SendWithInv {
+        /// The peer's window to invalidate.
+        rkey: u32,
+    },
+    /// Binds a memory window (`IBV_WR_BIND_MW`); no payload. RC and UC.
+    BindMw {
+        /// What to bind.
+        bind: MwBind,
+    },
+    /// Invalidates the local type 2 memory window `rkey`
+    /// (`IBV_WR_LOCAL_INV`); no payload. RC and UC.
+    LocalInv {
+        /// The window to invalidate.
+        rkey: u32,
     },
     /// RDMA WRITE of the payload to `remote`.
     RdmaWrite {
@@ -100,13 +137,24 @@ impl SendOp {
     /// The remote buffer, for operations that have one.
     pub fn remote(&self) -> Option<RemoteAddr> {
         match *self {
-            Self::Send | Self::SendWithImm { .. } | Self::UdSend { .. } => None,
+            Self::Send
+            | Self::SendWithImm { .. }
+            | Self::SendWithInv { .. }
+            | Self::UdSend { .. }
+            | Self::BindMw { .. }
+            | Self::LocalInv { .. } => None,
             Self::RdmaWrite { remote }
             | Self::RdmaWriteWithImm { remote, .. }
             | Self::RdmaRead { remote }
             | Self::AtomicCmpAndSwp { remote, .. }
             | Self::AtomicFetchAndAdd { remote, .. } => Some(remote),
         }
+    }
+
+    /// Whether the device does it itself, sending nothing (a window bind
+    /// or local invalidate): it carries no payload.
+    pub fn is_local(&self) -> bool {
+        matches!(self, Self::BindMw { .. } | Self::LocalInv { .. })
     }
 
     /// Whether this is an atomic operation.
@@ -123,6 +171,7 @@ impl SendOp {
             self,
             Self::Send
                 | Self::SendWithImm { .. }
+                | Self::SendWithInv { .. }
                 | Self::UdSend { .. }
                 | Self::RdmaWrite { .. }
                 | Self::RdmaWriteWithImm { .. }

@@ -89,6 +89,7 @@ mod eq;
 mod hal;
 mod iommu;
 mod irq;
+mod mw;
 pub mod net;
 mod objects;
 pub mod pcap;

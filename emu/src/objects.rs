@@ -81,14 +81,49 @@ pub(crate) struct Mr {
     pub va: u64,
     pub len: u64,
     pub dma: DmaRange,
+    /// Memory windows bound to it: deregistering or changing it is refused
+    /// while non-zero.
+    pub windows: u32,
 }
 
-/// The MR table: keys are `index << 8 | tag`, the tag advancing each time an
-/// index is reused so that a stale key misses. Indices stay below 2^24
-/// (`EmuConfig::validate` bounds `max_mr`), so a key never wraps.
+/// What a memory window is bound to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Binding {
+    /// The MR (its key) the window reaches.
+    pub mr_key: u32,
+    pub va: u64,
+    pub len: u64,
+    /// `REMOTE_*` rights it grants.
+    pub access: u32,
+    /// Type 2: the QP that bound it and alone may use it.
+    pub qpn: Option<u32>,
+}
+
+/// A memory window (`ibv_alloc_mw`).
+#[derive(Debug)]
+pub(crate) struct Mw {
+    pub pdn: u32,
+    /// 1 or 2.
+    pub mw_type: u8,
+    /// `None`: unbound (a type 2 window is then in the free state).
+    pub bound: Option<Binding>,
+}
+
+/// An object a key names.
+#[derive(Debug)]
+pub(crate) enum Keyed {
+    Mr(Mr),
+    Mw(Mw),
+}
+
+/// The key table of MRs and memory windows: keys are `index << 8 | tag`.
+/// An MR's tag advances each time its index is reused, so that a stale key
+/// misses; a window's tag is the key byte its consumer chose at its last
+/// bind. Indices stay below 2^24 (`EmuConfig::validate` bounds `max_mr`),
+/// so a key never wraps.
 #[derive(Debug)]
 pub(crate) struct MrTable {
-    pub table: Table<Mr>,
+    table: Table<Keyed>,
     tags: Vec<u8>,
 }
 
@@ -100,10 +135,10 @@ impl MrTable {
         }
     }
 
-    /// Stores `mr` under a free index; returns its key.
-    pub(crate) fn insert(&mut self, mr: Mr) -> Option<u32> {
+    /// Stores `obj` under a free index; returns its key.
+    pub(crate) fn insert(&mut self, obj: Keyed) -> Option<u32> {
         let index = self.table.free_number()?;
-        self.table.insert(index, mr);
+        self.table.insert(index, obj);
         Some(index << 8 | self.tags[index as usize] as u32)
     }
 
@@ -113,20 +148,60 @@ impl MrTable {
         (tag == key as u8).then_some(index)
     }
 
-    pub(crate) fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
+    /// The object `key` names.
+    pub(crate) fn get_keyed(&mut self, key: u32) -> Option<&mut Keyed> {
         let index = self.index(key)?;
         self.table.get_mut(index)
     }
 
-    /// Removes the MR of `key` and retires the key.
-    pub(crate) fn remove(&mut self, key: u32) -> Option<Mr> {
-        let index = self.index(key)?;
-        let mr = self.table.remove(index)?;
-        self.tags[index as usize] = self.tags[index as usize].wrapping_add(1);
-        Some(mr)
+    /// The MR `key` names (a window's key names none).
+    pub(crate) fn get_mut(&mut self, key: u32) -> Option<&mut Mr> {
+        match self.get_keyed(key)? {
+            Keyed::Mr(mr) => Some(mr),
+            Keyed::Mw(_) => None,
+        }
     }
 
-    /// Removes every MR, retiring the keys of those that existed.
+    /// The window `key` names.
+    pub(crate) fn get_mw(&mut self, key: u32) -> Option<&mut Mw> {
+        match self.get_keyed(key)? {
+            Keyed::Mw(mw) => Some(mw),
+            Keyed::Mr(_) => None,
+        }
+    }
+
+    /// Gives the window of `key` the key byte of `new_key` (same index);
+    /// returns the key it has now.
+    pub(crate) fn rekey(&mut self, key: u32, new_key: u32) -> Option<u32> {
+        let index = self.index(key)?;
+        (new_key >> 8 == index).then(|| {
+            self.tags[index as usize] = new_key as u8;
+            new_key
+        })
+    }
+
+    /// Removes the object of `key` and retires the key.
+    pub(crate) fn remove(&mut self, key: u32) -> Option<Keyed> {
+        let index = self.index(key)?;
+        let obj = self.table.remove(index)?;
+        self.tags[index as usize] = self.tags[index as usize].wrapping_add(1);
+        Some(obj)
+    }
+
+    /// Every window bound to QP `qpn` (type 2), with its key.
+    pub(crate) fn windows_of(&mut self, qpn: u32) -> Vec<u32> {
+        let mut keys = Vec::new();
+        for (i, tag) in self.tags.iter().enumerate() {
+            if let Some(Keyed::Mw(mw)) = self.table.get(i as u32) {
+                if mw.bound.is_some_and(|b| b.qpn == Some(qpn)) {
+                    keys.push((i as u32) << 8 | *tag as u32);
+                }
+            }
+        }
+        keys
+    }
+
+    /// Removes every object, retiring the keys of those that existed.
     pub(crate) fn clear(&mut self) {
         for (i, tag) in self.tags.iter_mut().enumerate() {
             if self.table.get(i as u32).is_some() {

@@ -171,10 +171,12 @@ pub(crate) fn check_drained(st: &mut State, qpn: u32) {
 
 /// Moves QP `qpn` to the reset state: queued WQEs are discarded without
 /// completions (but an SRQ WQE it holds is completed, being the SRQ's),
-/// the consumer indices restart at 0 and the transport state goes.
+/// the type 2 windows bound to it are freed, the consumer indices restart
+/// at 0 and the transport state goes.
 pub(crate) fn to_reset(st: &mut State, qpn: u32) {
     completer::clear(st, qpn);
     srq::flush_held(st, qpn);
+    crate::mw::release_qp(st, qpn);
     responder::clear(st, qpn);
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;

@@ -58,6 +58,8 @@ pub(crate) enum Data<'a> {
 /// A decoded send WQE.
 pub(crate) struct Decoded<'a> {
     pub op: ReqOp,
+    /// A memory window bind's segment.
+    pub bind: BindSeg,
     /// The address vector of a UD send.
     pub datagram: Option<DatagramSeg>,
     pub raddr: RaddrSeg,
@@ -177,12 +179,16 @@ impl SendWqe {
             Some(WrOpcode::RdmaRead) => ReqOp::Read,
             Some(WrOpcode::AtomicCmpAndSwp) => ReqOp::CmpSwap,
             Some(WrOpcode::AtomicFetchAndAdd) => ReqOp::FetchAdd,
-            _ => return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode)),
+            Some(WrOpcode::SendWithInv) => ReqOp::SendInv,
+            Some(WrOpcode::BindMw) => ReqOp::BindMw,
+            Some(WrOpcode::LocalInv) => ReqOp::LocalInv,
+            None => return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode)),
         };
-        // UD carries SENDs only, UC SENDs and WRITEs.
+        // UD carries SENDs only; UC SENDs, WRITEs and the local
+        // operations; only RC has SEND with invalidate.
         let ud = self.qp_type == QpType::Ud;
         if (ud && !matches!(op, ReqOp::Send | ReqOp::SendImm))
-            || (self.qp_type == QpType::Uc && op.is_rd_atomic())
+            || (self.qp_type == QpType::Uc && (op.is_rd_atomic() || op == ReqOp::SendInv))
         {
             return Err((WcStatus::LocQpOpErr, Syndrome::BadOpcode));
         }
@@ -200,6 +206,25 @@ impl SendWqe {
             }
             datagram = Some(d);
             at += 3 * SEG_SIZE;
+        }
+        let mut bind = BindSeg::default();
+        if op.is_local() {
+            // No payload: a bind has its segment, an invalidate none.
+            let want = if op == ReqOp::BindMw { 3 } else { 1 };
+            if ds != want || word.inline() {
+                return bad;
+            }
+            if op == ReqOp::BindMw {
+                bind = from_bytes(&segs[at..]);
+            }
+            return Ok(Decoded {
+                op,
+                bind,
+                datagram,
+                raddr: RaddrSeg::default(),
+                atomic: AtomicSeg::default(),
+                data: Data::Sges(&[]),
+            });
         }
         let mut raddr = RaddrSeg::default();
         let mut atomic = AtomicSeg::default();
@@ -250,6 +275,7 @@ impl SendWqe {
         }
         Ok(Decoded {
             op,
+            bind,
             datagram,
             raddr,
             atomic,

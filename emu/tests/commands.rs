@@ -255,7 +255,7 @@ fn pd_and_mr_commands(mode: ExecMode) {
     t.cmd(CmdOpcode::RegMr, &bad)
         .fails(CmdStatus::BadParam, offset_of!(RegMrIn, access));
     let bad = RegMrIn {
-        access: le32::from_ne(access::MW_BIND),
+        access: le32::from_ne(1 << 5),
         ..good
     };
     t.cmd(CmdOpcode::RegMr, &bad)
@@ -285,7 +285,55 @@ fn pd_and_mr_commands(mode: ExecMode) {
         .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
     t.obj(CmdOpcode::DeregMr, k2).ok::<u32>();
 
+    // REREG_MR keeps the key; a new PD takes the MR's count with it.
+    let pd2 = t.create_pd();
+    let rereg = |flags: u32, pdn: u32, acc: u32| ReregMrIn {
+        lkey: le32::from_ne(mr.key),
+        flags: le32::from_ne(flags),
+        pdn: le32::from_ne(pdn),
+        access: le32::from_ne(acc),
+        va: good.va,
+        length: good.length,
+        iova: good.iova,
+    };
+    t.cmd(CmdOpcode::ReregMr, &rereg(0, 0, 0))
+        .fails(CmdStatus::BadParam, offset_of!(ReregMrIn, flags));
+    t.cmd(CmdOpcode::ReregMr, &rereg(rereg::PD, 99, 0))
+        .fails(CmdStatus::BadResource, offset_of!(ReregMrIn, pdn));
+    t.cmd(
+        CmdOpcode::ReregMr,
+        &rereg(rereg::ACCESS, 0, access::REMOTE_WRITE),
+    )
+    .fails(CmdStatus::BadParam, offset_of!(ReregMrIn, access));
+    let all = rereg::PD | rereg::ACCESS | rereg::TRANSLATION;
+    t.cmd(CmdOpcode::ReregMr, &rereg(all, pd2, access::LOCAL_WRITE))
+        .ok::<u32>();
+    t.obj(CmdOpcode::DestroyPd, pd2)
+        .fails(CmdStatus::Busy, offset_of!(ObjIn, id));
+    // Windows: type 1 or 2, in a PD, deallocated once.
+    let mw = |pdn: u32, ty: u32| AllocMwIn {
+        pdn: le32::from_ne(pdn),
+        mw_type: le32::from_ne(ty),
+    };
+    t.cmd(CmdOpcode::AllocMw, &mw(pd2, 3))
+        .fails(CmdStatus::BadParam, offset_of!(AllocMwIn, mw_type));
+    t.cmd(CmdOpcode::AllocMw, &mw(99, 1))
+        .fails(CmdStatus::BadResource, offset_of!(AllocMwIn, pdn));
+    let w = t
+        .cmd(CmdOpcode::AllocMw, &mw(pd2, 2))
+        .ok::<AllocMwOut>()
+        .rkey
+        .to_ne();
+    // A window's key is no MR's.
+    t.obj(CmdOpcode::DeregMr, w)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DeallocMw, mr.key)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
+    t.obj(CmdOpcode::DeallocMw, w).ok::<u32>();
+    t.obj(CmdOpcode::DeallocMw, w)
+        .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
     t.obj(CmdOpcode::DeregMr, mr.key).ok::<u32>();
+    t.obj(CmdOpcode::DestroyPd, pd2).ok::<u32>();
     t.obj(CmdOpcode::DestroyPd, 1).ok::<u32>();
     t.obj(CmdOpcode::DestroyPd, 1)
         .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));

@@ -407,9 +407,10 @@ fn local_errors(mode: ExecMode) {
             Syndrome::AccessDenied,
         ),
         (
+            // A local invalidate of key 0: no window.
             Box::new(|_, _| Wqe::new(WrOpcode::LocalInv, 1)),
             WcStatus::LocQpOpErr,
-            Syndrome::BadOpcode,
+            Syndrome::BadRkey,
         ),
         (
             // Inline on a READ.

@@ -53,6 +53,13 @@ wire_enum! {
         RegMr = 0x0210,
         /// Deregister a memory region: [`ObjIn`] (lkey).
         DeregMr = 0x0211,
+        /// Change a memory region: [`ReregMrIn`] (device 1.3).
+        ReregMr = 0x0212,
+        /// Allocate a memory window: [`AllocMwIn`] / [`AllocMwOut`] (device
+        /// 1.3).
+        AllocMw = 0x0213,
+        /// Deallocate a memory window: [`ObjIn`] (rkey) (device 1.3).
+        DeallocMw = 0x0214,
         /// Create a completion queue: [`CreateCqIn`] / [`CreateCqOut`].
         CreateCq = 0x0300,
         /// Destroy a completion queue: [`ObjIn`] (CQN).
@@ -360,6 +367,54 @@ pub struct RegMrOut {
     pub rkey: le32,
 }
 
+/// `ReregMrIn::flags` bits (`enum ibv_rereg_mr_flags`).
+pub mod rereg {
+    /// `IBV_REREG_MR_CHANGE_TRANSLATION`: `va`, `length`, `iova`.
+    pub const TRANSLATION: u32 = 1;
+    /// `IBV_REREG_MR_CHANGE_PD`: `pdn`.
+    pub const PD: u32 = 2;
+    /// `IBV_REREG_MR_CHANGE_ACCESS`: `access`.
+    pub const ACCESS: u32 = 4;
+}
+
+/// Input of REREG_MR (`ibv_rereg_mr`): the MR keeps its keys.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReregMrIn {
+    /// The MR's lkey.
+    pub lkey: le32,
+    /// [`rereg`] bits: what changes.
+    pub flags: le32,
+    /// New PD ([`rereg::PD`]).
+    pub pdn: le32,
+    /// New access flags ([`rereg::ACCESS`]).
+    pub access: le32,
+    /// New start address ([`rereg::TRANSLATION`]).
+    pub va: le64,
+    /// New length ([`rereg::TRANSLATION`]).
+    pub length: le64,
+    /// New IOVA of `va` ([`rereg::TRANSLATION`]).
+    pub iova: le64,
+}
+
+/// Input of ALLOC_MW (`ibv_alloc_mw`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllocMwIn {
+    /// PD number.
+    pub pdn: le32,
+    /// 1 (`IBV_MW_TYPE_1`) or 2 (`IBV_MW_TYPE_2`).
+    pub mw_type: le32,
+}
+
+/// Output of ALLOC_MW.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllocMwOut {
+    /// The window's rkey, `(index << 8) | key`; not bound.
+    pub rkey: le32,
+}
+
 /// Input of CREATE_CQ.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
@@ -636,6 +691,10 @@ pub struct CreateEqOut {
 }
 
 assert_eq_size!(ResizeCqIn, [u8; 24]);
+assert_eq_size!(ReregMrIn, [u8; 40]);
+const_assert_eq!(core::mem::offset_of!(ReregMrIn, va), 16);
+assert_eq_size!(AllocMwIn, [u8; 8]);
+assert_eq_size!(AllocMwOut, [u8; 4]);
 assert_eq_size!(CreateSrqIn, [u8; 40]);
 const_assert_eq!(core::mem::offset_of!(CreateSrqIn, buf_iova), 24);
 assert_eq_size!(ModifySrqIn, [u8; 24]);

@@ -236,7 +236,10 @@ pub mod access {
     /// Memory windows may be bound.
     pub const MW_BIND: u32 = 1 << 4;
     /// Every flag this device version implements for MRs.
-    pub const MR_SUPPORTED: u32 = LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
+    pub const MR_SUPPORTED: u32 =
+        LOCAL_WRITE | REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC | MW_BIND;
+    /// Every flag a memory window may grant.
+    pub const MW_SUPPORTED: u32 = REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
     /// Every flag that may be set in a QP's access flags.
     pub const QP_SUPPORTED: u32 = REMOTE_WRITE | REMOTE_READ | REMOTE_ATOMIC;
 }

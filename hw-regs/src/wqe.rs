@@ -72,7 +72,7 @@ pub struct CtrlSeg {
     /// Opcode, flags and size.
     pub word: CtrlWord,
     /// Immediate data in network byte order (`*_WITH_IMM`), or the rkey to
-    /// invalidate in network byte order (`SEND_WITH_INV`).
+    /// invalidate in network byte order (`SEND_WITH_INV`, `LOCAL_INV`).
     pub imm: [u8; 4],
     /// The work request ID, echoed in the CQE.
     pub wr_id: le64,
@@ -88,6 +88,27 @@ pub struct RaddrSeg {
     pub rkey: le32,
     /// Reserved, zero.
     pub reserved: le32,
+}
+
+/// Memory window bind segment (`BIND_MW`): two 16-byte segments after the
+/// control segment.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BindSeg {
+    /// The window's current rkey.
+    pub mw_rkey: le32,
+    /// Its rkey once bound: the same index, the key byte the consumer
+    /// chose.
+    pub new_rkey: le32,
+    /// The MR the window is bound to.
+    pub mr_lkey: le32,
+    /// Remote access the window grants ([`crate::verbs::access`]
+    /// `REMOTE_*`).
+    pub access: le32,
+    /// Start virtual address of the window.
+    pub va: le64,
+    /// Length in bytes (0 unbinds a type 1 window).
+    pub length: le64,
 }
 
 /// Atomic segment.
@@ -176,6 +197,8 @@ assert_eq_size!(DataSeg, [u8; SEG_SIZE]);
 assert_eq_size!(RecvWqeHdr, [u8; SEG_SIZE]);
 assert_eq_size!(InlineHdr, u32);
 assert_eq_size!(DatagramSeg, [u8; 3 * SEG_SIZE]);
+assert_eq_size!(BindSeg, [u8; 2 * SEG_SIZE]);
+const_assert_eq!(core::mem::offset_of!(BindSeg, va), 16);
 const_assert_eq!(core::mem::offset_of!(DatagramSeg, dgid), 8);
 const_assert_eq!(core::mem::offset_of!(DatagramSeg, dmac), 24);
 const_assert_eq!(core::mem::offset_of!(DatagramSeg, flow_label), 36);

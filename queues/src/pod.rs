@@ -7,17 +7,17 @@
 //! initialised.
 
 use rnic_hw_regs::cmd::{
-    AddressVector, CmdEntry, CmdHeader, CreateCqIn, CreateCqOut, CreateEqIn, CreateEqOut,
-    CreatePdOut, CreateQpIn, CreateQpOut, CreateSrqIn, CreateSrqOut, ModifyQpIn, ModifySrqIn,
-    ObjIn, QpAttrs, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn, QueryPortOut,
-    QuerySrqOut, RegMrIn, RegMrOut, ResizeCqIn, SetGidIn,
+    AddressVector, AllocMwIn, AllocMwOut, CmdEntry, CmdHeader, CreateCqIn, CreateCqOut, CreateEqIn,
+    CreateEqOut, CreatePdOut, CreateQpIn, CreateQpOut, CreateSrqIn, CreateSrqOut, ModifyQpIn,
+    ModifySrqIn, ObjIn, QpAttrs, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn,
+    QueryPortOut, QuerySrqOut, RegMrIn, RegMrOut, ReregMrIn, ResizeCqIn, SetGidIn,
 };
 use rnic_hw_regs::counters::{CountersOut, QueryCountersIn};
 use rnic_hw_regs::cqe::{Cqe, CqeFlags, CqeOwner};
 use rnic_hw_regs::eqe::{Eqe, EqeOwner, EqeWord};
 use rnic_hw_regs::uar::{CqDbRec, QpDbRec};
 use rnic_hw_regs::wqe::{
-    AtomicSeg, CtrlSeg, CtrlWord, DataSeg, DatagramSeg, InlineHdr, RaddrSeg, RecvWqeHdr,
+    AtomicSeg, BindSeg, CtrlSeg, CtrlWord, DataSeg, DatagramSeg, InlineHdr, RaddrSeg, RecvWqeHdr,
 };
 use rnic_hw_regs::{le16, le32, le64};
 
@@ -140,6 +140,7 @@ pod_struct! {
     RaddrSeg { raddr, rkey, reserved }
     AtomicSeg { swap_add, compare }
     DataSeg { byte_count, lkey, addr }
+    BindSeg { mw_rkey, new_rkey, mr_lkey, access, va, length }
     InlineHdr { byte_count }
     RecvWqeHdr { wr_id, sge_count, reserved }
     DatagramSeg {
@@ -177,6 +178,9 @@ pod_struct! {
     CreatePdOut { pdn }
     RegMrIn { pdn, access, va, length, iova }
     RegMrOut { lkey, rkey }
+    ReregMrIn { lkey, flags, pdn, access, va, length, iova }
+    AllocMwIn { pdn, mw_type }
+    AllocMwOut { rkey }
     CreateCqIn { log_size, uar_page, eqn, reserved, buf_iova, dbrec_iova }
     CreateCqOut { cqn }
     ResizeCqIn { cqn, log_size, buf_iova, dbrec_iova }

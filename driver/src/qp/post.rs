@@ -94,11 +94,14 @@ impl<H: Hal> Qp<H> {
         let start = sq.ring.pi();
         for (index, wr) in wrs.iter().enumerate() {
             let uc_refused = self.qp_type == QpType::Uc
-                && (matches!(wr.op, SendOp::RdmaRead { .. }) || wr.op.is_atomic());
+                && (matches!(wr.op, SendOp::RdmaRead { .. } | SendOp::SendWithInv { .. })
+                    || wr.op.is_atomic());
             if uc_refused {
                 result = Err(PostError {
                     index,
-                    error: Error::invalid("UC QPs do no RDMA READ or atomics"),
+                    error: Error::invalid(
+                        "UC QPs do no RDMA READ, atomics or SEND with invalidate",
+                    ),
                 });
                 break;
             }

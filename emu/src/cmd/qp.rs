@@ -470,6 +470,7 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     )?;
     // An SRQ WQE it holds is the SRQ's: its completion gives it back.
     crate::srq::flush_held(st, qpn);
+    crate::mw::release_qp(st, qpn);
     if let Some(qp) = st.objs.qps.remove(qpn) {
         adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, qp.srqn, false);
     }

@@ -73,6 +73,12 @@ pub(crate) fn packets(len: u64, mtu: u32) -> u32 {
 pub(crate) enum ReqOp {
     Send,
     SendImm,
+    /// SEND with invalidate (RC).
+    SendInv,
+    /// Memory window bind: executed by the requester, no packet.
+    BindMw,
+    /// Local invalidate: executed by the requester, no packet.
+    LocalInv,
     Write,
     WriteImm,
     Read,
@@ -83,7 +89,15 @@ pub(crate) enum ReqOp {
 impl ReqOp {
     /// Carries a remote address and key (RETH/AtomicETH).
     pub(crate) fn has_raddr(self) -> bool {
-        !matches!(self, ReqOp::Send | ReqOp::SendImm)
+        !matches!(
+            self,
+            ReqOp::Send | ReqOp::SendImm | ReqOp::SendInv | ReqOp::BindMw | ReqOp::LocalInv
+        )
+    }
+
+    /// Is done by the requester itself, sending nothing.
+    pub(crate) fn is_local(self) -> bool {
+        matches!(self, ReqOp::BindMw | ReqOp::LocalInv)
     }
 
     /// Is an atomic operation.

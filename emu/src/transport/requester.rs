@@ -20,6 +20,7 @@ use super::{
     completer, mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS,
     QUANTUM,
 };
+use crate::mw;
 use crate::port;
 use crate::qp::{self, Wq};
 use crate::sgl;
@@ -27,6 +28,7 @@ use crate::state::State;
 use crate::wire::atomic_eth::AtomicEthRepr;
 use crate::wire::bth::{psn_add, psn_diff, BthRepr, DEFAULT_PKEY};
 use crate::wire::ethernet::EthernetAddress;
+use crate::wire::ieth::IethRepr;
 use crate::wire::immdt::ImmDtRepr;
 use crate::wire::opcode::{self, Op, Position, Transport};
 use crate::wire::reth::RethRepr;
@@ -113,6 +115,11 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
                 super::completer::fail_front(st, qpn);
             }
             break;
+        }
+        if e.op.is_local() {
+            // Executed when taken, with nothing before it in flight.
+            super::completer::complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
+            continue;
         }
         let psn = next_psn(e);
         if psn_diff(psn, req.unacked) >= MAX_UNACKED_PSNS as i32 {
@@ -242,8 +249,24 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Opt
             if ctrl.word.fence() && qp.req.rd_atomic > 0 {
                 return None;
             }
+            // A local operation takes effect in order: once everything
+            // before it has completed.
+            if d.op.is_local() && !qp.req.inflight.is_empty() {
+                return None;
+            }
             e.op = d.op;
-            local_checks(st, pdn, &d, max_msg)
+            match d.op {
+                ReqOp::BindMw => mw::bind(st, qpn, pdn, &d.bind)
+                    .map(|()| 0)
+                    .map_err(|syn| (WcStatus::MwBindErr, syn)),
+                ReqOp::LocalInv => {
+                    let rkey = u32::from_be_bytes(ctrl.imm);
+                    mw::invalidate(st, qpn, pdn, rkey, false)
+                        .map(|()| 0)
+                        .map_err(|syn| (WcStatus::LocQpOpErr, syn))
+                }
+                _ => local_checks(st, pdn, &d, max_msg),
+            }
         }
     };
     match checked {
@@ -255,6 +278,8 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Opt
                 u32::from(len <= port_mtu)
             } else if e.op.is_atomic() {
                 1
+            } else if e.op.is_local() {
+                0
             } else {
                 packets(len, mtu)
             };
@@ -356,7 +381,9 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
             };
             (op, Position::Only)
         }
-        ReqOp::Send | ReqOp::SendImm | ReqOp::Write | ReqOp::WriteImm => {
+        // Done by the requester itself: never sent.
+        ReqOp::BindMw | ReqOp::LocalInv => return,
+        ReqOp::Send | ReqOp::SendImm | ReqOp::SendInv | ReqOp::Write | ReqOp::WriteImm => {
             let pos = Position::of(e.sent, e.npkts);
             offset = e.sent as u64 * mtu;
             let n = (e.len - offset).min(mtu) as usize;
@@ -374,6 +401,11 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
                     imm: e.wqe.ctrl.imm,
                 });
             }
+            if e.op == ReqOp::SendInv && pos.ends() {
+                roce.ieth = Some(IethRepr {
+                    rkey: u32::from_be_bytes(e.wqe.ctrl.imm),
+                });
+            }
             roce.bth.solicited = e.wqe.ctrl.word.solicited() && pos.ends();
             let op = if write { Op::Write } else { Op::Send };
             (op, pos)
@@ -381,7 +413,7 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     };
     let imm = roce.immdt.is_some();
     let transport = if uc { Transport::Uc } else { Transport::Rc };
-    let Some(code) = opcode::find(transport, op, pos, imm, false) else {
+    let Some(code) = opcode::find(transport, op, pos, imm, roce.ieth.is_some()) else {
         return;
     };
     roce.bth.opcode = code;

@@ -32,6 +32,7 @@ use rnic_hw_regs::verbs::{access, WcOpcode, WcStatus};
 
 use super::{mtu_bytes, packets, InMsg, ReadJob};
 use crate::cq;
+use crate::mw;
 use crate::port;
 use crate::qp::{self, BadDbrec, Wq};
 use crate::sgl::{self, Seg};
@@ -367,16 +368,33 @@ fn send(
     };
     qp.resp.msg = Some(InMsg::Send { got: end });
     if info.pos.ends() {
+        let pdn = qp.pdn;
+        if let Some(ieth) = roce.ieth {
+            // The window to invalidate must be a type 2 window bound to
+            // this QP (IBA 9.4.1.1, 10.6.7.2.4): otherwise the receive
+            // WQE fails and the request is refused, as rxe does.
+            if let Err(syn) = mw::invalidate(st, qpn, pdn, ieth.rkey, true) {
+                let err = (WcStatus::RemInvReqErr, syn);
+                return Err(recv_error(st, qpn, wr_id, err, NakCode::InvalidRequest));
+            }
+        }
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            return Ok(());
+        };
         qp.resp.msg = None;
         qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
-        let imm = roce.immdt.map(|i| i.imm);
+        let extra = match (roce.immdt, roce.ieth) {
+            (Some(i), _) => Extra::Imm(i.imm),
+            (None, Some(i)) => Extra::Inv(i.rkey),
+            (None, None) => Extra::None,
+        };
         complete_recv(
             st,
             qpn,
             wr_id,
             WcOpcode::Recv,
             end,
-            imm,
+            extra,
             roce.bth.solicited,
             None,
         );
@@ -417,7 +435,7 @@ fn write(
         return Ok(());
     };
     qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
-    let imm = roce.immdt.map(|i| i.imm);
+    let imm = roce.immdt.map_or(Extra::None, |i| Extra::Imm(i.imm));
     complete_recv(
         st,
         qpn,
@@ -821,6 +839,15 @@ fn check_rkey(
         return Err(Syndrome::BadDestQp);
     };
     let (pdn, qp_access) = (qp.pdn, qp.attrs.qp_access_flags.to_ne());
+    // A window grants the rights itself, over the MR it is bound to.
+    if let Some(crate::objects::Keyed::Mw(_)) = st.objs.mrs.get_keyed(rkey) {
+        let mr_key = mw::reach(st, qpn, pdn, rkey, raddr, len, need)?;
+        if qp_access & need != need {
+            return Err(Syndrome::QpAccessDenied);
+        }
+        let mr = st.objs.mrs.get_mut(mr_key).ok_or(Syndrome::BadRkey)?;
+        return sgl::mr_range(mr, &st.iommu, raddr, len);
+    }
     match st.objs.mrs.get_mut(rkey) {
         None => Err(Syndrome::BadRkey),
         Some(mr) if mr.pdn != pdn => Err(Syndrome::PdMismatch),
@@ -967,6 +994,17 @@ pub(super) fn recv_error(
     Refuse::Nak(code, event)
 }
 
+/// What a receive completion carries besides the data.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Extra {
+    None,
+    /// Immediate data, network order.
+    Imm([u8; 4]),
+    /// The rkey a SEND with invalidate invalidated (`IBV_WC_WITH_INV`),
+    /// carried where immediate data would be.
+    Inv(u32),
+}
+
 /// Consumes the receive WQE `wr_id` with a successful completion. `ud`
 /// is the source QP of a UD message (whose GRH heads the buffer); an RC
 /// message comes from the connected QP.
@@ -977,7 +1015,7 @@ pub(super) fn complete_recv(
     wr_id: u64,
     opcode: WcOpcode,
     len: u64,
-    imm: Option<[u8; 4]>,
+    extra: Extra,
     solicited: bool,
     ud: Option<u32>,
 ) {
@@ -988,11 +1026,14 @@ pub(super) fn complete_recv(
     let mut c = cq::cqe(wr_id, qpn, counter, opcode.raw(), WcStatus::Success, 0);
     c.byte_len = le32::from_ne(len as u32);
     c.src_qp = ud.map_or(qp.attrs.dest_qp_num, le32::from_ne);
-    if let Some(imm) = imm {
-        c.imm = imm;
+    match extra {
+        Extra::Imm(imm) => c.imm = imm,
+        Extra::Inv(rkey) => c.imm = rkey.to_be_bytes(),
+        Extra::None => {}
     }
     c.flags = CqeFlags::new()
-        .with_with_imm(imm.is_some())
+        .with_with_imm(matches!(extra, Extra::Imm(_)))
+        .with_with_inv(matches!(extra, Extra::Inv(_)))
         .with_solicited(solicited)
         .with_grh(ud.is_some());
     let cqn = qp.recv_cqn;

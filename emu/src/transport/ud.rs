@@ -274,7 +274,9 @@ fn receive(
             ));
         }
     }
-    let imm = roce.immdt.map(|i| i.imm);
+    let imm = roce
+        .immdt
+        .map_or(responder::Extra::None, |i| responder::Extra::Imm(i.imm));
     let opcode = WcOpcode::Recv;
     responder::complete_recv(
         st,
