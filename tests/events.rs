@@ -348,8 +348,27 @@ fn gid_change(mode: ExecMode) {
 fn device_fatal(mode: ExecMode) {
     let dev = EmuDevice::new(EmuConfig::default(), mode);
     let ctx = Ctx::open(dev.hal()).unwrap();
-    let _pd = ctx.alloc_pd().unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    // Work outstanding when the device fails: two receives, and a SEND to
+    // a QP that does not exist, waiting for its ACK.
+    let cq = ctx.create_cq(16).unwrap();
+    let qp = create_qp(&pd, &cq, &cq, cap(4, 1, 64), true);
+    connect(&ctx, &qp, 0xabcd, &Conn::default());
+    let mr = pd.alloc_mr(64, access::LOCAL_WRITE).unwrap();
+    post_recv(&qp, recv(1, &[sge(&mr, 0, 64)]));
+    post_recv(&qp, recv(2, &[sge(&mr, 0, 64)]));
+    post_send(&qp, send(3, &[sge(&mr, 0, 8)]));
+    settle(&ctx);
+    assert_cq_empty(&ctx, &cq);
     dev.inject_internal_error();
+    // None of it waits for work the device will never do.
+    let wcs = poll_n(&cq, 3);
+    let mut ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 2, 3]);
+    for w in &wcs {
+        assert_err(w, w.wr_id, WcStatus::FatalErr, Syndrome::DeviceFatal);
+    }
     let ev = expect_event(&ctx);
     assert_eq!(
         (ev.event_type, ev.obj, ev.syndrome),

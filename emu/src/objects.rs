@@ -63,6 +63,15 @@ impl<T> Table<T> {
     pub(crate) fn clear(&mut self) {
         self.slots.iter_mut().for_each(|s| *s = None);
     }
+
+    /// The numbers of every object, in order.
+    pub(crate) fn numbers(&self) -> Vec<u32> {
+        (self.first..)
+            .zip(&self.slots)
+            .filter(|(_, s)| s.is_some())
+            .map(|(n, _)| n)
+            .collect()
+    }
 }
 
 /// A protection domain.

@@ -137,6 +137,28 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
     }
 }
 
+/// The device enters the fatal state with its memory still reachable: every
+/// QP in service moves to the error state, its outstanding WQEs (SRQ WQEs
+/// held included) completing with `FATAL_ERR`, so that no consumer waits
+/// for work the device will never do.
+pub(crate) fn fail_all(st: &mut State) {
+    let fatal = (WcStatus::FatalErr, Syndrome::DeviceFatal);
+    for qpn in st.objs.qps.numbers() {
+        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+            continue;
+        };
+        if matches!(qp.state, QpState::Reset | QpState::Err) {
+            continue;
+        }
+        qp.state = QpState::Err;
+        completer::clear(st, qpn);
+        srq::flush_held(st, qpn);
+        responder::clear(st, qpn);
+        flush_rq_as(st, qpn, fatal);
+        flush_sq_as(st, qpn, fatal);
+    }
+}
+
 /// Moves UC or UD QP `qpn` to the send queue error state after a send WQE
 /// failed: its send queue is flushed (and every WQE posted until it is
 /// back in RTS), its receive side goes on.
@@ -206,6 +228,11 @@ pub(crate) fn to_reset(st: &mut State, qpn: u32) {
 /// memory is unmapped is dropped without completions: its WQEs cannot be
 /// read.
 pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
+    flush_sq_as(st, qpn, (WcStatus::WrFlushErr, Syndrome::Flushed));
+}
+
+/// [`flush_sq`] with completions of `status` and `syndrome`.
+fn flush_sq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome)) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
@@ -233,8 +260,8 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
             qpn,
             qp.sq_ci,
             wqe::wc_opcode(ctrl.word.opcode()),
-            WcStatus::WrFlushErr,
-            Syndrome::Flushed as u32,
+            status,
+            syndrome as u32,
         );
         cqe.flags = CqeFlags::new().with_is_send(true);
         let cqn = qp.send_cqn;
@@ -248,6 +275,11 @@ pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
 /// many as [`flush_sq`] would: never more than the ring holds). A QP on
 /// an SRQ has no receive queue: the SRQ's WQEs are other QPs' too.
 pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
+    flush_rq_as(st, qpn, (WcStatus::WrFlushErr, Syndrome::Flushed));
+}
+
+/// [`flush_rq`] with completions of `status` and `syndrome`.
+fn flush_rq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome)) {
     let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.srqn.is_none()) else {
         return;
     };
@@ -270,8 +302,8 @@ pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
             qpn,
             qp.rq_ci,
             WcOpcode::Recv.raw(),
-            WcStatus::WrFlushErr,
-            Syndrome::Flushed as u32,
+            status,
+            syndrome as u32,
         );
         let cqn = qp.recv_cqn;
         let _ = cq::write(st, cqn, &cqe);

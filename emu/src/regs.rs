@@ -214,6 +214,17 @@ pub(crate) fn fatal(st: &mut State, syndrome: FatalSyndrome) {
     if !st.regs.fatal && syndrome != FatalSyndrome::EqDma {
         crate::eq::post(st, EventType::DeviceFatal, 0, syndrome as u32);
     }
+    // An internal error leaves host memory reachable: outstanding work is
+    // completed with FATAL_ERR rather than left waiting. (A model that
+    // panicked may panic again doing it: then the work stays.)
+    if !st.regs.fatal && syndrome == FatalSyndrome::Internal {
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::qp::fail_all(st);
+        }));
+        if failed.is_err() {
+            log::error!("completing outstanding work after the fatal error failed");
+        }
+    }
     st.regs.fatal = true;
     st.regs.enabled = false;
     st.regs.fatal_syndrome = syndrome as u32;

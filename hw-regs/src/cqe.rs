@@ -147,6 +147,9 @@ wire_enum! {
         BadResponse = 22,
         /// The responder NAKed an invalid RD request (NAK code 4).
         RemoteInvalidRd = 23,
+        /// The device entered the fatal state with the WQE outstanding
+        /// (`FATAL_ERR`).
+        DeviceFatal = 24,
     }
 }
 
