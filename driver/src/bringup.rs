@@ -2,6 +2,7 @@
 //! command queue and event queue configuration, enable.
 
 use alloc::format;
+use alloc::sync::Weak;
 use alloc::vec::Vec;
 use rnic_hw_regs::bar0::{
     self, CmdqCtrl, Ctrl, DevCaps, EqCtrl, QueueCaps, Status, Version, MAGIC, VERSION_MAJOR,
@@ -14,6 +15,7 @@ use rnic_queues::{DmaRegion, Hal, HalError, Pod};
 use spin::Mutex;
 
 use crate::cmd::{describe_fatal, CmdQueue};
+use crate::context::Shared;
 use crate::dma::view;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::EventQueue;
@@ -33,6 +35,13 @@ pub struct Config {
     /// log2 of the event queue entries wanted (capped by the device, and
     /// at 2^23 by the 24-bit consumer index).
     pub log_eq_size: u8,
+    /// Reset and take a device that is already up (`STATUS.enabled`), as
+    /// after a driver that died without closing it; otherwise opening it
+    /// fails with `EBUSY`, leaving the other driver's contexts alone.
+    pub take_over: bool,
+    /// Doorbell pages each context asks for (at least 1, at most the
+    /// device's).
+    pub uar_pages_per_context: u32,
 }
 
 impl Default for Config {
@@ -43,6 +52,8 @@ impl Default for Config {
             cmd_timeout_ns: 5_000_000_000,
             log_cmdq_size: 4,
             log_eq_size: 8,
+            take_over: false,
+            uar_pages_per_context: 8,
         }
     }
 }
@@ -160,6 +171,11 @@ pub(crate) struct Device<H: Hal> {
     pub(crate) caps: Caps,
     pub(crate) cmd: CmdQueue,
     pub(crate) eq: Mutex<EventQueue>,
+    /// The open contexts, for routing EQ 0's events to the one owning
+    /// their object.
+    pub(crate) contexts: Mutex<Vec<Weak<Shared<H>>>>,
+    /// Which completion vectors a channel has (of any context).
+    pub(crate) vectors_used: Mutex<Vec<bool>>,
     cmdq_mem: Option<DmaRegion>,
     eq_mem: Option<DmaRegion>,
     /// Memory the device may still use although the driver is done with
@@ -177,6 +193,15 @@ pub(crate) fn ring_bytes(entry: usize, log: u32) -> Option<usize> {
 impl<H: Hal> Device<H> {
     /// Resets the device, checks it, configures its queues and enables it.
     pub(crate) fn bring_up(hal: H, cfg: &Config) -> Result<Self> {
+        // A device that is up belongs to another driver instance: resetting
+        // it would pull every object from under that one's contexts.
+        if read_status(&hal).enabled() && !cfg.take_over {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "the device is in use (STATUS.enabled): open further contexts with \
+                 Context::open_another, or set Config::take_over",
+            ));
+        }
         reset(&hal, cfg.reset_timeout_ns)?;
         let id = hal.mmio_read32(BAR_REGS, bar0::ID);
         if id != MAGIC {
@@ -241,6 +266,8 @@ impl<H: Hal> Device<H> {
             caps,
             cmd: CmdQueue::new(cmd_view, log_cmdq.into(), cfg.cmd_timeout_ns),
             eq: Mutex::new(EventQueue::new(eq_view, log_eq.into())),
+            contexts: Mutex::new(Vec::new()),
+            vectors_used: Mutex::new(Vec::new()),
             hal,
             cmdq_mem: Some(cmdq_mem),
             eq_mem: Some(eq_mem),
@@ -355,8 +382,9 @@ impl<H: Hal> Device<H> {
     }
 
     /// Executes a command.
-    pub(crate) fn exec<I: Pod, O: Pod>(&self, op: CmdOpcode, input: &I) -> Result<O> {
-        self.cmd.exec(&self.hal, op, input)
+    /// Executes command `op` for user context `uid`.
+    pub(crate) fn exec<I: Pod, O: Pod>(&self, op: CmdOpcode, input: &I, uid: u32) -> Result<O> {
+        self.cmd.exec(&self.hal, op, input, uid)
     }
 }
 

@@ -86,11 +86,12 @@ impl CmdQueue {
         hal: &H,
         op: CmdOpcode,
         input: &I,
+        uid: u32,
     ) -> Result<O> {
         const { assert!(core::mem::size_of::<I>() <= CMD_IN_SIZE) };
         const { assert!(core::mem::size_of::<O>() <= CMD_OUT_SIZE) };
         let start = hal.now_ns();
-        let (index, base) = self.issue(hal, op, input, start)?;
+        let (index, base) = self.issue(hal, op, input, uid, start)?;
         if let Err(e) = self.wait(hal, op, base, start) {
             self.slots[index].store(slot::ABANDONED, Ordering::Release);
             return Err(e);
@@ -121,6 +122,7 @@ impl CmdQueue {
         hal: &H,
         op: CmdOpcode,
         input: &I,
+        uid: u32,
         start: u64,
     ) -> Result<(usize, usize)> {
         loop {
@@ -166,6 +168,7 @@ impl CmdQueue {
             let hdr = CmdHeader {
                 opcode: le16::from_ne(op.raw()),
                 token: sub.token,
+                uid: le32::from_ne(uid),
                 ..CmdHeader::default()
             };
             self.mem.write(base, hdr);

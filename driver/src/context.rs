@@ -9,7 +9,8 @@ use core::fmt;
 use core::sync::atomic::{AtomicU32, Ordering};
 
 use rnic_hw_regs::cmd::{
-    CmdOpcode, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn, QueryPortOut,
+    AllocUctxIn, AllocUctxOut, CmdOpcode, CmdStatus, ObjIn, QueryDeviceOut, QueryGidIn,
+    QueryGidOut, QueryPortIn, QueryPortOut,
 };
 use rnic_hw_regs::le32;
 use rnic_hw_regs::pci::BAR_DOORBELL;
@@ -20,13 +21,17 @@ use spin::RwLock;
 use crate::attr::{DeviceAttr, Gid, PortAttr};
 use crate::bringup::{Config, Device, DeviceMem};
 use crate::cq::CqArm;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::qp::QpShared;
 
-/// An open device. Cloning is cheap: clones share the device.
+/// A user context on a device (`struct ibv_context`). Cloning is cheap:
+/// clones are the same context. [`Context::open_another`] opens another
+/// context on the same device: each has doorbell pages of its own, and
+/// the device hides each context's objects from the other's commands.
 ///
-/// The device is reset (stopping all DMA) and its queues freed when the
-/// last clone and the last object made from it are dropped.
+/// A context is closed (its objects destroyed on the device) when the last
+/// clone and the last object made from it are dropped; the device is reset
+/// (stopping all DMA) and its queues freed when its last context closes.
 pub struct Context<H: Hal> {
     pub(crate) shared: Arc<Shared<H>>,
 }
@@ -41,7 +46,18 @@ impl<H: Hal> Clone for Context<H> {
 
 /// State shared by the context and every object made from it.
 pub(crate) struct Shared<H: Hal> {
-    pub(crate) dev: Device<H>,
+    pub(crate) dev: Arc<Device<H>>,
+    /// The device's number for this context (`CmdHeader::uid`; 0 on a
+    /// device without user contexts).
+    pub(crate) uid: u32,
+    /// Its doorbell pages: `uar_first ..` `uar_count` of them.
+    uar_first: u32,
+    uar_count: u32,
+    /// Live SRQs by number, for the event queue.
+    pub(crate) srqs: RwLock<alloc::collections::BTreeSet<u32>>,
+    /// Events of this context's objects that another context's poll took
+    /// from the device's event queue.
+    pub(crate) pending: spin::Mutex<alloc::collections::VecDeque<crate::AsyncEvent>>,
     pub(crate) attr: DeviceAttr,
     /// Attributes of ports 1..=n at bring-up (index 0 is port 1).
     pub(crate) ports: Vec<PortAttr>,
@@ -50,8 +66,6 @@ pub(crate) struct Shared<H: Hal> {
     /// Arm state of live CQs by number, for the event queue.
     pub(crate) cqs: RwLock<BTreeMap<u32, Arc<CqArm>>>,
     next_uar: AtomicU32,
-    /// Which completion vectors a channel has.
-    vectors_used: spin::Mutex<Vec<bool>>,
     /// Test hook run right after a successful DESTROY_QP or DESTROY_CQ,
     /// before the driver forgets the object: a test can reuse the number
     /// there, as another thread could.
@@ -78,7 +92,7 @@ impl<H: Hal> Shared<H> {
     }
 
     pub(crate) fn exec<I: Pod, O: Pod>(&self, op: CmdOpcode, input: &I) -> Result<O> {
-        self.dev.exec(op, input)
+        self.dev.exec(op, input, self.uid)
     }
 
     /// Disposes of `mem`, given to the device by a create command that
@@ -138,7 +152,7 @@ impl<H: Hal> Shared<H> {
                 "the device has no interrupt vector for completion channels",
             ));
         }
-        let mut used = self.vectors_used.lock();
+        let mut used = self.dev.vectors_used.lock();
         used.resize(range.len(), false);
         let Some(i) = used.iter().position(|u| !u) else {
             return Err(Error::new(
@@ -153,14 +167,15 @@ impl<H: Hal> Shared<H> {
     /// Gives completion vector `v` back.
     pub(crate) fn free_vector(&self, v: u16) {
         let start = self.dev.caps.comp_vectors().start;
-        if let Some(u) = self.vectors_used.lock().get_mut(usize::from(v - start)) {
+        if let Some(u) = self.dev.vectors_used.lock().get_mut(usize::from(v - start)) {
             *u = false;
         }
     }
 
-    /// The doorbell page for a new queue: round robin over the pages.
+    /// The doorbell page for a new queue: round robin over the context's
+    /// pages.
     pub(crate) fn alloc_uar_page(&self) -> u32 {
-        self.next_uar.fetch_add(1, Ordering::Relaxed) % self.dev.caps.uar_pages
+        self.uar_first + self.next_uar.fetch_add(1, Ordering::Relaxed) % self.uar_count
     }
 
     /// Writes a 64-bit doorbell at `offset` of doorbell page `page`.
@@ -213,17 +228,77 @@ impl<H: Hal> Context<H> {
     /// command and event queue setup, enable, then QUERY_DEVICE and
     /// QUERY_PORT for every port.
     pub fn open_with(hal: H, config: Config) -> Result<Self> {
-        let dev = Device::bring_up(hal, &config)?;
-        let out: QueryDeviceOut = dev.exec(CmdOpcode::QueryDevice, &())?;
+        let dev = Arc::new(Device::bring_up(hal, &config)?);
+        Self::on_device(dev, config.uar_pages_per_context)
+    }
+
+    /// Opens another context on this context's device (`ibv_open_device`
+    /// once more): no reset, doorbell pages and objects of its own.
+    pub fn open_another(&self) -> Result<Self> {
+        let pages = self.shared.uar_count;
+        Self::on_device(Arc::clone(&self.shared.dev), pages)
+    }
+
+    /// This context's number on the device.
+    pub fn uid(&self) -> u32 {
+        self.shared.uid
+    }
+
+    /// Its doorbell pages.
+    pub fn uar_pages(&self) -> core::ops::Range<u32> {
+        let sh = &self.shared;
+        sh.uar_first..sh.uar_first + sh.uar_count
+    }
+
+    /// A new context on `dev` (ALLOC_UCTX for `pages` doorbell pages; a
+    /// device without user contexts gives the one context all its pages).
+    fn on_device(dev: Arc<Device<H>>, pages: u32) -> Result<Self> {
+        let all = dev.caps.uar_pages;
+        let input = AllocUctxIn {
+            uar_pages: le32::from_ne(pages.clamp(1, all)),
+        };
+        let (uid, uar_first, uar_count) =
+            match dev.exec::<_, AllocUctxOut>(CmdOpcode::AllocUctx, &input, 0) {
+                Ok(o) => (o.uid.to_ne(), o.uar_first.to_ne(), o.uar_count.to_ne()),
+                Err(e)
+                    if e.command()
+                        .is_some_and(|c| c.status == CmdStatus::BadOpcode) =>
+                {
+                    (0, 0, all)
+                }
+                Err(e)
+                    if e.command()
+                        .is_some_and(|c| c.status == CmdStatus::NoResources) =>
+                {
+                    return Err(Error::new(
+                        ErrorKind::NoMemory,
+                        format!("the device has no room for another context: {e}"),
+                    ))
+                }
+                Err(e) => return Err(e),
+            };
+        if uar_count == 0 || uar_first.checked_add(uar_count).map_or(true, |e| e > all) {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "the device gave context {uid} doorbell pages {uar_first}+{uar_count} of {all}"
+                ),
+            ));
+        }
+        let out: QueryDeviceOut = dev.exec(CmdOpcode::QueryDevice, &(), uid)?;
         let attr = DeviceAttr::from(&out);
         let mut shared = Shared {
             dev,
+            uid,
+            uar_first,
+            uar_count,
+            srqs: RwLock::new(alloc::collections::BTreeSet::new()),
+            pending: spin::Mutex::new(alloc::collections::VecDeque::new()),
             attr,
             ports: Vec::new(),
             qps: RwLock::new(BTreeMap::new()),
             cqs: RwLock::new(BTreeMap::new()),
             next_uar: AtomicU32::new(0),
-            vectors_used: spin::Mutex::new(Vec::new()),
             #[cfg(test)]
             after_destroy: spin::Mutex::new(None),
         };
@@ -233,14 +308,19 @@ impl<H: Hal> Context<H> {
             shared.ports.push(p);
         }
         log::info!(
-            "rnic device open: vendor {:#06x} part {:#06x} fw {:#x}, {nports} port(s)",
+            "rnic context {uid} open: vendor {:#06x} part {:#06x} fw {:#x}, {nports} port(s), \
+             doorbell pages {uar_first}..{}",
             attr.vendor_id,
             attr.vendor_part_id,
-            attr.fw_ver
+            attr.fw_ver,
+            uar_first + uar_count
         );
-        Ok(Self {
-            shared: Arc::new(shared),
-        })
+        let shared = Arc::new(shared);
+        let mut contexts = shared.dev.contexts.lock();
+        contexts.retain(|w| w.strong_count() > 0);
+        contexts.push(Arc::downgrade(&shared));
+        drop(contexts);
+        Ok(Self { shared })
     }
 
     /// The platform the device is reached through.
@@ -292,5 +372,21 @@ impl<H: Hal> Context<H> {
             reserved: [0; 3],
         };
         self.shared.exec::<_, ()>(CmdOpcode::SetGid, &input)
+    }
+}
+
+impl<H: Hal> Drop for Shared<H> {
+    /// Closes the context on the device (DEALLOC_UCTX): whatever of its
+    /// objects the device still has goes with it.
+    fn drop(&mut self) {
+        if self.uid == 0 {
+            return;
+        }
+        let input = ObjIn {
+            id: le32::from_ne(self.uid),
+        };
+        if let Err(e) = self.dev.exec::<_, ()>(CmdOpcode::DeallocUctx, &input, 0) {
+            log::error!("closing context {}: {e}", self.uid);
+        }
     }
 }

@@ -8,7 +8,10 @@ use rnic_hw_regs::eqe::{Eqe, EventType};
 use rnic_hw_regs::pci::BAR_REGS;
 use rnic_queues::{ConsumerRing, DmaRegion, Hal, HalError};
 
-use crate::context::Context;
+use alloc::sync::{Arc, Weak};
+use alloc::vec::Vec;
+
+use crate::context::{Context, Shared};
 use crate::error::{Error, Result};
 
 /// An event read from the event queue (`struct ibv_async_event`, plus the
@@ -39,52 +42,121 @@ impl EventQueue {
     }
 }
 
-impl<H: Hal> Context<H> {
-    /// Takes the next event from the event queue, if there is one.
-    ///
-    /// Completion events advance the CQ's arm sequence number (so the next
-    /// [`crate::Cq::arm`] is not taken for a stale one); QP error events
-    /// mark the QP as being in the error state. Command-completion events
-    /// are consumed silently. Call this regularly: the device drops events
-    /// when the queue is full.
-    pub fn poll_event(&self) -> Option<AsyncEvent> {
-        let sh = &*self.shared;
-        let mut eq = sh.dev.eq.lock();
-        loop {
-            let eqe = eq.ring.pop()?;
-            let db = EqDoorbell::new().with_ci(eq.ring.ci() & 0xff_ffff);
-            sh.dev
-                .hal
-                .mmio_write32(BAR_REGS, bar0::EQ_DB, db.into_bits().to_ne());
-            let raw = eqe.word.event_type();
-            let Some(event_type) = EventType::from_raw(raw) else {
-                log::warn!("skipping an event of unknown type {raw}");
-                continue;
-            };
-            let ev = AsyncEvent {
-                event_type,
-                obj: eqe.obj.to_ne(),
-                syndrome: eqe.syndrome.to_ne(),
-            };
-            match event_type {
-                EventType::CmdDone => continue,
-                EventType::Completion => {
-                    if let Some(arm) = sh.cqs.read().get(&ev.obj) {
-                        arm.sn.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                EventType::QpFatal | EventType::QpReqErr | EventType::QpAccessErr => {
-                    if let Some(qp) = sh.qps.read().get(&ev.obj) {
-                        qp.mark_error(false);
-                    }
-                    log::debug!("QP event {ev:?}");
-                }
-                _ => log::debug!("event {ev:?}"),
-            }
-            return Some(ev);
+/// Whom an event is for.
+enum Owner {
+    /// The context owning the object it names.
+    Object,
+    /// Every context (the port, the device).
+    All,
+    /// Nobody.
+    Nobody,
+}
+
+fn owner(ty: EventType) -> Owner {
+    match ty {
+        EventType::CmdDone => Owner::Nobody,
+        EventType::PortActive
+        | EventType::PortErr
+        | EventType::GidChange
+        | EventType::DeviceFatal => Owner::All,
+        _ => Owner::Object,
+    }
+}
+
+impl<H: Hal> Shared<H> {
+    /// Whether the object `ev` names is this context's.
+    fn owns(&self, ev: &AsyncEvent) -> bool {
+        match ev.event_type {
+            EventType::Completion | EventType::CqError => self.cqs.read().contains_key(&ev.obj),
+            EventType::SrqLimitReached | EventType::SrqErr => self.srqs.read().contains(&ev.obj),
+            _ => self.qps.read().contains_key(&ev.obj),
         }
     }
 
+    /// What taking `ev` does to this context's driver state: a completion
+    /// event advances its CQ's arm sequence number, a QP error event marks
+    /// the QP in error.
+    fn note(&self, ev: &AsyncEvent) {
+        match ev.event_type {
+            EventType::Completion => {
+                if let Some(arm) = self.cqs.read().get(&ev.obj) {
+                    arm.sn.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            EventType::QpFatal | EventType::QpReqErr | EventType::QpAccessErr => {
+                if let Some(qp) = self.qps.read().get(&ev.obj) {
+                    qp.mark_error(false);
+                }
+            }
+            _ => {}
+        }
+        log::debug!("context {}: event {ev:?}", self.uid);
+    }
+}
+
+impl<H: Hal> Context<H> {
+    /// Takes the next event of this context, if there is one.
+    ///
+    /// The device has one asynchronous event queue: an event is this
+    /// context's if it names one of its objects (port and device events
+    /// are every context's); events of other contexts of the device taken
+    /// here wait for those contexts. Completion events advance the CQ's
+    /// arm sequence number (so the next [`crate::Cq::arm`] is not taken
+    /// for a stale one); QP error events mark the QP as being in the error
+    /// state. Command-completion events are consumed silently. Call this
+    /// regularly: the device drops events when the queue is full.
+    pub fn poll_event(&self) -> Option<AsyncEvent> {
+        let sh = &*self.shared;
+        if let Some(ev) = sh.pending.lock().pop_front() {
+            return Some(ev);
+        }
+        loop {
+            let ev = {
+                let mut eq = sh.dev.eq.lock();
+                let eqe = eq.ring.pop()?;
+                let db = EqDoorbell::new().with_ci(eq.ring.ci() & 0xff_ffff);
+                sh.dev
+                    .hal
+                    .mmio_write32(BAR_REGS, bar0::EQ_DB, db.into_bits().to_ne());
+                let raw = eqe.word.event_type();
+                let Some(event_type) = EventType::from_raw(raw) else {
+                    log::warn!("skipping an event of unknown type {raw}");
+                    continue;
+                };
+                AsyncEvent {
+                    event_type,
+                    obj: eqe.obj.to_ne(),
+                    syndrome: eqe.syndrome.to_ne(),
+                }
+            };
+            let everyone = match owner(ev.event_type) {
+                Owner::Nobody => continue,
+                Owner::All => true,
+                Owner::Object => false,
+            };
+            let mut ours = everyone || sh.owns(&ev);
+            let others: Vec<Arc<Shared<H>>> = sh
+                .dev
+                .contexts
+                .lock()
+                .iter()
+                .filter_map(Weak::upgrade)
+                .filter(|c| !Arc::ptr_eq(c, &self.shared))
+                .collect();
+            for other in others {
+                if everyone || (!ours && other.owns(&ev)) {
+                    other.note(&ev);
+                    other.pending.lock().push_back(ev);
+                    ours |= everyone;
+                }
+            }
+            if ours {
+                sh.note(&ev);
+                return Some(ev);
+            }
+            log::debug!("event {ev:?} of no open context dropped");
+        }
+    }
     /// Waits up to `timeout_ns` for the next event: `Ok(None)` on timeout.
     ///
     /// Sleeps on the event queue's interrupt where the platform supports
@@ -113,7 +185,10 @@ impl<H: Hal> Context<H> {
             if let Some(ev) = self.poll_event() {
                 return Ok(Some(ev));
             }
-            match hal.wait_irq(self.shared.dev.caps.async_vector(), timeout_ns - elapsed) {
+            // In slices: another context's thread may take the interrupt of
+            // an event it then leaves for this one.
+            let slice = (timeout_ns - elapsed).min(1_000_000);
+            match hal.wait_irq(self.shared.dev.caps.async_vector(), slice) {
                 Ok(_) => {}
                 Err(HalError::Unsupported) => irq = false,
                 Err(e) => return Err(Error::hal(e, "waiting for the event queue interrupt")),

@@ -248,6 +248,7 @@ impl<H: Hal> Pd<H> {
             )
         };
         let max_sge = dev.max_srq_sge.min((stride / SEG_SIZE - 1) as u32);
+        ctx.srqs.write().insert(srqn);
         log::debug!(
             "created SRQ {srqn}: {} requests of {max_sge} entries",
             1u32 << log_wqes
@@ -517,6 +518,7 @@ impl<H: Hal> SrqInner<H> {
             }
             return Err(e);
         }
+        ctx.srqs.write().remove(&srqn);
         let hal = ctx.hal();
         // SAFETY: from dma_alloc, and the SRQ using them is destroyed.
         unsafe {

@@ -82,9 +82,14 @@ fn run_one(st: &mut State) {
     let mut input = [0u8; CMD_IN_SIZE];
     input.copy_from_slice(&entry[CMD_IN_OFFSET..CMD_IN_OFFSET + CMD_IN_SIZE]);
     let mut output = [0u8; CMD_OUT_SIZE];
+    let uid = hdr.uid.to_ne();
     let (status, syndrome) = if hdr.op_mod.to_ne() != 0 {
         (CmdStatus::BadParam, 0)
+    } else if uid != 0 && st.uctxs.get(uid).is_none() {
+        // No such context: the command is refused whole.
+        (CmdStatus::BadResource, 0)
     } else {
+        st.uid = uid;
         match cmd::execute(st, opcode, &input, &mut output) {
             Ok(()) => (CmdStatus::Ok, 0),
             Err(e) => (e.status, e.syndrome),

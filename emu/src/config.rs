@@ -41,6 +41,8 @@ pub struct EmuConfig {
     pub max_eq: u32,
     /// Number of MSI-X vectors.
     pub msix_vectors: u16,
+    /// Number of user contexts ALLOC_UCTX can open at once.
+    pub max_uctx: u32,
     /// log2 of the largest work queue (SQ in 64-byte BBs, RQ in WQEs).
     pub log_max_wq: u8,
     /// log2 of the largest CQ in CQEs.
@@ -83,6 +85,7 @@ impl Default for EmuConfig {
             max_srq: 1024,
             max_eq: 64,
             msix_vectors: 16,
+            max_uctx: 64,
             log_max_wq: 15,
             log_max_cqe: 16,
             max_sge: 16,
@@ -141,6 +144,7 @@ impl EmuConfig {
         )?;
         check(self.max_srq < MAX_OBJECTS, "max_srq must be below 2^24")?;
         check(self.max_eq < MAX_OBJECTS, "max_eq must be below 2^24")?;
+        check(self.max_uctx < MAX_OBJECTS, "max_uctx must be below 2^24")?;
         // The MSI-X table holds at most 2048 entries.
         check(
             (1..=2048).contains(&self.msix_vectors),

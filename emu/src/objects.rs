@@ -12,10 +12,12 @@ use crate::port::Path;
 use crate::transport::{QpTimers, ReqState, RespState};
 
 /// A table of objects numbered from `first` to `first + capacity - 1`; new
-/// objects get the lowest free number.
+/// objects get the lowest free number. Each object belongs to the user
+/// context that created it (uid 0: none).
 #[derive(Debug)]
 pub(crate) struct Table<T> {
     slots: Vec<Option<T>>,
+    owners: Vec<u32>,
     first: u32,
 }
 
@@ -25,6 +27,7 @@ impl<T> Table<T> {
         let n = end.saturating_sub(first) as usize;
         Self {
             slots: (0..n).map(|_| None).collect(),
+            owners: vec![0; n],
             first,
         }
     }
@@ -35,9 +38,27 @@ impl<T> Table<T> {
         Some(self.first + i as u32)
     }
 
-    /// Stores `v` under number `n` (from [`Table::free_number`]).
-    pub(crate) fn insert(&mut self, n: u32, v: T) {
-        self.slots[(n - self.first) as usize] = Some(v);
+    /// Stores `v` under number `n` (from [`Table::free_number`]), created
+    /// by context `uid`.
+    pub(crate) fn insert(&mut self, n: u32, uid: u32, v: T) {
+        let i = (n - self.first) as usize;
+        self.slots[i] = Some(v);
+        self.owners[i] = uid;
+    }
+
+    /// Whether object `n` exists and belongs to context `uid`: another
+    /// context's objects are invisible to its commands.
+    pub(crate) fn owned(&self, n: u32, uid: u32) -> bool {
+        self.index(n)
+            .is_some_and(|i| self.slots[i].is_some() && self.owners[i] == uid)
+    }
+
+    /// The numbers of context `uid`'s objects.
+    pub(crate) fn numbers_of(&self, uid: u32) -> Vec<u32> {
+        self.numbers()
+            .into_iter()
+            .filter(|&n| self.owned(n, uid))
+            .collect()
     }
 
     fn index(&self, n: u32) -> Option<usize> {
@@ -73,6 +94,11 @@ impl<T> Table<T> {
             .collect()
     }
 }
+
+/// A user context (ALLOC_UCTX); its doorbell pages are in
+/// `State::page_owner`.
+#[derive(Debug)]
+pub(crate) struct Uctx;
 
 /// A protection domain.
 #[derive(Debug, Default)]
@@ -144,11 +170,26 @@ impl MrTable {
         }
     }
 
-    /// Stores `obj` under a free index; returns its key.
-    pub(crate) fn insert(&mut self, obj: Keyed) -> Option<u32> {
+    /// Stores `obj`, made by context `uid`, under a free index; returns
+    /// its key.
+    pub(crate) fn insert(&mut self, uid: u32, obj: Keyed) -> Option<u32> {
         let index = self.table.free_number()?;
-        self.table.insert(index, obj);
+        self.table.insert(index, uid, obj);
         Some(index << 8 | self.tags[index as usize] as u32)
+    }
+
+    /// Whether `key` names an object of context `uid`.
+    pub(crate) fn owned(&mut self, key: u32, uid: u32) -> bool {
+        self.index(key).is_some_and(|i| self.table.owned(i, uid))
+    }
+
+    /// The keys of context `uid`'s objects.
+    pub(crate) fn keys_of(&self, uid: u32) -> Vec<u32> {
+        self.table
+            .numbers_of(uid)
+            .into_iter()
+            .map(|i| i << 8 | self.tags[i as usize] as u32)
+            .collect()
     }
 
     fn index(&self, key: u32) -> Option<u32> {
@@ -384,13 +425,15 @@ mod tests {
     fn lowest_free_number() {
         let mut t: Table<u8> = Table::new(2, 5);
         assert_eq!(t.free_number(), Some(2));
-        t.insert(2, 0);
-        t.insert(3, 0);
+        t.insert(2, 0, 0);
+        t.insert(3, 0, 0);
         assert_eq!(t.free_number(), Some(4));
         t.remove(2);
         assert_eq!(t.free_number(), Some(2));
-        t.insert(2, 0);
-        t.insert(4, 0);
+        t.insert(2, 0, 0);
+        t.insert(4, 7, 0);
+        assert!(t.owned(4, 7) && !t.owned(4, 0) && !t.owned(5, 7));
+        assert_eq!(t.numbers_of(7), [4]);
         assert_eq!(t.free_number(), None);
         assert!(t.get(5).is_none());
         assert!(t.get(1).is_none());

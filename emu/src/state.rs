@@ -11,7 +11,7 @@ use crate::eq::EventQueue;
 use crate::iommu::Iommu;
 use crate::irq::IrqLines;
 use crate::net::Frame;
-use crate::objects::Objects;
+use crate::objects::{Objects, Table, Uctx};
 use crate::port::{self, Port};
 use crate::regs::Regs;
 use crate::transport::requester;
@@ -37,6 +37,12 @@ pub(crate) struct State {
     pub cmdq: Option<CmdQueue>,
     pub eq: Option<EventQueue>,
     pub objs: Objects,
+    /// User contexts (ALLOC_UCTX), by uid.
+    pub uctxs: Table<Uctx>,
+    /// Each doorbell page's context (0: none).
+    pub page_owner: Vec<u32>,
+    /// The context of the command executing (its `CmdHeader::uid`).
+    pub uid: u32,
     pub gids: Vec<GidEntry>,
     /// QPs with something to send (requests, or their responder's
     /// answers), in the order they became runnable.
@@ -61,6 +67,9 @@ impl State {
             cmdq: None,
             eq: None,
             objs: Objects::new(&cfg),
+            uctxs: Table::new(1, cfg.max_uctx + 1),
+            page_owner: vec![0; cfg.uar_pages as usize],
+            uid: 0,
             gids: Vec::new(),
             kicked: VecDeque::with_capacity(cfg.max_qp as usize),
             irq,
@@ -79,6 +88,8 @@ impl State {
     /// belongs to the platform and stays.
     pub(crate) fn reset(&mut self) {
         self.objs.clear();
+        self.uctxs.clear();
+        self.page_owner.iter_mut().for_each(|o| *o = 0);
         self.cmdq = None;
         self.eq = None;
         self.kicked.clear();
@@ -103,6 +114,13 @@ impl State {
             ty: GidType::RoceV2,
             valid: true,
         };
+    }
+
+    /// Whether doorbell page `page` exists and may be given to an object of
+    /// the executing command's context: a page of its own, or, for uid 0,
+    /// a page of no context.
+    pub(crate) fn page_usable(&self, page: u32) -> bool {
+        self.page_owner.get(page as usize) == Some(&self.uid)
     }
 
     /// Whether the device executes commands and doorbells.

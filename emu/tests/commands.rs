@@ -29,6 +29,7 @@ both_modes!(
     qp_modify_rules,
     srq_commands,
     eq_commands,
+    uctx_isolation,
     unimplemented_opcodes,
 );
 
@@ -1042,6 +1043,127 @@ fn eq_commands(mode: ExecMode) {
         .fails(BadResource, offset_of!(ObjIn, id));
     t.obj(CmdOpcode::DestroyEq, 0)
         .fails(BadResource, offset_of!(ObjIn, id));
+}
+
+fn uctx_isolation(mode: ExecMode) {
+    use CmdStatus::{BadParam, BadResource};
+    let mut t = bring_up(mode);
+    let open = |t: &mut Tdev, uid: u32, n: u32| {
+        t.cmd_as(
+            uid,
+            CmdOpcode::AllocUctx,
+            &AllocUctxIn {
+                uar_pages: le32::from_ne(n),
+            },
+        )
+    };
+    open(&mut t, 0, 0).fails(BadParam, offset_of!(AllocUctxIn, uar_pages));
+    open(&mut t, 0, 65).fails(BadParam, offset_of!(AllocUctxIn, uar_pages));
+    let a: AllocUctxOut = open(&mut t, 0, 8).ok();
+    let b: AllocUctxOut = open(&mut t, 0, 8).ok();
+    let (ua, ub) = (a.uid.to_ne(), b.uid.to_ne());
+    assert_eq!((ua, a.uar_first.to_ne(), a.uar_count.to_ne()), (1, 0, 8));
+    assert_eq!((ub, b.uar_first.to_ne()), (2, 8));
+    // A context opens no context, and a context that does not exist
+    // issues nothing.
+    open(&mut t, ua, 1).fails(BadParam, 0);
+    assert_eq!(
+        t.cmd_as(9, CmdOpcode::CreatePd, &0u32).status(),
+        BadResource
+    );
+    let pd_a = t
+        .cmd_as(ua, CmdOpcode::CreatePd, &0u32)
+        .ok::<CreatePdOut>()
+        .pdn
+        .to_ne();
+    // Another context (or none) does not see it.
+    let region = t.hal.dma_alloc(4096).unwrap();
+    let mr_in = t.reg_mr_in(pd_a, &region, access::LOCAL_WRITE);
+    t.cmd_as(ub, CmdOpcode::RegMr, &mr_in)
+        .fails(BadResource, offset_of!(RegMrIn, pdn));
+    t.cmd(CmdOpcode::RegMr, &mr_in)
+        .fails(BadResource, offset_of!(RegMrIn, pdn));
+    let destroy_pd = ObjIn {
+        id: le32::from_ne(pd_a),
+    };
+    t.cmd_as(ub, CmdOpcode::DestroyPd, &destroy_pd)
+        .fails(BadResource, offset_of!(ObjIn, id));
+    let key = t
+        .cmd_as(ua, CmdOpcode::RegMr, &mr_in)
+        .ok::<RegMrOut>()
+        .lkey
+        .to_ne();
+    t.cmd_as(
+        ub,
+        CmdOpcode::DeregMr,
+        &ObjIn {
+            id: le32::from_ne(key),
+        },
+    )
+    .fails(BadResource, offset_of!(ObjIn, id));
+    // Doorbell pages: a context's own only; uid 0 those of no context.
+    let buf = t.hal.dma_alloc(64 << 4).unwrap();
+    let dbrec = t.hal.dma_alloc(8).unwrap();
+    let cq_in = |page: u32| CreateCqIn {
+        log_size: le32::from_ne(4),
+        uar_page: le32::from_ne(page),
+        eqn: le32::from_ne(0),
+        reserved: le32::from_ne(0),
+        buf_iova: le64::from_ne(buf.iova()),
+        dbrec_iova: le64::from_ne(dbrec.iova()),
+    };
+    t.cmd_as(ua, CmdOpcode::CreateCq, &cq_in(8))
+        .fails(BadParam, offset_of!(CreateCqIn, uar_page));
+    t.cmd(CmdOpcode::CreateCq, &cq_in(3))
+        .fails(BadParam, offset_of!(CreateCqIn, uar_page));
+    let cqn = t
+        .cmd_as(ua, CmdOpcode::CreateCq, &cq_in(7))
+        .ok::<CreateCqOut>()
+        .cqn
+        .to_ne();
+    t.cmd_as(
+        ub,
+        CmdOpcode::DestroyCq,
+        &ObjIn {
+            id: le32::from_ne(cqn),
+        },
+    )
+    .fails(BadResource, offset_of!(ObjIn, id));
+    // Closing a context takes its objects and frees its pages.
+    t.cmd_as(
+        ub,
+        CmdOpcode::DeallocUctx,
+        &ObjIn {
+            id: le32::from_ne(ua),
+        },
+    )
+    .fails(BadResource, offset_of!(ObjIn, id));
+    t.cmd(
+        CmdOpcode::DeallocUctx,
+        &ObjIn {
+            id: le32::from_ne(ua),
+        },
+    )
+    .ok::<u32>();
+    assert_eq!(
+        t.cmd_as(ua, CmdOpcode::CreatePd, &0u32).status(),
+        BadResource
+    );
+    let again: AllocUctxOut = open(&mut t, 0, 8).ok();
+    assert_eq!((again.uid.to_ne(), again.uar_first.to_ne()), (1, 0));
+    // The objects went with it: the numbers are free.
+    let pd = t
+        .cmd_as(1, CmdOpcode::CreatePd, &0u32)
+        .ok::<CreatePdOut>()
+        .pdn
+        .to_ne();
+    assert_eq!(pd, pd_a);
+    let cq2 = t
+        .cmd_as(1, CmdOpcode::CreateCq, &cq_in(0))
+        .ok::<CreateCqOut>()
+        .cqn
+        .to_ne();
+    assert_eq!(cq2, cqn);
 }
 
 fn unimplemented_opcodes(mode: ExecMode) {

@@ -88,6 +88,12 @@ wire_enum! {
         CreateEq = 0x0600,
         /// Destroy a completion event queue: [`ObjIn`] (EQN).
         DestroyEq = 0x0601,
+        /// Open a user context: [`AllocUctxIn`] / [`AllocUctxOut`] (device
+        /// 1.3).
+        AllocUctx = 0x0800,
+        /// Close a user context, destroying its objects: [`ObjIn`] (uid)
+        /// (device 1.3).
+        DeallocUctx = 0x0801,
         /// Read a port's or a QP's counters:
         /// [`crate::counters::QueryCountersIn`] /
         /// [`crate::counters::CountersOut`] (device 1.1).
@@ -140,8 +146,9 @@ pub struct CmdHeader {
     /// Detail for a failed command: the byte offset into the input of the
     /// offending field, plus 1 (0 = no detail).
     pub syndrome: le32,
-    /// Reserved, zero.
-    pub reserved1: le32,
+    /// The user context issuing the command (device 1.3; 0: none). Its
+    /// objects are invisible to commands of other contexts.
+    pub uid: le32,
 }
 
 /// One command queue entry.
@@ -665,6 +672,26 @@ pub struct QuerySrqOut {
     pub reserved: le32,
 }
 
+/// Input of ALLOC_UCTX.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllocUctxIn {
+    /// Doorbell pages wanted (at least 1), given to the context alone.
+    pub uar_pages: le32,
+}
+
+/// Output of ALLOC_UCTX.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AllocUctxOut {
+    /// The context's number, for `CmdHeader::uid` (from 1).
+    pub uid: le32,
+    /// Its first doorbell page.
+    pub uar_first: le32,
+    /// Its number of doorbell pages (consecutive).
+    pub uar_count: le32,
+}
+
 /// Input of CREATE_EQ: a completion event queue with the EQ 0 format,
 /// armed and consumed through [`crate::uar::EQ_DB`].
 #[repr(C)]
@@ -701,6 +728,9 @@ assert_eq_size!(ModifySrqIn, [u8; 24]);
 const_assert_eq!(core::mem::offset_of!(ModifySrqIn, buf_iova), 16);
 assert_eq_size!(QuerySrqOut, [u8; 16]);
 assert_eq_size!(CreateEqIn, [u8; 24]);
+assert_eq_size!(AllocUctxIn, [u8; 4]);
+assert_eq_size!(AllocUctxOut, [u8; 12]);
+const_assert_eq!(core::mem::offset_of!(CmdHeader, uid), 12);
 const_assert_eq!(core::mem::offset_of!(CreateEqIn, buf_iova), 16);
 assert_eq_size!(CmdHeader, [u8; 16]);
 assert_eq_size!(CmdEntry, [u8; CMD_ENTRY_SIZE]);

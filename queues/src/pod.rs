@@ -7,10 +7,11 @@
 //! initialised.
 
 use rnic_hw_regs::cmd::{
-    AddressVector, AllocMwIn, AllocMwOut, CmdEntry, CmdHeader, CreateCqIn, CreateCqOut, CreateEqIn,
-    CreateEqOut, CreatePdOut, CreateQpIn, CreateQpOut, CreateSrqIn, CreateSrqOut, ModifyQpIn,
-    ModifySrqIn, ObjIn, QpAttrs, QueryDeviceOut, QueryGidIn, QueryGidOut, QueryPortIn,
-    QueryPortOut, QuerySrqOut, RegMrIn, RegMrOut, ReregMrIn, ResizeCqIn, SetGidIn,
+    AddressVector, AllocMwIn, AllocMwOut, AllocUctxIn, AllocUctxOut, CmdEntry, CmdHeader,
+    CreateCqIn, CreateCqOut, CreateEqIn, CreateEqOut, CreatePdOut, CreateQpIn, CreateQpOut,
+    CreateSrqIn, CreateSrqOut, ModifyQpIn, ModifySrqIn, ObjIn, QpAttrs, QueryDeviceOut, QueryGidIn,
+    QueryGidOut, QueryPortIn, QueryPortOut, QuerySrqOut, RegMrIn, RegMrOut, ReregMrIn, ResizeCqIn,
+    SetGidIn,
 };
 use rnic_hw_regs::counters::{CountersOut, QueryCountersIn};
 use rnic_hw_regs::cqe::{Cqe, CqeFlags, CqeOwner};
@@ -157,7 +158,7 @@ pod_struct! {
 
 // The command queue entry and every command's input and output.
 pod_struct! {
-    CmdHeader { opcode, op_mod, status, token, reserved0, owner, syndrome, reserved1 }
+    CmdHeader { opcode, op_mod, status, token, reserved0, owner, syndrome, uid }
     CmdEntry { hdr, input, output }
     ObjIn { id }
     QueryDeviceOut {
@@ -206,6 +207,8 @@ pod_struct! {
     QuerySrqOut { max_wr, max_sge, srq_limit, reserved }
     CreateEqIn { log_size, vector, uar_page, reserved, buf_iova }
     CreateEqOut { eqn }
+    AllocUctxIn { uar_pages }
+    AllocUctxOut { uid, uar_first, uar_count }
     QueryCountersIn { scope, id, first }
     CountersOut { values }
 }

@@ -31,6 +31,7 @@ pub(super) fn query(
             st.objs
                 .qps
                 .get(id)
+                .filter(|_| st.objs.qps.owned(id, st.uid))
                 .ok_or(fail(CmdStatus::BadResource, off!(QueryCountersIn, id)))?
                 .counters
         }

@@ -23,13 +23,13 @@ pub(super) fn create(
     )?;
     let page = i.uar_page.to_ne();
     check(
-        page < st.cfg.uar_pages,
+        st.page_usable(page),
         CmdStatus::BadParam,
         off!(CreateCqIn, uar_page),
     )?;
     let eqn = Some(i.eqn.to_ne()).filter(|&n| n != NONE);
     check(
-        eqn.map_or(true, |n| n == 0 || st.objs.eqs.get(n).is_some()),
+        eqn.map_or(true, |n| n == 0 || st.objs.eqs.owned(n, st.uid)),
         CmdStatus::BadResource,
         off!(CreateCqIn, eqn),
     )?;
@@ -61,6 +61,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.cqs.insert(
         cqn,
+        st.uid,
         Cq {
             log_size: log as u8,
             uar_page: page,
@@ -95,6 +96,7 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         .objs
         .cqs
         .get(cqn)
+        .filter(|_| st.objs.cqs.owned(cqn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(cq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     if let Some(cq) = st.objs.cqs.remove(cqn) {
@@ -117,7 +119,7 @@ pub(super) fn resize(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ResizeCqIn = from_bytes(input);
     let cqn = i.cqn.to_ne();
     check(
-        st.objs.cqs.get(cqn).is_some(),
+        st.objs.cqs.owned(cqn, st.uid),
         CmdStatus::BadResource,
         off!(ResizeCqIn, cqn),
     )?;

@@ -31,7 +31,7 @@ pub(super) fn create(
         off!(CreateEqIn, vector),
     )?;
     let page = i.uar_page.to_ne();
-    check(page < c.uar_pages, BadParam, off!(CreateEqIn, uar_page))?;
+    check(st.page_usable(page), BadParam, off!(CreateEqIn, uar_page))?;
     check(
         i.reserved.to_ne() == 0,
         BadParam,
@@ -52,6 +52,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.eqs.insert(
         eqn,
+        st.uid,
         CompEq {
             eq: EventQueue::new(ring, log as u8, vector as u16),
             uar_page: page,
@@ -75,6 +76,7 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         .objs
         .eqs
         .get(eqn)
+        .filter(|_| st.objs.eqs.owned(eqn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(ceq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     st.objs.eqs.remove(eqn);

@@ -15,6 +15,7 @@ mod pd_mr;
 mod qp;
 mod query;
 mod srq;
+mod uctx;
 
 /// A failed command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +97,8 @@ pub(crate) fn execute(
         DestroySrq => srq::destroy(st, input),
         ModifySrq => srq::modify(st, input),
         QuerySrq => srq::query(st, input, out),
+        AllocUctx => uctx::alloc(st, input, out),
+        DeallocUctx => uctx::dealloc(st, input),
         CreateEq => eq::create(st, input, out),
         DestroyEq => eq::destroy(st, input),
     }

@@ -16,7 +16,7 @@ pub(super) fn create_pd(st: &mut State, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResu
         .pds
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.pds.insert(pdn, Pd::default());
+    st.objs.pds.insert(pdn, st.uid, Pd::default());
     to_bytes(
         &CreatePdOut {
             pdn: le32::from_ne(pdn),
@@ -33,6 +33,7 @@ pub(super) fn destroy_pd(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult
         .objs
         .pds
         .get(pdn)
+        .filter(|_| st.objs.pds.owned(pdn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(pd.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     st.objs.pds.remove(pdn);
@@ -77,7 +78,7 @@ pub(super) fn reg_mr(
     let i: RegMrIn = from_bytes(input);
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.get(pdn).is_some(),
+        st.objs.pds.owned(pdn, st.uid),
         CmdStatus::BadResource,
         off!(RegMrIn, pdn),
     )?;
@@ -108,7 +109,7 @@ pub(super) fn reg_mr(
     let key = st
         .objs
         .mrs
-        .insert(Keyed::Mr(mr))
+        .insert(st.uid, Keyed::Mr(mr))
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     if let Some(pd) = st.objs.pds.get_mut(pdn) {
         pd.users += 1;
@@ -126,6 +127,11 @@ pub(super) fn reg_mr(
 pub(super) fn dereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let key = i.id.to_ne();
+    check(
+        st.objs.mrs.owned(key, st.uid),
+        CmdStatus::BadResource,
+        off!(ObjIn, id),
+    )?;
     let mr = st
         .objs
         .mrs
@@ -147,6 +153,11 @@ pub(super) fn rereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     use rnic_hw_regs::cmd::rereg;
     let i: ReregMrIn = from_bytes(input);
     let key = i.lkey.to_ne();
+    check(
+        st.objs.mrs.owned(key, st.uid),
+        CmdStatus::BadResource,
+        off!(ReregMrIn, lkey),
+    )?;
     let mr = st
         .objs
         .mrs
@@ -164,7 +175,7 @@ pub(super) fn rereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let pdn = if flags & rereg::PD != 0 {
         let pdn = i.pdn.to_ne();
         check(
-            st.objs.pds.get(pdn).is_some(),
+            st.objs.pds.owned(pdn, st.uid),
             CmdStatus::BadResource,
             off!(ReregMrIn, pdn),
         )?;
@@ -224,7 +235,7 @@ pub(super) fn alloc_mw(
     let i: AllocMwIn = from_bytes(input);
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.get(pdn).is_some(),
+        st.objs.pds.owned(pdn, st.uid),
         CmdStatus::BadResource,
         off!(AllocMwIn, pdn),
     )?;
@@ -242,7 +253,7 @@ pub(super) fn alloc_mw(
     let rkey = st
         .objs
         .mrs
-        .insert(Keyed::Mw(mw))
+        .insert(st.uid, Keyed::Mw(mw))
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     if let Some(pd) = st.objs.pds.get_mut(pdn) {
         pd.users += 1;
@@ -261,8 +272,9 @@ pub(super) fn alloc_mw(
 pub(super) fn dealloc_mw(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let key = i.id.to_ne();
+    let mine = st.objs.mrs.owned(key, st.uid);
     check(
-        st.objs.mrs.get_mw(key).is_some(),
+        mine && st.objs.mrs.get_mw(key).is_some(),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;

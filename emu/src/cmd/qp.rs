@@ -41,25 +41,29 @@ pub(super) fn create(
     check(i.reserved0 == 0, BadParam, off!(CreateQpIn, reserved0))?;
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.get(pdn).is_some(),
+        st.objs.pds.owned(pdn, st.uid),
         BadResource,
         off!(CreateQpIn, pdn),
     )?;
     let send_cqn = i.send_cqn.to_ne();
     check(
-        st.objs.cqs.get(send_cqn).is_some(),
+        st.objs.cqs.owned(send_cqn, st.uid),
         BadResource,
         off!(CreateQpIn, send_cqn),
     )?;
     let recv_cqn = i.recv_cqn.to_ne();
     check(
-        st.objs.cqs.get(recv_cqn).is_some(),
+        st.objs.cqs.owned(recv_cqn, st.uid),
         BadResource,
         off!(CreateQpIn, recv_cqn),
     )?;
     let recv_pdn = match srqn {
         Some(n) => {
-            let srq = st.objs.srqs.get(n);
+            let srq = st
+                .objs
+                .srqs
+                .get(n)
+                .filter(|_| st.objs.srqs.owned(n, st.uid));
             srq.ok_or(fail(BadResource, off!(CreateQpIn, srqn)))?.pdn
         }
         None => pdn,
@@ -83,7 +87,7 @@ pub(super) fn create(
         off!(CreateQpIn, max_inline),
     )?;
     let page = i.uar_page.to_ne();
-    check(page < c.uar_pages, BadParam, off!(CreateQpIn, uar_page))?;
+    check(st.page_usable(page), BadParam, off!(CreateQpIn, uar_page))?;
     check(
         i.reserved1.to_ne() == 0,
         BadParam,
@@ -119,6 +123,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.qps.insert(
         qpn,
+        st.uid,
         Qp {
             qpn,
             qp_type,
@@ -223,6 +228,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         .objs
         .qps
         .get(qpn)
+        .filter(|_| st.objs.qps.owned(qpn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ModifyQpIn, qpn)))?;
     let mask = i.attr_mask.to_ne();
     let a = &i.attrs;
@@ -444,10 +450,12 @@ pub(super) fn query(
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
     let i: ObjIn = from_bytes(input);
+    let qpn = i.id.to_ne();
     let qp = st
         .objs
         .qps
-        .get(i.id.to_ne())
+        .get(qpn)
+        .filter(|_| st.objs.qps.owned(qpn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     let o = QpAttrs {
         qp_state: qp.state.raw(),
@@ -464,7 +472,7 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let qpn = i.id.to_ne();
     check(
-        st.objs.qps.get(qpn).is_some(),
+        st.objs.qps.owned(qpn, st.uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;

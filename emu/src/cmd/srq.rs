@@ -21,7 +21,7 @@ pub(super) fn create(
     let c = &st.cfg;
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.get(pdn).is_some(),
+        st.objs.pds.owned(pdn, st.uid),
         BadResource,
         off!(CreateSrqIn, pdn),
     )?;
@@ -44,7 +44,7 @@ pub(super) fn create(
         off!(CreateSrqIn, srq_limit),
     )?;
     let page = i.uar_page.to_ne();
-    check(page < c.uar_pages, BadParam, off!(CreateSrqIn, uar_page))?;
+    check(st.page_usable(page), BadParam, off!(CreateSrqIn, uar_page))?;
     check(
         i.reserved.to_ne() == 0,
         BadParam,
@@ -68,6 +68,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.srqs.insert(
         srqn,
+        st.uid,
         Srq {
             pdn,
             log_wqes: log_wqes as u8,
@@ -115,6 +116,7 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         .objs
         .srqs
         .get(srqn)
+        .filter(|_| st.objs.srqs.owned(srqn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(srq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     if let Some(srq) = st.objs.srqs.remove(srqn) {
@@ -133,7 +135,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ModifySrqIn = from_bytes(input);
     let srqn = i.srqn.to_ne();
     check(
-        st.objs.srqs.get(srqn).is_some(),
+        st.objs.srqs.owned(srqn, st.uid),
         CmdStatus::BadResource,
         off!(ModifySrqIn, srqn),
     )?;
@@ -205,10 +207,12 @@ pub(super) fn query(
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
     let i: ObjIn = from_bytes(input);
+    let srqn = i.id.to_ne();
     let srq = st
         .objs
         .srqs
-        .get(i.id.to_ne())
+        .get(srqn)
+        .filter(|_| st.objs.srqs.owned(srqn, st.uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     let stride_sges = (1u32 << srq.log_stride) / SEG_SIZE as u32 - 1;
     to_bytes(

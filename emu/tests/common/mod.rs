@@ -200,11 +200,17 @@ impl TMr {
 impl Tdev {
     /// Issues a command and waits for it.
     pub fn raw_cmd(&mut self, opcode: u16, input: &[u8]) -> CmdOut {
+        self.raw_cmd_as(0, opcode, input)
+    }
+
+    /// Issues a command of user context `uid` and waits for it.
+    pub fn raw_cmd_as(&mut self, uid: u32, opcode: u16, input: &[u8]) -> CmdOut {
         let off = (self.cmd_pi as usize & ((1 << CMDQ_LOG) - 1)) * CMD_ENTRY_SIZE;
         self.token = self.token.wrapping_add(1);
         let hdr = CmdHeader {
             opcode: le16::from_ne(opcode),
             token: self.token,
+            uid: le32::from_ne(uid),
             ..CmdHeader::default()
         };
         self.cmdq.write_bytes(off, &[0; CMD_ENTRY_SIZE]);
@@ -233,6 +239,11 @@ impl Tdev {
 
     pub fn cmd<I: Pod>(&mut self, op: CmdOpcode, input: &I) -> CmdOut {
         self.raw_cmd(op.raw(), bytes_of(input))
+    }
+
+    /// A command of user context `uid`.
+    pub fn cmd_as<I: Pod>(&mut self, uid: u32, op: CmdOpcode, input: &I) -> CmdOut {
+        self.raw_cmd_as(uid, op.raw(), bytes_of(input))
     }
 
     /// Waits until every doorbell written before is processed (commands and

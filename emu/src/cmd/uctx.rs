@@ -1,0 +1,92 @@
+//! ALLOC_UCTX and DEALLOC_UCTX: user contexts, each with doorbell pages of
+//! its own and objects no other context's commands see.
+
+use rnic_hw_regs::cmd::*;
+use rnic_hw_regs::le32;
+
+use super::{check, fail, off, CmdResult};
+use crate::iommu::{from_bytes, to_bytes};
+use crate::objects::{Keyed, Uctx};
+use crate::state::State;
+
+pub(super) fn alloc(
+    st: &mut State,
+    input: &[u8; CMD_IN_SIZE],
+    out: &mut [u8; CMD_OUT_SIZE],
+) -> CmdResult {
+    let i: AllocUctxIn = from_bytes(input);
+    // Contexts open contexts only from uid 0 (the device's owner).
+    check(st.uid == 0, CmdStatus::BadParam, 0)?;
+    let n = i.uar_pages.to_ne();
+    check(
+        n >= 1 && n <= st.cfg.uar_pages,
+        CmdStatus::BadParam,
+        off!(AllocUctxIn, uar_pages),
+    )?;
+    // The lowest run of `n` pages no context has.
+    let mut run = 0;
+    let first = st.page_owner.iter().position(|&o| {
+        run = if o == 0 { run + 1 } else { 0 };
+        run == n
+    });
+    let first = first.map(|end| end as u32 + 1 - n);
+    let (Some(first), Some(uid)) = (first, st.uctxs.free_number()) else {
+        return Err(fail(CmdStatus::NoResources, 0));
+    };
+    st.uctxs.insert(uid, 0, Uctx);
+    st.page_owner[first as usize..(first + n) as usize].fill(uid);
+    log::debug!("user context {uid}: doorbell pages {first}..{}", first + n);
+    to_bytes(
+        &AllocUctxOut {
+            uid: le32::from_ne(uid),
+            uar_first: le32::from_ne(first),
+            uar_count: le32::from_ne(n),
+        },
+        out,
+    );
+    Ok(())
+}
+
+/// DEALLOC_UCTX: every object of the context goes (as DESTROY_* would
+/// take them, users first), then its pages.
+pub(super) fn dealloc(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+    let i: ObjIn = from_bytes(input);
+    let uid = i.id.to_ne();
+    check(
+        uid != 0 && st.uctxs.get(uid).is_some() && (st.uid == 0 || st.uid == uid),
+        CmdStatus::BadResource,
+        off!(ObjIn, id),
+    )?;
+    for qpn in st.objs.qps.numbers_of(uid) {
+        crate::srq::flush_held(st, qpn);
+        crate::mw::release_qp(st, qpn);
+        st.objs.qps.remove(qpn);
+    }
+    for n in st.objs.srqs.numbers_of(uid) {
+        st.objs.srqs.remove(n);
+    }
+    for n in st.objs.cqs.numbers_of(uid) {
+        st.objs.cqs.remove(n);
+    }
+    for n in st.objs.eqs.numbers_of(uid) {
+        st.objs.eqs.remove(n);
+    }
+    for key in st.objs.mrs.keys_of(uid) {
+        if let Some(Keyed::Mw(_)) = st.objs.mrs.get_keyed(key) {
+            crate::mw::unbind(st, key);
+        }
+    }
+    for key in st.objs.mrs.keys_of(uid) {
+        st.objs.mrs.remove(key);
+    }
+    for n in st.objs.pds.numbers_of(uid) {
+        st.objs.pds.remove(n);
+    }
+    st.uctxs.remove(uid);
+    st.page_owner
+        .iter_mut()
+        .filter(|o| **o == uid)
+        .for_each(|o| *o = 0);
+    log::debug!("user context {uid} closed");
+    Ok(())
+}
