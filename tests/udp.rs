@@ -159,6 +159,10 @@ fn side(
         }
     }
     handle.set(FaultConfig::default());
+    // Both sides done (the peer's atomics to this side completed too)
+    // before either reads what its responders hold.
+    writeln!(out, "done").unwrap();
+    assert_eq!(next(), "done", "NIC {nic}: the peer's end of traffic");
     // Report what this side's responders hold; check the peer's report
     // against this side's requesters.
     for r in &resps {
