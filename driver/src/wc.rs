@@ -123,3 +123,30 @@ impl WorkCompletion {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rnic_hw_regs::cqe::CqeFlags;
+
+    #[test]
+    fn unknown_statuses_and_opcodes_are_general_errors() {
+        let cqe = Cqe {
+            status: 99,
+            opcode: WcOpcode::Recv.raw(),
+            ..Cqe::default()
+        };
+        assert_eq!(WorkCompletion::from_cqe(&cqe).status, WcStatus::GeneralErr);
+        let cqe = Cqe {
+            status: WcStatus::Success.raw(),
+            opcode: 77,
+            flags: CqeFlags::new().with_is_send(true),
+            ..Cqe::default()
+        };
+        let wc = WorkCompletion::from_cqe(&cqe);
+        assert_eq!(
+            (wc.status, wc.opcode),
+            (WcStatus::GeneralErr, WcOpcode::Send)
+        );
+    }
+}
