@@ -2,7 +2,9 @@
 //! peer on the switch, in both execution modes: a READ response of the
 //! wrong length, and an atomic ACK answering a SEND (`BAD_RESP_ERR`); a
 //! NAK with the invalid RD request code (`REM_INV_RD_REQ_ERR`). Each fails
-//! the request, moves the QP to ERR and flushes what follows.
+//! the request, moves the QP to ERR and flushes what follows. And a SEND
+//! the peer leaves unfinished: its receive WQE completes `REM_ABORT_ERR`
+//! when the QP leaves service, the WQEs behind it `WR_FLUSH_ERR`.
 
 use rnic_emu::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
 use rnic_emu::wire::atomic_ack_eth::AtomicAckEthRepr;
@@ -110,4 +112,24 @@ fn invalid_rd_request_nak(mode: ExecMode) {
     s.then_flushed();
 }
 
-both_modes!(bad_responses, invalid_rd_request_nak);
+fn a_message_cut_off(mode: ExecMode) {
+    let mut s = setup(mode);
+    post_recv(&s.qp, recv(10, &[sge(&s.mr, 0, 4096)]));
+    post_recv(&s.qp, recv(11, &[sge(&s.mr, 0, 4096)]));
+    s.peer.send(
+        1,
+        RoceRepr {
+            bth: Peer::bth(opcode::RC_SEND_FIRST, s.qp.qp_num(), 0),
+            ..RoceRepr::default()
+        },
+        &[0x5a; 1024],
+    );
+    assert!(s.f.settle_all(&s.cq).is_empty(), "the message is not over");
+    assert_eq!(read_mr(&s.mr, 0, 2), [0x5a; 2]);
+    set_state(&s.qp, QpState::Err).unwrap();
+    let wcs = poll_n(&s.cq, 2);
+    assert_err(&wcs[0], 10, WcStatus::RemAbortErr, Syndrome::Aborted);
+    assert_err(&wcs[1], 11, WcStatus::WrFlushErr, Syndrome::Flushed);
+}
+
+both_modes!(bad_responses, invalid_rd_request_nak, a_message_cut_off);

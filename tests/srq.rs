@@ -4,7 +4,8 @@
 //! order, the ring reused many times over; the limit event; receiver not
 //! ready until a post; resizing with requests outstanding; a message cut
 //! off halfway keeping its WQE until its QP leaves service, then giving
-//! it back (LAST_WQE_REACHED, a flush completion, the slot free again);
+//! it back (LAST_WQE_REACHED, a REM_ABORT_ERR completion, the slot free
+//! again);
 //! and the driver's checks.
 
 use rnic_emu::wire::opcode;
@@ -491,8 +492,9 @@ fn cut_off(mode: ExecMode, leave: fn(&Fabric, EQp, &ECq, &EMr, &Srq<EmuHal>)) {
 fn to_error(f: &Fabric, b: EQp, cq: &ECq, _: &EMr, _: &Srq<EmuHal>) {
     let ctx = &f.nics[1].ctx;
     set_state(&b, QpState::Err).unwrap();
+    // Its message was cut off: aborted, not merely flushed.
     let wc = f.wait_one(cq);
-    assert_err(&wc, 1000, WcStatus::WrFlushErr, Syndrome::Flushed);
+    assert_err(&wc, 1000, WcStatus::RemAbortErr, Syndrome::Aborted);
     assert_eq!(wc.qp_num, b.qp_num());
     let ev = expect_event(ctx);
     assert_eq!(

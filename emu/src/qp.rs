@@ -12,7 +12,7 @@ use rnic_queues::device::ring_pending;
 use crate::iommu::Iommu;
 use crate::objects::Qp;
 use crate::state::State;
-use crate::transport::{completer, responder, QpTimers, ReqState, RespState};
+use crate::transport::{completer, responder, InMsg, QpTimers, ReqState, RespState};
 use crate::{cq, eq, srq, wqe};
 
 /// Work queue indices are 16 bits wide on the device side.
@@ -123,10 +123,11 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
     log::debug!("QP {qpn}: {:?} -> Err ({event:?})", qp.state);
     qp.state = QpState::Err;
     let on_srq = qp.srqn.is_some();
+    let begun = receiving(qp);
     completer::clear(st, qpn);
     srq::flush_held(st, qpn);
     responder::clear(st, qpn);
-    flush_rq(st, qpn);
+    flush_rq_begun(st, qpn, begun);
     flush_sq(st, qpn);
     if let Some((ty, syndrome)) = event {
         eq::post(st, ty, qpn, syndrome as u32);
@@ -158,6 +159,16 @@ pub(crate) fn fail_all(st: &mut State) {
         flush_sq_as(st, qpn, fatal);
     }
 }
+
+/// Whether a SEND is filling the receive WQE the QP has taken: leaving
+/// service, the QP completes it `REM_ABORT_ERR` (the message was cut off),
+/// not `WR_FLUSH_ERR`.
+pub(crate) fn receiving(qp: &Qp) -> bool {
+    matches!(qp.resp.msg, Some(InMsg::Send { .. }))
+}
+
+/// The status of a receive WQE flushed while a message was filling it.
+pub(crate) const ABORTED: (WcStatus, Syndrome) = (WcStatus::RemAbortErr, Syndrome::Aborted);
 
 /// Moves UC or UD QP `qpn` to the send queue error state after a send WQE
 /// failed: its send queue is flushed (and every WQE posted until it is
@@ -276,6 +287,42 @@ fn flush_sq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome
 /// an SRQ has no receive queue: the SRQ's WQEs are other QPs' too.
 pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
     flush_rq_as(st, qpn, (WcStatus::WrFlushErr, Syndrome::Flushed));
+}
+
+/// [`flush_rq`], the first WQE completing [`ABORTED`] if a message had
+/// begun to fill it.
+fn flush_rq_begun(st: &mut State, qpn: u32, begun: bool) {
+    if begun {
+        flush_rq_first(st, qpn, ABORTED);
+    }
+    flush_rq(st, qpn);
+}
+
+/// Completes the receive WQE at the consumer index alone, with `status`.
+fn flush_rq_first(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome)) {
+    let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.srqn.is_none()) else {
+        return;
+    };
+    if outstanding(qp, &st.iommu, Wq::Rq) == 0 {
+        return;
+    }
+    let stride = 1usize << qp.log_rq_stride;
+    let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
+    let wr_id = qp
+        .rq
+        .read::<RecvWqeHdr>(&st.iommu, slot)
+        .map_or(0, |h| h.wr_id.to_ne());
+    qp.rq_ci = qp.rq_ci.wrapping_add(1);
+    let cqe = cq::cqe(
+        wr_id,
+        qpn,
+        qp.rq_ci,
+        WcOpcode::Recv.raw(),
+        status,
+        syndrome as u32,
+    );
+    let cqn = qp.recv_cqn;
+    let _ = cq::write(st, cqn, &cqe);
 }
 
 /// [`flush_rq`] with completions of `status` and `syndrome`.

@@ -138,12 +138,18 @@ pub(crate) fn doorbell(st: &mut State, page: u32, db: WqDoorbell) {
     }
 }
 
-/// Completes the SRQ WQE QP `qpn` holds, if any, with `WR_FLUSH_ERR`: the
-/// QP leaves service (error, reset or destruction) and the WQE, taken
-/// from the SRQ, goes back to software through its completion.
+/// Completes the SRQ WQE QP `qpn` holds, if any, with `WR_FLUSH_ERR`
+/// (`REM_ABORT_ERR` if a message was filling it): the QP leaves service
+/// (error, reset or destruction) and the WQE, taken from the SRQ, goes
+/// back to software through its completion.
 pub(crate) fn flush_held(st: &mut State, qpn: u32) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
+    };
+    let (status, syndrome) = if crate::qp::receiving(qp) {
+        crate::qp::ABORTED
+    } else {
+        (WcStatus::WrFlushErr, Syndrome::Flushed)
     };
     let Some(index) = qp.resp.srq_held.take() else {
         return;
@@ -155,8 +161,8 @@ pub(crate) fn flush_held(st: &mut State, qpn: u32) {
         qpn,
         index.wrapping_add(1),
         WcOpcode::Recv.raw(),
-        WcStatus::WrFlushErr,
-        Syndrome::Flushed as u32,
+        status,
+        syndrome as u32,
     );
     let cqn = qp.recv_cqn;
     let _ = cq::write(st, cqn, &c);

@@ -150,6 +150,9 @@ wire_enum! {
         /// The device entered the fatal state with the WQE outstanding
         /// (`FATAL_ERR`).
         DeviceFatal = 24,
+        /// The message the receive WQE was receiving was cut off when its
+        /// QP left service (`REM_ABORT_ERR`).
+        Aborted = 25,
     }
 }
 
