@@ -1,0 +1,311 @@
+//! `rnic-perf`: perftest's latency and bandwidth tests over rnic on the
+//! emulated device, each figure printed beside the baselines measured in
+//! the same run at the same sizes (the cache-line ping-pong between two
+//! cores, TCP over loopback, one core's memcpy) as a ratio to them.
+//!
+//! ```text
+//! rnic-perf write_lat -s 8 -n 100000
+//! rnic-perf write_bw -a --device thread --report-gbits
+//! ```
+//!
+//! Modes: `--device inline` (the device runs in the posting thread) or
+//! `thread` (a device thread); `--wire loopback` (one device, two
+//! contexts) or `switch` (two devices on an in-memory switch). With an
+//! inline device the two sides are two application threads pinned to
+//! cores 0 and 1; with a device thread, one application thread plays both
+//! sides of a ping-pong and the device has the other core.
+
+use std::time::{Duration, Instant};
+
+use clap::{Parser, ValueEnum};
+use rnic_driver::Mtu;
+use rnic_emu::ExecMode;
+
+mod baseline;
+mod cpu;
+mod run;
+mod setup;
+mod stats;
+
+use run::{Budget, Knobs, Op};
+use setup::{Params, Setup, Wire};
+use stats::{Bandwidth, Latency};
+
+/// perftest's test names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum Test {
+    WriteLat,
+    ReadLat,
+    SendLat,
+    AtomicLat,
+    WriteBw,
+    ReadBw,
+    SendBw,
+}
+
+impl Test {
+    fn op(self) -> Op {
+        match self {
+            Test::WriteLat | Test::WriteBw => Op::Write,
+            Test::ReadLat | Test::ReadBw => Op::Read,
+            Test::SendLat | Test::SendBw => Op::Send,
+            Test::AtomicLat => Op::Atomic,
+        }
+    }
+
+    fn latency(self) -> bool {
+        matches!(
+            self,
+            Test::WriteLat | Test::ReadLat | Test::SendLat | Test::AtomicLat
+        )
+    }
+}
+
+/// Where the device model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Device {
+    /// In the thread that rings the doorbell.
+    Inline,
+    /// On a device thread.
+    Thread,
+}
+
+/// perftest-style measurements of rnic on the emulated device.
+#[derive(Debug, Parser)]
+#[command(name = "rnic-perf", version)]
+struct Cli {
+    /// The test.
+    #[arg(value_enum)]
+    test: Test,
+    /// Message size in bytes.
+    #[arg(short = 's', long = "size", default_value_t = 8)]
+    size: usize,
+    /// Every power-of-two size from 2 B to 8 MiB.
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// Iterations per size.
+    #[arg(short = 'n', long = "iters", default_value_t = 10_000)]
+    iters: u64,
+    /// Run each size for this many seconds instead (latency tests time
+    /// a first pass to choose their iterations).
+    #[arg(short = 'D', long = "duration")]
+    duration: Option<f64>,
+    /// Send queue depth (work requests in flight per QP).
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
+    tx_depth: u32,
+    /// Largest message sent inline.
+    #[arg(short = 'I', long = "inline-size", default_value_t = 64)]
+    inline_size: u32,
+    /// QPs (bandwidth tests post to them round robin).
+    #[arg(short = 'q', long = "qp", default_value_t = 1)]
+    qps: usize,
+    /// Signal one work request in this many.
+    #[arg(short = 'c', long = "cq-mod", default_value_t = 64)]
+    cq_mod: u32,
+    /// Bandwidth in Gb/s rather than MB/s.
+    #[arg(long = "report-gbits")]
+    report_gbits: bool,
+    /// Print CPU time per message on the application threads, rnic and
+    /// TCP.
+    #[arg(long = "cpu-util")]
+    cpu_util: bool,
+    /// Where the device model runs.
+    #[arg(long, value_enum, default_value_t = Device::Inline)]
+    device: Device,
+    /// The wire between the two sides.
+    #[arg(long, value_enum, default_value_t = Wire::Loopback)]
+    wire: Wire,
+    /// Measure rnic alone, without the baselines (for profiling: a figure
+    /// without its baseline means little).
+    #[arg(long)]
+    no_baselines: bool,
+}
+
+/// The sizes `-a` runs: powers of two from 2 B to 8 MiB.
+fn all_sizes() -> Vec<usize> {
+    (1..=23).map(|p| 1usize << p).collect()
+}
+
+/// `x / base` as a readable ratio: `3.2 x`, or `1/37` below 1.
+fn ratio(x: f64, base: f64) -> String {
+    if base <= 0.0 || x <= 0.0 {
+        return "-".into();
+    }
+    let r = x / base;
+    if r >= 1.0 {
+        format!("{r:.2} x")
+    } else {
+        format!("1/{:.1}", 1.0 / r)
+    }
+}
+
+fn main() {
+    env_logger::init();
+    // Before any thread is pinned.
+    cpu::cores();
+    let cli = Cli::parse();
+    let op = cli.test.op();
+    // Atomics are 8 bytes, whatever the size asked.
+    let sizes = if op == Op::Atomic {
+        vec![8]
+    } else if cli.all {
+        all_sizes()
+    } else {
+        vec![cli.size]
+    };
+    let min = if op == Op::Atomic { 8 } else { 2 };
+    if let Some(&bad) = sizes.iter().find(|&&s| s < min || s > 1 << 23) {
+        eprintln!("rnic-perf: size {bad} is outside {min} B ..= 8 MiB");
+        std::process::exit(2);
+    }
+    let biggest = *sizes.iter().max().unwrap_or(&8);
+    let params = Params {
+        mode: match cli.device {
+            Device::Inline => ExecMode::Inline,
+            Device::Thread => ExecMode::Thread,
+        },
+        wire: cli.wire,
+        qps: cli.qps.max(1),
+        depth: cli.tx_depth.max(2),
+        inline: cli.inline_size,
+        buf: 2 * biggest.max(8),
+        mtu: Mtu::Mtu4096,
+    };
+    let setup = Setup::new(&params);
+    println!(
+        "rnic-perf {:?}: device {:?}, wire {:?}, {} QP(s), depth {}, cq-mod {}, {} core(s)",
+        cli.test,
+        cli.device,
+        cli.wire,
+        params.qps,
+        params.depth,
+        cli.cq_mod,
+        cpu::cores()
+    );
+    let cache = baseline::cache_line(if cli.no_baselines {
+        1000
+    } else {
+        100_000.min(cli.iters.max(1000) as usize)
+    });
+    println!(
+        "baseline: cache-line ping-pong half round trip {:.3} usec",
+        cache.typical() / 1000.0
+    );
+    if cli.test.latency() {
+        println!("{}", Latency::header());
+    } else {
+        println!("{}", Bandwidth::header(cli.report_gbits));
+    }
+    for &size in &sizes {
+        let knobs = Knobs {
+            size,
+            inline: cli.inline_size as usize,
+            depth: params.depth,
+            cq_mod: cli.cq_mod.clamp(1, params.depth / 2),
+        };
+        let progress = sizes.len() > 1 && size >= 1 << 16;
+        if progress {
+            eprintln!("rnic-perf: {size} B ...");
+        }
+        if cli.test.latency() {
+            latency_size(&cli, op, &setup, &knobs, &cache);
+        } else {
+            bandwidth_size(&cli, op, &setup, &knobs);
+        }
+    }
+}
+
+/// Iterations of a ping-pong that fill `seconds`, from a short first pass.
+fn calibrate(op: Op, setup: &Setup, k: &Knobs, seconds: f64, one_thread: bool) -> u64 {
+    let t = Instant::now();
+    let probe = 200;
+    run::latency(
+        op,
+        setup,
+        k,
+        Budget {
+            iters: probe,
+            until: None,
+        },
+        one_thread,
+    );
+    let per = t.elapsed().as_secs_f64() / probe as f64;
+    ((seconds / per) as u64).max(probe)
+}
+
+fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) {
+    // A device thread needs a core of its own: one application thread
+    // then plays both sides.
+    let one_thread = cli.device == Device::Thread;
+    let iters = match cli.duration {
+        Some(d) => calibrate(op, setup, k, d, one_thread),
+        None => cli.iters,
+    };
+    let (lat, cpu) = run::latency(op, setup, k, Budget { iters, until: None }, one_thread);
+    println!("{}", lat.row(k.size));
+    if cli.no_baselines {
+        return;
+    }
+    let tcp_iters = iters.min(20_000) as usize;
+    let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, tcp_iters);
+    let full = matches!(op, Op::Read | Op::Atomic);
+    // READ and atomics report a whole round trip: so do their baselines.
+    let scale = if full { 2.0 } else { 1.0 };
+    println!(
+        "   vs cache-line {} round trip {:.3} usec: t_typical = {}",
+        if full { "whole" } else { "half" },
+        cache.typical() * scale / 1000.0,
+        ratio(lat.typical(), cache.typical() * scale)
+    );
+    println!(
+        "   vs TCP loopback {} B {} round trip {:.2} usec: t_typical = {}",
+        k.size,
+        if full { "whole" } else { "half" },
+        tcp.typical() * scale / 1000.0,
+        ratio(lat.typical(), tcp.typical() * scale)
+    );
+    if cli.cpu_util {
+        println!(
+            "   CPU per message on the application threads: rnic {:.0} ns, TCP {:.0} ns ({})",
+            cpu,
+            tcp_cpu,
+            ratio(cpu, tcp_cpu)
+        );
+    }
+}
+
+fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) {
+    let budget = Budget {
+        iters: cli.iters,
+        until: cli
+            .duration
+            .map(|d| Instant::now() + Duration::from_secs_f64(d)),
+    };
+    let (bw, cpu) = run::bandwidth(op, setup, k, budget);
+    println!("{}", bw.row(cli.report_gbits));
+    if cli.no_baselines {
+        return;
+    }
+    let n = bw.iters.clamp(1, 200_000);
+    let (tcp, tcp_cpu) = baseline::tcp_stream(k.size, n);
+    let copy = baseline::memcpy(k.size, n.max(64));
+    println!(
+        "   vs TCP loopback stream {:.2} MB/s: BW average = {}",
+        tcp.average() / (1u64 << 20) as f64,
+        ratio(bw.average(), tcp.average())
+    );
+    println!(
+        "   vs one core's memcpy {:.2} MB/s: BW average = {}",
+        copy / (1u64 << 20) as f64,
+        ratio(bw.average(), copy)
+    );
+    if cli.cpu_util {
+        println!(
+            "   CPU per message on the application threads: rnic {:.0} ns, TCP {:.0} ns ({})",
+            cpu,
+            tcp_cpu,
+            ratio(cpu, tcp_cpu)
+        );
+    }
+}

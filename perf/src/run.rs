@@ -1,0 +1,505 @@
+//! The measurements: perftest's latency tests (a ping-pong between two
+//! pinned application threads for WRITE and SEND; a loop of one thread
+//! for READ and atomics) and bandwidth tests (one thread keeping every QP's
+//! send queue full, the other reposting receives for SEND).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rnic_driver::{
+    send_flags, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    WorkCompletion,
+};
+
+use crate::cpu;
+use crate::setup::{Setup, Side};
+use crate::stats::{Bandwidth, Latency};
+
+/// The operation a test measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Write,
+    Send,
+    Read,
+    Atomic,
+}
+
+/// How long a measurement runs: `iters` messages, or until `until`.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub iters: u64,
+    pub until: Option<Instant>,
+}
+
+impl Budget {
+    fn more(&self, done: u64) -> bool {
+        match self.until {
+            Some(t) => done % 64 != 0 || Instant::now() < t,
+            None => done < self.iters,
+        }
+    }
+}
+
+/// Knobs of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct Knobs {
+    pub size: usize,
+    pub inline: usize,
+    pub depth: u32,
+    /// Every `cq_mod`-th work request is signaled.
+    pub cq_mod: u32,
+}
+
+/// Gives up (a hung device or peer) after this long without progress.
+const STALL: Duration = Duration::from_secs(20);
+
+/// The tag of iteration `i` in a message's last byte: never 0.
+fn tag(i: u64) -> u8 {
+    (i % 255) as u8 + 1
+}
+
+/// Spins until byte `at` of `side`'s buffer reads `want`.
+fn wait_byte(side: &Side, at: usize, want: u8) {
+    let mut b = [0u8];
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        side.mr.read(at, &mut b).expect("read the buffer");
+        if b[0] == want {
+            return;
+        }
+        spins = spins.wrapping_add(1);
+        if spins % 1024 == 0 {
+            assert!(start.elapsed() < STALL, "no message within {STALL:?}");
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Polls `side`'s CQ for at least one completion; returns how many
+/// receive completions were among them (every completion must succeed).
+fn poll_some(side: &Side, wc: &mut [WorkCompletion]) -> (usize, usize) {
+    let start = Instant::now();
+    loop {
+        let n = side.cq.poll(wc).expect("poll");
+        if n > 0 {
+            let mut recvs = 0;
+            for w in &wc[..n] {
+                assert_eq!(w.status, WcStatus::Success, "{w:?}");
+                recvs += usize::from(matches!(
+                    w.opcode,
+                    WcOpcode::Recv | WcOpcode::RecvRdmaWithImm
+                ));
+            }
+            return (n, recvs);
+        }
+        assert!(start.elapsed() < STALL, "no completion within {STALL:?}");
+        std::hint::spin_loop();
+    }
+}
+
+/// A send work request of `op` to side `to`: the message lands at the
+/// start of its buffer (or is read from there).
+fn request<'a>(
+    op: Op,
+    to: &Side,
+    k: &Knobs,
+    inline: &'a [u8],
+    sge: &'a [Sge; 1],
+    signaled: bool,
+) -> SendWr<'a> {
+    let remote = RemoteAddr {
+        addr: to.mr.addr(),
+        rkey: to.mr.rkey(),
+    };
+    let op = match op {
+        Op::Write => SendOp::RdmaWrite { remote },
+        Op::Send => SendOp::Send,
+        Op::Read => SendOp::RdmaRead { remote },
+        Op::Atomic => SendOp::AtomicFetchAndAdd { remote, add: 1 },
+    };
+    let payload = if !inline.is_empty() && k.size <= k.inline {
+        Payload::Inline(inline)
+    } else {
+        Payload::Sgl(sge)
+    };
+    SendWr {
+        wr_id: 0,
+        op,
+        payload,
+        flags: if signaled { send_flags::SIGNALED } else { 0 },
+    }
+}
+
+fn recv_wr(side: &Side, size: usize) -> [Sge; 1] {
+    [Sge {
+        addr: side.mr.addr(),
+        length: size as u32,
+        lkey: side.mr.lkey(),
+    }]
+}
+
+/// The ping-pong half of one side: `first` sends first.
+fn ping_pong(op: Op, me: &Side, peer: &Side, k: &Knobs, b: Budget, first: bool) -> (Vec<f64>, u64) {
+    let size = k.size;
+    let qp = &me.qps[0];
+    let mut wc = [WorkCompletion::default(); 16];
+    let src = [Sge {
+        addr: me.mr.addr() + size as u64,
+        length: size as u32,
+        lkey: me.mr.lkey(),
+    }];
+    let mut inline = vec![0u8; if size <= k.inline { size } else { 0 }];
+    let rsge = recv_wr(me, size);
+    if op == Op::Send {
+        for _ in 0..k.depth / 2 {
+            qp.post_recv(&[RecvWr {
+                wr_id: 0,
+                sg_list: &rsge,
+            }])
+            .expect("post_recv");
+        }
+    }
+    let mut samples = Vec::with_capacity(b.iters.min(1 << 24) as usize);
+    let cpu0 = cpu::thread_ns();
+    let mut unsignaled = 0;
+    let mut i = 0u64;
+    // Wait for the peer's message `i` (WRITE: its tag in our buffer; SEND:
+    // a receive completion, reposted).
+    let wait = |i: u64, wc: &mut [WorkCompletion]| match op {
+        Op::Write => wait_byte(me, size - 1, tag(i)),
+        _ => loop {
+            let (_, recvs) = poll_some(me, wc);
+            for _ in 0..recvs {
+                qp.post_recv(&[RecvWr {
+                    wr_id: 0,
+                    sg_list: &rsge,
+                }])
+                .expect("post_recv");
+            }
+            if recvs > 0 {
+                break;
+            }
+        },
+    };
+    while b.more(i) {
+        if !first {
+            wait(i, &mut wc);
+        }
+        let t = Instant::now();
+        let signaled = unsignaled + 1 >= k.cq_mod;
+        if let Some(last) = inline.last_mut() {
+            *last = tag(i);
+        } else {
+            me.mr
+                .write(2 * size - 1, &[tag(i)])
+                .expect("write the source");
+        }
+        let wr = request(op, peer, k, &inline, &src, signaled);
+        qp.post_send(&[wr]).expect("post_send");
+        if signaled {
+            unsignaled = 0;
+            if op == Op::Write {
+                poll_some(me, &mut wc);
+            }
+        } else {
+            unsignaled += 1;
+        }
+        if first {
+            wait(i, &mut wc);
+            samples.push(t.elapsed().as_nanos() as f64 / 2.0);
+        }
+        i += 1;
+    }
+    (samples, cpu::thread_ns() - cpu0)
+}
+
+/// A ping-pong of `op` driven by one application thread, which plays
+/// both sides in turn (the device runs on its own thread, on the other
+/// core): half round trips.
+fn ping_pong_one_thread(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Latency, f64) {
+    cpu::pin(0);
+    let size = k.size;
+    let mut wc = [WorkCompletion::default(); 16];
+    let sides = [&s.a, &s.b];
+    let src: Vec<[Sge; 1]> = sides
+        .iter()
+        .map(|me| {
+            [Sge {
+                addr: me.mr.addr() + size as u64,
+                length: size as u32,
+                lkey: me.mr.lkey(),
+            }]
+        })
+        .collect();
+    let rsge: Vec<[Sge; 1]> = sides.iter().map(|me| recv_wr(me, size)).collect();
+    if op == Op::Send {
+        for (me, r) in sides.iter().zip(&rsge) {
+            for _ in 0..k.depth / 2 {
+                me.qps[0]
+                    .post_recv(&[RecvWr {
+                        wr_id: 0,
+                        sg_list: r,
+                    }])
+                    .expect("post_recv");
+            }
+        }
+    }
+    let mut inline = vec![0u8; if size <= k.inline { size } else { 0 }];
+    let mut unsignaled = [0u32; 2];
+    let mut samples = Vec::with_capacity(b.iters.min(1 << 24) as usize);
+    let cpu0 = cpu::thread_ns();
+    let mut i = 0u64;
+    while b.more(i) {
+        let t = Instant::now();
+        for (me, peer) in [(0, 1), (1, 0)] {
+            let (from, to) = (sides[me], sides[peer]);
+            let signaled = unsignaled[me] + 1 >= k.cq_mod;
+            if let Some(last) = inline.last_mut() {
+                *last = tag(i);
+            } else {
+                from.mr
+                    .write(2 * size - 1, &[tag(i)])
+                    .expect("write the source");
+            }
+            let wr = request(op, to, k, &inline, &src[me], signaled);
+            from.qps[0].post_send(&[wr]).expect("post_send");
+            unsignaled[me] = if signaled { 0 } else { unsignaled[me] + 1 };
+            match op {
+                Op::Write => {
+                    if signaled {
+                        poll_some(from, &mut wc);
+                    }
+                    wait_byte(to, size - 1, tag(i));
+                }
+                _ => loop {
+                    let (_, recvs) = poll_some(to, &mut wc);
+                    for _ in 0..recvs {
+                        let r = RecvWr {
+                            wr_id: 0,
+                            sg_list: &rsge[peer],
+                        };
+                        to.qps[0].post_recv(&[r]).expect("post_recv");
+                    }
+                    if recvs > 0 {
+                        break;
+                    }
+                },
+            }
+            // Send completions of the side that sent land on its CQ.
+            if op == Op::Send && signaled {
+                poll_some(from, &mut wc);
+            }
+        }
+        samples.push(t.elapsed().as_nanos() as f64 / 2.0);
+        i += 1;
+    }
+    let n = samples.len().max(1) as f64;
+    let cpu = (cpu::thread_ns() - cpu0) as f64 / n;
+    (Latency::new(samples), cpu)
+}
+
+/// A latency test of `op` in `s`: half round trips for WRITE and SEND,
+/// whole operations for READ and atomics; and the CPU time per message on
+/// the application's threads. The ping-pongs run on two application
+/// threads, pinned to two cores, with an inline device; with a device
+/// thread, on one application thread, leaving the other core to the
+/// device.
+pub fn latency(op: Op, s: &Setup, k: &Knobs, b: Budget, one_thread: bool) -> (Latency, f64) {
+    match op {
+        Op::Write | Op::Send if one_thread => ping_pong_one_thread(op, s, k, b),
+        Op::Write | Op::Send => thread::scope(|sc| {
+            // Both sides run the same number of iterations.
+            assert!(b.until.is_none(), "a ping-pong runs a number of iterations");
+            let peer = sc.spawn(|| {
+                cpu::pin(1);
+                ping_pong(op, &s.b, &s.a, k, b, false)
+            });
+            cpu::pin(0);
+            let (samples, cpu_a) = ping_pong(op, &s.a, &s.b, k, b, true);
+            let (_, cpu_b) = peer.join().expect("the peer thread");
+            let n = samples.len().max(1) as f64;
+            (Latency::new(samples), (cpu_a + cpu_b) as f64 / n)
+        }),
+        Op::Read | Op::Atomic => {
+            cpu::pin(0);
+            let me = &s.a;
+            let size = if op == Op::Atomic { 8 } else { k.size };
+            let dst = [Sge {
+                addr: me.mr.addr() + k.size.max(8) as u64,
+                length: size as u32,
+                lkey: me.mr.lkey(),
+            }];
+            let mut wc = [WorkCompletion::default(); 4];
+            let kk = Knobs {
+                size,
+                inline: 0,
+                ..*k
+            };
+            let mut samples = Vec::with_capacity(b.iters.min(1 << 24) as usize);
+            let cpu0 = cpu::thread_ns();
+            let mut i = 0;
+            while b.more(i) {
+                let t = Instant::now();
+                let wr = request(op, &s.b, &kk, &[], &dst, true);
+                me.qps[0].post_send(&[wr]).expect("post_send");
+                poll_some(me, &mut wc);
+                samples.push(t.elapsed().as_nanos() as f64);
+                i += 1;
+            }
+            let n = samples.len().max(1) as f64;
+            let cpu = (cpu::thread_ns() - cpu0) as f64 / n;
+            (Latency::new(samples), cpu)
+        }
+    }
+}
+
+/// A bandwidth test of `op`: side `a` keeps every QP's send queue full
+/// (batches of `cq_mod` requests, one doorbell each, the last signaled);
+/// for SEND, side `b` reposts receives as they complete.
+pub fn bandwidth(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
+    let size = if op == Op::Atomic { 8 } else { k.size };
+    let batch = k.cq_mod.clamp(1, k.depth) as u64;
+    let nq = s.a.qps.len();
+    thread::scope(|sc| {
+        let receiver = (op == Op::Send).then(|| {
+            sc.spawn(|| {
+                cpu::pin(1);
+                let me = &s.b;
+                let rsge = recv_wr(me, size);
+                let r = RecvWr {
+                    wr_id: 0,
+                    sg_list: &rsge,
+                };
+                for qp in &me.qps {
+                    for _ in 0..k.depth {
+                        qp.post_recv(&[r]).expect("post_recv");
+                    }
+                }
+                let cpu0 = cpu::thread_ns();
+                let mut wc = [WorkCompletion::default(); 64];
+                let mut got = 0u64;
+                loop {
+                    let n = me.cq.poll(&mut wc).expect("poll");
+                    for w in &wc[..n] {
+                        if w.status == WcStatus::WrFlushErr {
+                            return cpu::thread_ns() - cpu0;
+                        }
+                        assert_eq!(w.status, WcStatus::Success, "{w:?}");
+                        let qp = me.qps.iter().find(|q| q.qp_num() == w.qp_num);
+                        qp.expect("a QP of this side")
+                            .post_recv(&[r])
+                            .expect("post_recv");
+                        got += 1;
+                    }
+                    if n == 0 {
+                        std::hint::spin_loop();
+                    }
+                    log::trace!("{got} received");
+                }
+            })
+        });
+        cpu::pin(0);
+        let me = &s.a;
+        let src = [Sge {
+            addr: me.mr.addr() + size.max(8) as u64,
+            length: size as u32,
+            lkey: me.mr.lkey(),
+        }];
+        let inline = vec![
+            0x5au8;
+            if size <= k.inline && op.inlinable() {
+                size
+            } else {
+                0
+            }
+        ];
+        let kk = Knobs { size, ..*k };
+        let wrs: Vec<SendWr<'_>> = (0..batch)
+            .map(|j| request(op, &s.b, &kk, &inline, &src, j == batch - 1))
+            .collect();
+        let mut outstanding = vec![0u64; nq];
+        let mut wc = [WorkCompletion::default(); 64];
+        let (mut posted, mut done) = (0u64, 0u64);
+        let mut marks: Vec<(Instant, u64)> = Vec::with_capacity(4096);
+        let cpu0 = cpu::thread_ns();
+        let start = Instant::now();
+        let mut last = start;
+        let mut q = 0;
+        while b.more(posted) || done < posted {
+            if b.more(posted) && outstanding[q] + batch <= k.depth as u64 {
+                me.qps[q].post_send(&wrs).expect("post_send");
+                outstanding[q] += batch;
+                posted += batch;
+                q = (q + 1) % nq;
+                continue;
+            }
+            let n = me.cq.poll(&mut wc).expect("poll");
+            for w in &wc[..n] {
+                assert_eq!(w.status, WcStatus::Success, "{w:?}");
+                let i = me
+                    .qps
+                    .iter()
+                    .position(|x| x.qp_num() == w.qp_num)
+                    .expect("our QP");
+                outstanding[i] -= batch;
+                done += batch;
+            }
+            if n > 0 {
+                let now = Instant::now();
+                if marks.len() < marks.capacity() {
+                    marks.push((now, done));
+                }
+                last = now;
+            } else {
+                assert!(last.elapsed() < STALL, "no completion within {STALL:?}");
+                // Every QP full: the next completion frees one.
+                q = (q + 1) % nq;
+            }
+        }
+        let seconds = start.elapsed().as_secs_f64();
+        let mut cpu = cpu::thread_ns() - cpu0;
+        if let Some(r) = receiver {
+            // Stop the receiver: its QPs' flush ends its loop.
+            for qp in &s.b.qps {
+                let err = rnic_driver::QpAttr {
+                    qp_state: rnic_driver::QpState::Err,
+                    ..Default::default()
+                };
+                qp.modify(&err, rnic_driver::qp_attr::STATE)
+                    .expect("to ERR");
+            }
+            cpu += r.join().expect("the receiver");
+        }
+        let peak = peak_rate(&marks, start, size);
+        let bw = Bandwidth {
+            size,
+            iters: done,
+            seconds,
+            peak: peak.max((size as u64 * done) as f64 / seconds),
+        };
+        (bw, cpu as f64 / done.max(1) as f64)
+    })
+}
+
+/// The best byte rate over windows of a twentieth of the completions.
+fn peak_rate(marks: &[(Instant, u64)], start: Instant, size: usize) -> f64 {
+    let w = (marks.len() / 20).max(1);
+    let mut best = 0.0f64;
+    let mut prev = (start, 0u64);
+    for chunk in marks.chunks(w) {
+        let end = *chunk.last().expect("a non-empty chunk");
+        let secs = end.0.duration_since(prev.0).as_secs_f64();
+        if secs > 0.0 {
+            best = best.max(((end.1 - prev.1) * size as u64) as f64 / secs);
+        }
+        prev = end;
+    }
+    best
+}
+
+impl Op {
+    fn inlinable(self) -> bool {
+        matches!(self, Op::Write | Op::Send)
+    }
+}

@@ -1,0 +1,108 @@
+//! `rnic-perf` end to end: every test runs, prints perftest's columns with
+//! one row per size, and sets each figure beside its baselines.
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(args)
+        .output()
+        .expect("run rnic-perf");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "rnic-perf {args:?} failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The rows of `text` that start with a size.
+fn rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|w| w.parse::<u64>().is_ok())
+        })
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn latency_tests_print_perftest_columns_and_their_baselines() {
+    for (test, device) in [
+        ("write_lat", "inline"),
+        ("send_lat", "thread"),
+        ("read_lat", "inline"),
+        ("atomic_lat", "thread"),
+    ] {
+        let out = run(&[
+            test,
+            "-n",
+            "300",
+            "-s",
+            "64",
+            "--device",
+            device,
+            "--cpu-util",
+        ]);
+        assert!(out.contains("t_typical[usec]") && out.contains("99.9% percentile[usec]"));
+        let r = rows(&out);
+        assert_eq!(r.len(), 1, "{out}");
+        let size = if test == "atomic_lat" { "8" } else { "64" };
+        assert_eq!((r[0][0].as_str(), r[0][1].as_str()), (size, "300"), "{out}");
+        let t: Vec<f64> = r[0][2..].iter().map(|v| v.parse().unwrap()).collect();
+        assert!(
+            t[0] > 0.0 && t[0] <= t[2] && t[2] <= t[1],
+            "min <= typical <= max: {out}"
+        );
+        for want in ["vs cache-line", "vs TCP loopback", "CPU per message"] {
+            assert!(out.contains(want), "{want}: {out}");
+        }
+    }
+}
+
+#[test]
+fn bandwidth_tests_over_sizes_qps_and_wires() {
+    let out = run(&["write_bw", "-a", "-n", "4", "-t", "8", "-c", "4"]);
+    let r = rows(&out);
+    assert_eq!(r.len(), 23, "2 B to 8 MiB: {out}");
+    assert_eq!(r[22][0], "8388608");
+    assert!(out.contains("vs one core's memcpy"));
+    for (test, extra) in [("send_bw", ["-q", "3"]), ("read_bw", ["--wire", "switch"])] {
+        let out = run(&[
+            test,
+            "-n",
+            "2000",
+            "-s",
+            "4096",
+            "--report-gbits",
+            extra[0],
+            extra[1],
+        ]);
+        assert!(out.contains("BW average[Gb/sec]"), "{out}");
+        let r = rows(&out);
+        assert_eq!(r.len(), 1, "{out}");
+        let avg: f64 = r[0][3].parse().unwrap();
+        assert!(avg > 0.0, "{out}");
+    }
+    // A duration instead of a count.
+    let out = run(&["write_bw", "-D", "0.2", "-s", "8"]);
+    let r = rows(&out);
+    assert!(r[0][1].parse::<u64>().unwrap() > 0, "{out}");
+}
+
+#[test]
+fn bad_arguments_are_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(["write_lat", "-s", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(["nonsense"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
