@@ -13,10 +13,14 @@
 //! Inline mode: the thread that writes a register or doorbell runs the
 //! step, then every step the frames it sent made runnable, on this or any
 //! other inline NIC (a thread-local run list), until nothing is left or
-//! [`INLINE_BUDGET`] steps ran. Thread mode: the device thread runs steps
-//! until nothing is left, at most [`STREAK`] of them between two work
-//! items, then takes the next item, so that commands and resets are served
-//! while a send queue keeps itself busy.
+//! [`INLINE_BUDGET`] steps ran. Thread mode: doorbells and commands
+//! (`CMDQ_DB`) are queued to the device thread, which runs steps until
+//! nothing is left, at most [`STREAK`] of them between two work items, then
+//! takes the next item, so that commands and doorbells are served while a
+//! send queue keeps itself busy. Every other BAR 0 write runs in the
+//! writing thread, after everything queued before it, so that register
+//! writes take effect in order and a read sees them all, as PCIe orders
+//! them.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -49,7 +53,8 @@ const QUEUE_DEPTH: usize = 4096;
 const RX_BATCH: usize = 64;
 /// Steps one inline call runs at most (the rest waits for the next call).
 pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
-/// Steps the device thread runs between two work items at most.
+/// Steps the device thread runs between two takes of the doorbell queue at
+/// most.
 pub(crate) const STREAK: u32 = 4096;
 /// Idle device thread: busy-spin this long after the last work...
 const SPIN: Duration = Duration::from_micros(10);
@@ -59,7 +64,8 @@ const YIELD: Duration = Duration::from_micros(200);
 /// early).
 const SLEEP: Duration = Duration::from_micros(50);
 
-/// A write that triggers device work.
+/// A write that triggers device work (in thread mode only doorbells are
+/// queued).
 #[derive(Debug, Clone, Copy)]
 enum Work {
     /// A BAR 0 register write.
@@ -164,7 +170,7 @@ fn run_list() {
             continue;
         };
         s.notify.scheduled.store(false, Ordering::Release);
-        if s.step(None) {
+        if s.step(None, Drain::No, Turn::Run) {
             schedule(&s.notify);
         }
     }
@@ -241,14 +247,19 @@ impl Shared {
         }
         match self.mode {
             ExecMode::Inline => self.drive(Some(Work::Reg(off, v))),
-            ExecMode::Thread => {
-                if off == rnic_hw_regs::bar0::CTRL {
-                    // The reset runs on the device thread, but STATUS.ready
-                    // must drop now, or the driver could see the old ready
-                    // bit and configure registers the reset then clears.
-                    regs::begin_reset(&mut self.lock(), v);
-                }
+            // A command is queued like a doorbell, and runs when the device
+            // has nothing else to do.
+            ExecMode::Thread if off == rnic_hw_regs::bar0::CMDQ_DB => {
                 self.push(Work::Reg(off, v));
+            }
+            // Other BAR 0 writes are not queued: each takes effect before
+            // the write returns, after everything queued before it, so that
+            // a later register write or read sees it done, as PCIe orders
+            // them.
+            ExecMode::Thread => {
+                self.step(Some(Work::Reg(off, v)), Drain::All, Turn::Skip);
+                self.notify.nudge();
+                run_list();
             }
         }
     }
@@ -279,7 +290,7 @@ impl Shared {
 
     /// Inline mode: runs `work` and everything it makes runnable.
     fn drive(self: &Arc<Self>, work: Option<Work>) {
-        if self.step(work) {
+        if self.step(work, Drain::No, Turn::Run) {
             schedule(&self.notify);
         }
         run_list();
@@ -288,8 +299,8 @@ impl Shared {
     /// One step (see the module documentation); returns whether the device
     /// has more to do. A panic in the model is caught here: the device
     /// enters the fatal state, which a reset clears.
-    fn step(&self, work: Option<Work>) -> bool {
-        let r = catch_unwind(AssertUnwindSafe(|| self.step_inner(work)));
+    fn step(&self, work: Option<Work>, drain: Drain, turn: Turn) -> bool {
+        let r = catch_unwind(AssertUnwindSafe(|| self.step_inner(work, drain, turn)));
         r.unwrap_or_else(|_| {
             log::error!("panic in the device model: device fatal");
             regs::fatal(&mut self.lock(), FatalSyndrome::Internal);
@@ -297,7 +308,7 @@ impl Shared {
         })
     }
 
-    fn step_inner(&self, work: Option<Work>) -> bool {
+    fn step_inner(&self, work: Option<Work>, drain: Drain, turn: Turn) -> bool {
         let now = self.clock.now_ns();
         let mut rx: Vec<Frame> = Vec::new();
         let mut st = self.lock();
@@ -316,17 +327,39 @@ impl Shared {
                 };
                 crate::eq::post(&mut st, ty, 1, 0);
             }
-            if self.notify.rx_pending.swap(false, Ordering::AcqRel)
+            if turn == Turn::Run
+                && self.notify.rx_pending.swap(false, Ordering::AcqRel)
                 && wire.recv(&mut rx, RX_BATCH) == RX_BATCH
             {
                 backlog = true;
                 self.notify.rx_pending.store(true, Ordering::Release);
             }
         }
+        let mut had_work = false;
+        // Popped under the state lock: work is never taken off the queue by
+        // one thread and then overtaken by a register write that another
+        // thread makes after queueing it.
+        let take = match drain {
+            Drain::No => 0,
+            Drain::One => 1,
+            Drain::All => QUEUE_DEPTH,
+        };
+        for _ in 0..take {
+            let Some(w) = self.queue.pop() else { break };
+            run(&mut st, w);
+            had_work = true;
+        }
         if let Some(w) = work {
             run(&mut st, w);
+            had_work = true;
         }
-        let more = st.turn(&rx, backlog, now);
+        let more = match turn {
+            Turn::Run => st.turn(&rx, backlog, now),
+            Turn::Skip => {
+                debug_assert!(rx.is_empty());
+                had_work
+            }
+        };
         let mut tx = std::mem::take(&mut st.port.tx);
         if !tx.is_empty() {
             let mut wire = self.wire();
@@ -344,6 +377,23 @@ impl Shared {
         let w = self.wire().next_deadline();
         t.into_iter().chain(w).min()
     }
+}
+
+/// How much of the work queued to the device thread a step runs first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    No,
+    One,
+    All,
+}
+
+/// Whether a step runs a turn of the device (frames received, timers, send
+/// queues) after its work: an application thread writing a register in
+/// thread mode leaves that to the device thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    Run,
+    Skip,
 }
 
 fn run(st: &mut State, w: Work) {
@@ -391,13 +441,13 @@ fn device_thread(shared: Arc<Shared>) {
         if shared.shutdown.load(Ordering::Acquire) {
             return;
         }
-        let work = if more && streak < STREAK {
-            None
-        } else {
-            shared.queue.pop()
-        };
-        let had_work = work.is_some();
-        more = shared.step(work);
+        // A busy device runs at most STREAK turns between two work items,
+        // so that commands and doorbells are served while a send queue
+        // keeps itself busy.
+        let drain = !more || streak >= STREAK;
+        let had_work = drain && !shared.queue.is_empty();
+        let d = if drain { Drain::One } else { Drain::No };
+        more = shared.step(None, d, Turn::Run);
         // Inline NICs this thread's frames made runnable.
         run_list();
         streak = if had_work || !more { 0 } else { streak + 1 };

@@ -33,6 +33,31 @@ pub(crate) struct Regs {
     pub intr_mask: u32,
 }
 
+/// The defined bits of `CMDQ_CTRL` (`log_size`).
+fn cmdq_ctrl_defined() -> u32 {
+    CmdqCtrl::new().with_log_size(0x1f).into_bits().to_ne()
+}
+
+/// The defined bits of `EQ_CTRL`: `log_size`, `vector`, `enable`.
+fn eq_ctrl_defined() -> u32 {
+    EqCtrl::new()
+        .with_log_size(0x1f)
+        .with_vector(0x7ff)
+        .with_enable(true)
+        .into_bits()
+        .to_ne()
+}
+
+/// The defined bits of `INTR_CAUSE` and `INTR_MASK`.
+fn intr_defined() -> u32 {
+    IntrCause::new()
+        .with_async_eq(true)
+        .with_cmd_done(true)
+        .with_fatal(true)
+        .into_bits()
+        .to_ne()
+}
+
 /// Whether a BAR 0 write at `off` triggers device work (and so is queued to
 /// the device thread in thread mode).
 pub(crate) fn is_work(off: usize) -> bool {
@@ -123,24 +148,17 @@ pub(crate) fn write(st: &mut State, off: usize, v: u32) {
             r.cmdq_hi = v;
             r.cmdq_base = (v as u64) << 32 | r.cmdq_lo as u64;
         }
-        CMDQ_CTRL => r.cmdq_ctrl = v,
+        // Reserved bits are not stored: they read as zero (spec 1).
+        CMDQ_CTRL => r.cmdq_ctrl = v & cmdq_ctrl_defined(),
         EQ_BASE_LO => r.eq_lo = v,
         EQ_BASE_HI => {
             r.eq_hi = v;
             r.eq_base = (v as u64) << 32 | r.eq_lo as u64;
         }
-        EQ_CTRL => r.eq_ctrl = v,
+        EQ_CTRL => r.eq_ctrl = v & eq_ctrl_defined(),
         INTR_CAUSE => r.intr_cause &= !v,
-        INTR_MASK => r.intr_mask = v,
+        INTR_MASK => r.intr_mask = v & intr_defined(),
         _ => log::warn!("bar0: write {v:#x} to read-only or undefined offset {off:#x} ignored"),
-    }
-}
-
-/// Marks a reset as started: `STATUS.ready` drops until [`ctrl`] runs the
-/// reset. Used by thread mode, where the reset itself is queued.
-pub(crate) fn begin_reset(st: &mut State, v: u32) {
-    if Ctrl::from_bits(le(v)).reset() {
-        st.regs.ready = false;
     }
 }
 

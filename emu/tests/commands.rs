@@ -20,6 +20,7 @@ use std::mem::offset_of;
 
 both_modes!(
     registers_and_handshake,
+    bar0_ordering_and_reserved_bits,
     fatal_on_unmapped_cmdq,
     fatal_on_bad_config,
     query_commands,
@@ -79,6 +80,50 @@ fn registers_and_handshake(mode: ExecMode) {
         hal.mmio_read32(0, bar0::FATAL_SYNDROME),
         FatalSyndrome::CmdqDma as u32
     );
+}
+
+/// BAR 0 writes take effect in the order made and a read sees every earlier
+/// write, as PCIe orders them; reserved bits read as zero.
+fn bar0_ordering_and_reserved_bits(mode: ExecMode) {
+    let dev = EmuDevice::new(EmuConfig::default(), mode);
+    let hal = dev.hal();
+    let reset_bits = Ctrl::new().with_reset(true).into_bits().to_ne();
+    for i in 0..500u32 {
+        // No polling between the reset and the configuration writes: they
+        // come after it, so the reset must not undo or refuse them.
+        hal.mmio_write32(0, bar0::CTRL, reset_bits);
+        let ctrl = Ctrl::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::CTRL)));
+        assert!(
+            ctrl.reset() || status(&hal).ready(),
+            "reset bit cleared early"
+        );
+        let base = 0x1000 * (i as u64 + 1);
+        write64(&hal, bar0::CMDQ_BASE_LO, base);
+        hal.mmio_write32(0, bar0::INTR_MASK, 0x2);
+        assert_eq!(
+            hal.mmio_read32(0, bar0::CMDQ_BASE_LO),
+            base as u32,
+            "pass {i}"
+        );
+        assert_eq!(hal.mmio_read32(0, bar0::INTR_MASK), 0x2, "pass {i}");
+    }
+    reset(&hal);
+    hal.mmio_write32(0, bar0::CMDQ_CTRL, u32::MAX);
+    assert_eq!(hal.mmio_read32(0, bar0::CMDQ_CTRL), 0x1f);
+    hal.mmio_write32(0, bar0::EQ_CTRL, 0x7fff_ffff);
+    let eq = EqCtrl::from_bits(le32::from_ne(hal.mmio_read32(0, bar0::EQ_CTRL)));
+    assert_eq!(
+        (eq.log_size(), eq.vector(), eq.enable()),
+        (0x1f, 0x7ff, false)
+    );
+    assert_eq!(hal.mmio_read32(0, bar0::EQ_CTRL), 0x1f | 0x7ff << 8);
+    hal.mmio_write32(0, bar0::INTR_MASK, u32::MAX);
+    assert_eq!(hal.mmio_read32(0, bar0::INTR_MASK), 0x7);
+    // A reset returns them to zero.
+    reset(&hal);
+    for off in [bar0::CMDQ_CTRL, bar0::EQ_CTRL, bar0::INTR_MASK] {
+        assert_eq!(hal.mmio_read32(0, off), 0, "{off:#x}");
+    }
 }
 
 fn enable(hal: &impl Hal) {
