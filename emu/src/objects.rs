@@ -1,6 +1,8 @@
 //! Object tables: protection domains, memory regions, completion queues,
 //! shared receive queues and queue pairs, indexed by their numbers.
 
+use std::collections::VecDeque;
+
 use rnic_hw_regs::cmd::QpAttrs;
 use rnic_hw_regs::uar::CqArmCmd;
 use rnic_hw_regs::verbs::{QpState, QpType};
@@ -11,39 +13,62 @@ use crate::iommu::DmaRange;
 use crate::port::Path;
 use crate::transport::{QpTimers, ReqState, RespState};
 
-/// A table of objects numbered from `first` to `first + capacity - 1`; new
-/// objects get the lowest free number. Each object belongs to the user
-/// context that created it (uid 0: none).
+/// A table of objects numbered from `first` to `first + capacity - 1`.
+/// It grows as objects are created, never beyond its peak population, so a
+/// device configured for 2^24 QPs costs nothing until they exist. A new
+/// object gets, in O(1), the least recently freed number, else the next
+/// number never used: a number is not handed out again at once, so frames
+/// still in flight to a destroyed QP are less likely to reach its
+/// successor. Each object belongs to the user context that created it
+/// (uid 0: none).
 #[derive(Debug)]
 pub(crate) struct Table<T> {
     slots: Vec<Option<T>>,
     owners: Vec<u32>,
+    /// Indices of free slots below `slots.len()`, least recently freed
+    /// first.
+    free: VecDeque<u32>,
     first: u32,
+    capacity: u32,
 }
 
 impl<T> Table<T> {
     /// A table of numbers `first .. end`.
     pub(crate) fn new(first: u32, end: u32) -> Self {
-        let n = end.saturating_sub(first) as usize;
         Self {
-            slots: (0..n).map(|_| None).collect(),
-            owners: vec![0; n],
+            slots: Vec::new(),
+            owners: Vec::new(),
+            free: VecDeque::new(),
             first,
+            capacity: end.saturating_sub(first),
         }
     }
 
-    /// The lowest free number, if any.
+    /// The number the next object gets, if any is free.
     pub(crate) fn free_number(&self) -> Option<u32> {
-        let i = self.slots.iter().position(Option::is_none)?;
-        Some(self.first + i as u32)
+        let i = match self.free.front() {
+            Some(&i) => i,
+            None => {
+                let len = self.slots.len() as u32;
+                (len < self.capacity).then_some(len)?
+            }
+        };
+        Some(self.first + i)
     }
 
-    /// Stores `v` under number `n` (from [`Table::free_number`]), created
-    /// by context `uid`.
+    /// Stores `v` under number `n`, which [`Table::free_number`] just
+    /// returned, created by context `uid`.
     pub(crate) fn insert(&mut self, n: u32, uid: u32, v: T) {
-        let i = (n - self.first) as usize;
-        self.slots[i] = Some(v);
-        self.owners[i] = uid;
+        debug_assert_eq!(Some(n), self.free_number());
+        let i = n - self.first;
+        if self.free.front() == Some(&i) {
+            self.free.pop_front();
+            self.slots[i as usize] = Some(v);
+            self.owners[i as usize] = uid;
+        } else {
+            self.slots.push(Some(v));
+            self.owners.push(uid);
+        }
     }
 
     /// Whether object `n` exists and belongs to context `uid`: another
@@ -77,12 +102,14 @@ impl<T> Table<T> {
 
     pub(crate) fn remove(&mut self, n: u32) -> Option<T> {
         let i = self.index(n)?;
-        self.slots[i].take()
+        let v = self.slots[i].take()?;
+        self.free.push_back(i as u32);
+        Some(v)
     }
 
-    /// Removes every object.
+    /// Removes every object and gives the memory back.
     pub(crate) fn clear(&mut self) {
-        self.slots.iter_mut().for_each(|s| *s = None);
+        *self = Self::new(self.first, self.first + self.capacity);
     }
 
     /// The numbers of every object, in order.
@@ -166,7 +193,7 @@ impl MrTable {
     pub(crate) fn new(max_mr: u32) -> Self {
         Self {
             table: Table::new(1, max_mr + 1),
-            tags: vec![0; max_mr as usize + 1],
+            tags: Vec::new(),
         }
     }
 
@@ -175,6 +202,11 @@ impl MrTable {
     pub(crate) fn insert(&mut self, uid: u32, obj: Keyed) -> Option<u32> {
         let index = self.table.free_number()?;
         self.table.insert(index, uid, obj);
+        // Tags grow with the table and are kept through a reset, so that a
+        // key from before it misses.
+        if self.tags.len() <= index as usize {
+            self.tags.resize(index as usize + 1, 0);
+        }
         Some(index << 8 | self.tags[index as usize] as u32)
     }
 
@@ -422,20 +454,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lowest_free_number() {
-        let mut t: Table<u8> = Table::new(2, 5);
-        assert_eq!(t.free_number(), Some(2));
-        t.insert(2, 0, 0);
-        t.insert(3, 0, 0);
-        assert_eq!(t.free_number(), Some(4));
+    fn numbers_reused_least_recently_freed_first() {
+        let mut t: Table<u8> = Table::new(2, 6);
+        for n in 2..5 {
+            assert_eq!(t.free_number(), Some(n));
+            t.insert(n, 0, 0);
+        }
+        t.remove(3);
         t.remove(2);
-        assert_eq!(t.free_number(), Some(2));
-        t.insert(2, 0, 0);
-        t.insert(4, 7, 0);
-        assert!(t.owned(4, 7) && !t.owned(4, 0) && !t.owned(5, 7));
-        assert_eq!(t.numbers_of(7), [4]);
+        assert_eq!(t.remove(2), None, "removed twice");
+        // Freed numbers first, oldest first; then the one never used.
+        for n in [3, 2, 5] {
+            assert_eq!(t.free_number(), Some(n));
+            t.insert(n, if n == 5 { 7 } else { 0 }, 0);
+        }
+        assert!(t.owned(5, 7) && !t.owned(5, 0) && !t.owned(6, 7));
+        assert_eq!(t.numbers_of(7), [5]);
+        assert_eq!(t.numbers(), [2, 3, 4, 5]);
         assert_eq!(t.free_number(), None);
-        assert!(t.get(5).is_none());
-        assert!(t.get(1).is_none());
+        assert!(t.get(6).is_none() && t.get(1).is_none());
+        t.clear();
+        assert_eq!((t.free_number(), t.slots.capacity()), (Some(2), 0));
+    }
+
+    #[test]
+    fn tables_grow_on_demand() {
+        let t: Table<[u8; 4096]> = Table::new(2, 1 << 24);
+        assert_eq!((t.slots.capacity(), t.free_number()), (0, Some(2)));
+        let mut m = MrTable::new((1 << 24) - 1);
+        assert!(m.tags.is_empty());
+        let key = m
+            .insert(
+                0,
+                Keyed::Mw(Mw {
+                    pdn: 1,
+                    mw_type: 1,
+                    bound: None,
+                }),
+            )
+            .unwrap();
+        assert_eq!((key, m.tags.len()), (1 << 8, 2));
+        m.clear();
+        // A key from before a reset misses after it.
+        let again = m
+            .insert(
+                0,
+                Keyed::Mw(Mw {
+                    pdn: 1,
+                    mw_type: 1,
+                    bound: None,
+                }),
+            )
+            .unwrap();
+        assert_eq!(again, 1 << 8 | 1);
+        assert!(m.get_mw(key).is_none());
     }
 }

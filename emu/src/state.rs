@@ -71,7 +71,7 @@ impl State {
             page_owner: vec![0; cfg.uar_pages as usize],
             uid: 0,
             gids: Vec::new(),
-            kicked: VecDeque::with_capacity(cfg.max_qp as usize),
+            kicked: VecDeque::new(),
             irq,
             port: Port::new(cfg.mac),
             timers: Timers::default(),

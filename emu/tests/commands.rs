@@ -383,8 +383,8 @@ fn pd_and_mr_commands(mode: ExecMode) {
     t.obj(CmdOpcode::DestroyPd, 1).ok::<u32>();
     t.obj(CmdOpcode::DestroyPd, 1)
         .fails(CmdStatus::BadResource, offset_of!(ObjIn, id));
-    // PD numbers are reused lowest first.
-    assert_eq!(t.create_pd(), 1);
+    // PD numbers are reused least recently freed first.
+    assert_eq!((t.create_pd(), t.create_pd()), (pd2, 1));
 }
 
 fn cq_commands(mode: ExecMode) {
