@@ -176,10 +176,16 @@ fn run_list() {
     }
 }
 
+/// The port's wire, and the vector frames are handed to it in.
+struct Link {
+    wire: Box<dyn Wire>,
+    spare: Vec<Frame>,
+}
+
 /// What the device thread and every handle share.
 pub(crate) struct Shared {
     state: Mutex<State>,
-    wire: Mutex<Box<dyn Wire>>,
+    wire: Mutex<Link>,
     mode: ExecMode,
     cfg: EmuConfig,
     clock: Clock,
@@ -211,7 +217,7 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn wire(&self) -> MutexGuard<'_, Box<dyn Wire>> {
+    fn wire(&self) -> MutexGuard<'_, Link> {
         self.wire.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -310,11 +316,12 @@ impl Shared {
 
     fn step_inner(&self, work: Option<Work>, drain: Drain, turn: Turn) -> bool {
         let now = self.clock.now_ns();
-        let mut rx: Vec<Frame> = Vec::new();
         let mut st = self.lock();
+        let mut rx = std::mem::take(&mut st.port.rx);
         let mut backlog = false;
         {
-            let mut wire = self.wire();
+            let mut link = self.wire();
+            let wire = &mut link.wire;
             wire.poll(now);
             let up = wire.link_up();
             if up != st.port.link_up {
@@ -360,11 +367,17 @@ impl Shared {
                 had_work
             }
         };
-        let mut tx = std::mem::take(&mut st.port.tx);
-        if !tx.is_empty() {
-            let mut wire = self.wire();
+        st.port.recycle(&mut rx);
+        st.port.rx = rx;
+        if !st.port.tx.is_empty() {
+            let mut link = self.wire();
+            // The frames go to the link's vector and the link's empty one
+            // comes back, so that neither allocates.
+            let Link { wire, spare } = &mut *link;
+            std::mem::swap(&mut st.port.tx, spare);
             drop(st);
-            wire.send(&mut tx);
+            wire.send(spare);
+            spare.clear();
         }
         more || self.notify.rx_pending.load(Ordering::Acquire)
     }
@@ -374,7 +387,7 @@ impl Shared {
         let st = self.lock();
         let t = st.next_deadline();
         drop(st);
-        let w = self.wire().next_deadline();
+        let w = self.wire().wire.next_deadline();
         t.into_iter().chain(w).min()
     }
 }
@@ -604,7 +617,10 @@ impl EmuBuilder {
         let irq = Arc::new(IrqLines::new(self.config.msix_vectors));
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(self.config.clone(), irq.clone())),
-            wire: Mutex::new(wire),
+            wire: Mutex::new(Link {
+                wire,
+                spare: Vec::new(),
+            }),
             mode: self.mode,
             cfg: self.config,
             clock: self.clock,

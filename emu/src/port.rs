@@ -127,6 +127,11 @@ pub(crate) struct Port {
     pub mac: EthernetAddress,
     /// Frames built while the device state was locked, sent once it is not.
     pub tx: Vec<Frame>,
+    /// Received frames of the step being run (kept to reuse its buffer).
+    pub rx: Vec<Frame>,
+    /// Buffers of frames received and handled, reused for frames sent: on
+    /// a loopback or a balanced link no frame allocates.
+    pool: Vec<Frame>,
     pub counters: Counters,
     /// IPv4 identification of the next datagram.
     ident: u16,
@@ -142,6 +147,8 @@ impl Port {
         Self {
             mac: EthernetAddress(mac),
             tx: Vec::new(),
+            rx: Vec::new(),
+            pool: Vec::new(),
             counters: Counters::default(),
             ident: 0,
             neighbours: HashMap::new(),
@@ -156,6 +163,27 @@ impl Port {
         self.counters = Counters::default();
         self.neighbours.clear();
         self.waiting.clear();
+    }
+}
+
+/// Frame buffers kept for reuse at most.
+const POOL: usize = 1024;
+
+impl Port {
+    /// Keeps the buffers of handled frames for frames to come.
+    pub(crate) fn recycle(&mut self, frames: &mut Vec<Frame>) {
+        let room = POOL.saturating_sub(self.pool.len());
+        let keep = frames.len().min(room);
+        self.pool.extend(frames.drain(..keep));
+        frames.clear();
+    }
+
+    /// A zeroed frame buffer of `len` bytes.
+    fn buffer(&mut self, len: usize) -> Frame {
+        let mut f = self.pool.pop().unwrap_or_default();
+        f.clear();
+        f.resize(len, 0);
+        f
     }
 }
 
@@ -350,10 +378,13 @@ pub(crate) fn send_on<E>(
         },
         roce,
     };
-    let mut buf = vec![0u8; repr.buffer_len()];
+    let mut buf = st.port.buffer(repr.buffer_len());
     let mut result = Ok(());
     repr.emit(&mut buf, |p| result = fill(st, p));
-    result?;
+    if let Err(e) = result {
+        st.port.pool.push(buf);
+        return Err(e);
+    }
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         qp.counters.add(counter::TX_FRAMES, 1);
         qp.counters.add(counter::TX_BYTES, buf.len() as u64);

@@ -178,22 +178,54 @@ opcodes! {
 /// What opcode `code` means, or `None` for a reserved, RD or vendor
 /// opcode.
 pub fn info(code: u8) -> Option<&'static OpcodeInfo> {
-    // The table is sorted by code: a short binary search.
-    TABLE
-        .binary_search_by_key(&code, |i| i.code)
-        .ok()
-        .map(|i| &TABLE[i])
+    // Every packet is classified by it: a direct index, not a search.
+    TABLE.get(BY_CODE[code as usize] as usize)
 }
 
 /// The opcode of operation `op` at position `pos` on `transport`, with
 /// immediate data or an invalidate as asked; `None` if there is none (an
 /// immediate on a FIRST packet, a READ on UD, ...).
 pub fn find(transport: Transport, op: Op, pos: Position, imm: bool, inv: bool) -> Option<u8> {
-    TABLE
-        .iter()
-        .find(|i| (i.transport, i.op, i.pos, i.imm, i.inv) == (transport, op, pos, imm, inv))
-        .map(|i| i.code)
+    // Every packet sent is named by it: a direct index, not a search.
+    let i = BY_KIND[kind(transport, op, pos, imm, inv)];
+    TABLE.get(i as usize).map(|i| i.code)
 }
+
+/// Table entries: at most 254, so that `u8::MAX` can mean "none".
+const NONE: u8 = u8::MAX;
+const _: () = assert!(TABLE.len() < NONE as usize);
+
+/// `TABLE` index of each opcode (`NONE`: reserved).
+static BY_CODE: [u8; 256] = {
+    let mut by = [NONE; 256];
+    let mut i = 0;
+    while i < TABLE.len() {
+        by[TABLE[i].code as usize] = i as u8;
+        i += 1;
+    }
+    by
+};
+
+/// Kinds of packet: transport × operation × position × immediate ×
+/// invalidate.
+const KINDS: usize = 3 * 8 * 4 * 2 * 2;
+
+const fn kind(transport: Transport, op: Op, pos: Position, imm: bool, inv: bool) -> usize {
+    (((transport as usize * 8 + op as usize) * 4 + pos as usize) * 2 + imm as usize) * 2
+        + inv as usize
+}
+
+/// `TABLE` index of each kind of packet (`NONE`: no such opcode).
+static BY_KIND: [u8; KINDS] = {
+    let mut by = [NONE; KINDS];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let e = &TABLE[i];
+        by[kind(e.transport, e.op, e.pos, e.imm, e.inv)] = i as u8;
+        i += 1;
+    }
+    by
+};
 
 /// Total length of the extended headers in `headers` bits.
 pub fn headers_len(h: u8) -> usize {
@@ -237,6 +269,38 @@ mod tests {
             let reth = matches!(i.op, Op::Write | Op::ReadRequest) && i.pos.starts();
             assert_eq!(reth, i.headers & headers::RETH != 0, "{}", i.name);
             assert_eq!(find(i.transport, i.op, i.pos, i.imm, i.inv), Some(i.code));
+        }
+    }
+
+    #[test]
+    fn indexes_agree_with_the_table() {
+        for c in 0..=255u8 {
+            assert_eq!(info(c), TABLE.iter().find(|i| i.code == c), "{c:#x}");
+        }
+        use Position::*;
+        for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
+            for op in [
+                Op::Send,
+                Op::Write,
+                Op::ReadRequest,
+                Op::ReadResponse,
+                Op::Ack,
+                Op::AtomicAck,
+                Op::CompareSwap,
+                Op::FetchAdd,
+            ] {
+                for pos in [First, Middle, Last, Only] {
+                    for (imm, inv) in [(false, false), (true, false), (false, true), (true, true)] {
+                        let linear = TABLE
+                            .iter()
+                            .find(|i| {
+                                (i.transport, i.op, i.pos, i.imm, i.inv) == (t, op, pos, imm, inv)
+                            })
+                            .map(|i| i.code);
+                        assert_eq!(find(t, op, pos, imm, inv), linear);
+                    }
+                }
+            }
         }
     }
 
