@@ -54,6 +54,8 @@ command -v depmod >/dev/null 2>&1 || vm_missing+=(kmod)
 # The capture test (tests/capture.rs) dissects the model's frames with
 # tshark.
 command -v tshark >/dev/null 2>&1 || vm_missing+=(tshark)
+# The system-call count test (perf/tests/syscalls.rs) traces with strace.
+command -v strace >/dev/null 2>&1 || vm_missing+=(strace)
 # The rxe interop test (tests/interop/run.sh).
 [ -x /usr/bin/ibv_rc_pingpong ] || vm_missing+=(ibverbs-utils)
 [ -e /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so ] || vm_missing+=(ibverbs-providers)
