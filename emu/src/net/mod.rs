@@ -22,6 +22,7 @@
 mod capture;
 mod faults;
 mod loopback;
+mod shm;
 mod switch;
 mod udp;
 
@@ -30,6 +31,7 @@ use std::sync::Arc;
 pub use capture::{Capture, CaptureHandle};
 pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
 pub use loopback::Loopback;
+pub use shm::ShmWire;
 pub use switch::{Switch, SwitchPort, DEFAULT_PORT_CAPACITY};
 pub use udp::UdpWire;
 

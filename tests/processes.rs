@@ -1,10 +1,9 @@
 //! The verified traffic of [`rnic_tests::traffic`] between NICs in two
-//! processes, over UDP wires on 127.0.0.1, through the same faults as the
-//! in-process test (on the parent's port).
+//! processes, over UDP wires on 127.0.0.1 and over a shared-memory wire,
+//! through the same faults as the in-process test (on the parent's port).
 //!
 //! The test re-runs its own binary as the peer process (the
-//! `udp_peer_process` test, which does nothing unless `RNIC_UDP_PEER` is
-//! set). The two exchange QP numbers and memory windows over TCP, each
+//! `peer_process` test, which does nothing unless `RNIC_PEER` is set). The two exchange QP numbers and memory windows over TCP, each
 //! runs two requesters towards the other and the two responders of the
 //! other's requesters, and at the end each reports the atomic words its
 //! responders hold, which the other compares with what its requesters
@@ -15,7 +14,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rnic_emu::net::{FaultConfig, Faults, UdpWire};
+use rnic_emu::net::{FaultConfig, Faults, ShmWire, UdpWire, Wire};
 use rnic_emu::{Clock, EmuDevice};
 use rnic_tests::fabric::nic_config;
 use rnic_tests::traffic::{conn, Requester, Responder, Window};
@@ -37,15 +36,13 @@ fn lo(port: u16) -> SocketAddr {
 /// the peer's requesters (seeds `theirs`).
 fn side(
     tcp: TcpStream,
-    local: u16,
-    remote: u16,
+    wire: Box<dyn Wire>,
     nic: u8,
     mine: [u64; 2],
     theirs: [u64; 2],
     faults: Option<FaultConfig>,
 ) {
     let _ = env_logger::builder().is_test(true).try_init();
-    let wire = UdpWire::bind(lo(local), lo(remote)).expect("UDP wire");
     let clock = Clock::real();
     let (wire, handle) = Faults::new(wire, clock.clone(), 7 + nic as u64);
     let dev = EmuDevice::builder(nic_config(nic))
@@ -202,20 +199,20 @@ fn side(
     }
 }
 
-#[test]
-fn two_processes_over_udp() {
-    let (a_port, b_port) = (free_udp_port(), free_udp_port());
+/// Runs the peer process with `RNIC_PEER` set to `spec` (the TCP port is
+/// added) and this side on `wire`, with faults.
+fn two_processes(wire: Box<dyn Wire>, spec: String) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let tcp_port = listener.local_addr().unwrap().port();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "udp_peer_process",
+            "peer_process",
             "--nocapture",
             "--test-threads",
             "1",
         ])
-        .env("RNIC_UDP_PEER", format!("{tcp_port} {b_port} {a_port}"))
+        .env("RNIC_PEER", format!("{tcp_port} {spec}"))
         .stdout(Stdio::null())
         .spawn()
         .expect("start the peer process");
@@ -227,19 +224,42 @@ fn two_processes_over_udp() {
         corrupt: 0.001,
         ..FaultConfig::default()
     };
-    side(tcp, a_port, b_port, 1, [101, 102], [201, 202], Some(faults));
+    side(tcp, wire, 1, [101, 102], [201, 202], Some(faults));
     let status = child.wait().unwrap();
     assert!(status.success(), "the peer process failed: {status}");
 }
 
-/// The peer process of [`two_processes_over_udp`]; a no-op when run on its
-/// own.
 #[test]
-fn udp_peer_process() {
-    let Ok(v) = std::env::var("RNIC_UDP_PEER") else {
+fn two_processes_over_udp() {
+    let (a_port, b_port) = (free_udp_port(), free_udp_port());
+    let wire = UdpWire::bind(lo(a_port), lo(b_port)).expect("UDP wire");
+    two_processes(Box::new(wire), format!("udp {b_port} {a_port}"));
+}
+
+#[test]
+fn two_processes_over_shared_memory() {
+    let path = std::env::temp_dir().join(format!("rnic-shm-test-{}", std::process::id()));
+    let wire = ShmWire::create(&path).expect("shared-memory wire");
+    two_processes(Box::new(wire), format!("shm {}", path.display()));
+    let _ = std::fs::remove_file(&path);
+}
+
+/// The peer process of [`two_processes_over_udp`] and
+/// [`two_processes_over_shared_memory`]; a no-op when run on its own.
+#[test]
+fn peer_process() {
+    let Ok(v) = std::env::var("RNIC_PEER") else {
         return;
     };
-    let p: Vec<u16> = v.split(' ').map(|x| x.parse().unwrap()).collect();
-    let tcp = TcpStream::connect(lo(p[0])).expect("connect to the test");
-    side(tcp, p[1], p[2], 2, [201, 202], [101, 102], None);
+    let p: Vec<&str> = v.split(' ').collect();
+    let tcp = TcpStream::connect(lo(p[0].parse().unwrap())).expect("connect to the test");
+    let wire: Box<dyn Wire> = match p[1] {
+        "udp" => {
+            let port = |s: &str| lo(s.parse().unwrap());
+            Box::new(UdpWire::bind(port(p[2]), port(p[3])).expect("UDP wire"))
+        }
+        "shm" => Box::new(ShmWire::open(p[2]).expect("shared-memory wire")),
+        other => panic!("unknown wire {other}"),
+    };
+    side(tcp, wire, 2, [201, 202], [101, 102], None);
 }

@@ -1,0 +1,452 @@
+//! A wire in shared memory between two processes on one host: a file
+//! (in `/dev/shm`, say) mapped by both, holding one ring of frames each
+//! way, in the manner of DPDK's memif.
+//!
+//! Each ring is single-producer single-consumer: the sender copies a frame
+//! into the slot at its producer index and publishes the index with a
+//! release store; the receiver acquires the index, copies the frames out
+//! and publishes its consumer index. No lock and no system call: the
+//! device thread looks at the ring on each of its steps ([`Wire::poll`]),
+//! so while both sides are busy a frame costs two copies and two atomic
+//! stores. An idle device thread that has gone to sleep sees a frame on
+//! its next nap's end (at most 50 µs later); it spins and yields first,
+//! so a conversation with gaps shorter than that never waits.
+//!
+//! The other process is not trusted: everything read from the mapping
+//! (indices, lengths, bytes) is read with atomic loads, so no access is a
+//! data race whatever the peer does, and checked before use. A slot
+//! length beyond a slot or a producer index more than a ring ahead is
+//! counted ([`ShmWire::bad`]) and the frames it claims are skipped.
+//!
+//! Layout (all little-endian, the file is [`FILE_LEN`] bytes):
+//!
+//! | Offset | Field |
+//! | --- | --- |
+//! | 0 | magic `RNICSHM1` (written last by the creator) |
+//! | 8 | slots per ring (`u32`), 12: bytes per slot (`u32`) |
+//! | 64 · (1 + 2r) | ring r's producer index (`u32`, free-running) |
+//! | 64 · (2 + 2r) | ring r's consumer index |
+//! | 320 + 64 · s | side s is attached (`u32`, 1 or 0) |
+//! | 4096 + r · ring bytes | ring r's slots: `u32` length, 4 bytes pad, frame |
+//!
+//! The creator (side 0) sends on ring 0 and receives on ring 1; the side
+//! that opens the file does the opposite. The link is up while the other
+//! side is attached.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::Path;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use memmap2::MmapMut;
+
+use super::{Frame, Waker, Wire};
+
+const MAGIC: u64 = u64::from_le_bytes(*b"RNICSHM1");
+/// Slots per ring.
+const SLOTS: u32 = 512;
+/// Bytes per slot: an 8-byte header, then the frame.
+const SLOT_BYTES: usize = 8 << 10;
+/// The largest frame a slot holds.
+const MAX_FRAME: usize = SLOT_BYTES - 8;
+const HEADER_BYTES: usize = 4096;
+const RING_BYTES: usize = SLOTS as usize * SLOT_BYTES;
+/// Length of the shared file.
+const FILE_LEN: usize = HEADER_BYTES + 2 * RING_BYTES;
+
+const SLOTS_AT: usize = 8;
+const SLOT_BYTES_AT: usize = 12;
+const fn producer_at(ring: usize) -> usize {
+    64 * (1 + 2 * ring)
+}
+const fn consumer_at(ring: usize) -> usize {
+    64 * (2 + 2 * ring)
+}
+const fn attached_at(side: usize) -> usize {
+    320 + 64 * side
+}
+const fn slot_at(ring: usize, slot: u32) -> usize {
+    HEADER_BYTES + ring * RING_BYTES + slot as usize * SLOT_BYTES
+}
+
+/// How long [`ShmWire::open`] waits for the creator to finish the header.
+const OPEN_WAIT: Duration = Duration::from_secs(5);
+
+/// One side of a shared-memory wire.
+pub struct ShmWire {
+    /// Kept for as long as `base` is used.
+    _map: MmapMut,
+    /// The mapping's first byte.
+    base: NonNull<u8>,
+    side: usize,
+    /// Our producer index on the ring we send on.
+    tx_pi: u32,
+    /// Our consumer index on the ring we receive on.
+    rx_ci: u32,
+    waker: Option<Waker>,
+    /// Buffers of frames sent, reused for frames received.
+    pool: Vec<Frame>,
+    dropped: u64,
+    bad: u64,
+}
+
+impl std::fmt::Debug for ShmWire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShmWire")
+            .field("side", &self.side)
+            .field("tx_pi", &self.tx_pi)
+            .field("rx_ci", &self.rx_ci)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ShmWire {
+    /// Creates (or truncates) the file at `path`, lays out two empty rings
+    /// and attaches as side 0.
+    pub fn create(path: impl AsRef<Path>) -> io::Result<ShmWire> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)?;
+        file.set_len(FILE_LEN as u64)?;
+        let w = Self::map(&file, 0)?;
+        w.u32_at(SLOTS_AT).store(SLOTS, Ordering::Relaxed);
+        w.u32_at(SLOT_BYTES_AT)
+            .store(SLOT_BYTES as u32, Ordering::Relaxed);
+        w.u32_at(attached_at(0)).store(1, Ordering::Relaxed);
+        // The header is complete before an opener can see the magic.
+        w.u64_at(0).store(MAGIC, Ordering::Release);
+        Ok(w)
+    }
+
+    /// Opens the file another process made with [`ShmWire::create`] and
+    /// attaches as side 1, waiting up to 5 s for its header.
+    pub fn open(path: impl AsRef<Path>) -> io::Result<ShmWire> {
+        let file = OpenOptions::new().read(true).write(true).open(path)?;
+        if file.metadata()?.len() != FILE_LEN as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("not a shared-memory wire: its length is not {FILE_LEN}"),
+            ));
+        }
+        let mut w = Self::map(&file, 1)?;
+        let deadline = Instant::now() + OPEN_WAIT;
+        while w.u64_at(0).load(Ordering::Acquire) != MAGIC {
+            if Instant::now() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the shared-memory wire's header was never completed",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let geometry = (
+            w.u32_at(SLOTS_AT).load(Ordering::Relaxed),
+            w.u32_at(SLOT_BYTES_AT).load(Ordering::Relaxed),
+        );
+        if geometry != (SLOTS, SLOT_BYTES as u32) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("shared-memory wire of {geometry:?} slots and bytes per slot"),
+            ));
+        }
+        // Pick up where the rings are: frames already queued to us are
+        // received, none of ours is pending.
+        w.tx_pi = w.u32_at(producer_at(1)).load(Ordering::Acquire);
+        w.rx_ci = w.u32_at(consumer_at(0)).load(Ordering::Acquire);
+        w.u32_at(attached_at(1)).store(1, Ordering::Release);
+        Ok(w)
+    }
+
+    fn map(file: &File, side: usize) -> io::Result<ShmWire> {
+        // SAFETY: the mapping is shared with another process that may
+        // change any byte at any time; this module only ever reaches it
+        // through atomics (`u32_at`, `u64_at`) at `base`, never through
+        // references to plain data, so no access races.
+        let mut map = unsafe { MmapMut::map_mut(file)? };
+        if map.len() != FILE_LEN {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the shared-memory wire changed length",
+            ));
+        }
+        let base = NonNull::new(map.as_mut_ptr()).expect("a mapping is never at 0");
+        Ok(ShmWire {
+            _map: map,
+            base,
+            side,
+            tx_pi: 0,
+            rx_ci: 0,
+            waker: None,
+            pool: Vec::new(),
+            dropped: 0,
+            bad: 0,
+        })
+    }
+
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= FILE_LEN);
+        // SAFETY: in bounds and aligned (the mapping is page-aligned);
+        // the bytes are only ever accessed atomically (see `map`), and
+        // the reference lives no longer than the mapping (`&self`).
+        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(off).cast()) }
+    }
+
+    fn u64_at(&self, off: usize) -> &AtomicU64 {
+        assert!(off % 8 == 0 && off + 8 <= FILE_LEN);
+        // SAFETY: as in `u32_at`.
+        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(off).cast()) }
+    }
+
+    fn tx_ring(&self) -> usize {
+        self.side
+    }
+
+    fn rx_ring(&self) -> usize {
+        1 - self.side
+    }
+
+    /// Frames dropped because the other side's ring was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Malformed ring entries or indices the other side wrote.
+    pub fn bad(&self) -> u64 {
+        self.bad
+    }
+
+    /// Frames waiting for us on the ring, as far as the index says
+    /// (`None`: an index the other side broke).
+    fn pending(&self) -> Option<u32> {
+        let pi = self
+            .u32_at(producer_at(self.rx_ring()))
+            .load(Ordering::Acquire);
+        let n = pi.wrapping_sub(self.rx_ci);
+        (n <= SLOTS).then_some(n)
+    }
+
+    /// Copies `frame` into slot `slot` of our ring.
+    fn put(&self, slot: u32, frame: &[u8]) {
+        let at = slot_at(self.tx_ring(), slot);
+        self.u32_at(at).store(frame.len() as u32, Ordering::Relaxed);
+        for (i, chunk) in frame.chunks(8).enumerate() {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.u64_at(at + 8 + 8 * i)
+                .store(u64::from_ne_bytes(word), Ordering::Relaxed);
+        }
+    }
+
+    /// Copies the frame of slot `slot` of the ring we receive on into
+    /// `out`; `false` if its length is impossible.
+    fn take(&self, slot: u32, out: &mut Frame) -> bool {
+        let at = slot_at(self.rx_ring(), slot);
+        let len = self.u32_at(at).load(Ordering::Relaxed) as usize;
+        if len > MAX_FRAME {
+            return false;
+        }
+        out.clear();
+        for i in 0..len.div_ceil(8) {
+            let word = self.u64_at(at + 8 + 8 * i).load(Ordering::Relaxed);
+            out.extend_from_slice(&word.to_ne_bytes());
+        }
+        out.truncate(len);
+        true
+    }
+}
+
+// SAFETY: `base` points into the mapping the wire owns, which no other
+// object of this process reaches, and every access through it is atomic:
+// the wire may move to another thread.
+unsafe impl Send for ShmWire {}
+
+impl Drop for ShmWire {
+    fn drop(&mut self) {
+        self.u32_at(attached_at(self.side))
+            .store(0, Ordering::Release);
+    }
+}
+
+impl Wire for ShmWire {
+    fn send(&mut self, frames: &mut Vec<Frame>) {
+        let ring = self.tx_ring();
+        let ci = self.u32_at(consumer_at(ring)).load(Ordering::Acquire);
+        for f in frames.drain(..) {
+            let used = self.tx_pi.wrapping_sub(ci);
+            if f.len() > MAX_FRAME || used >= SLOTS {
+                // A full ring is a congested link: the frame is lost.
+                self.dropped += 1;
+            } else {
+                self.put(self.tx_pi % SLOTS, &f);
+                self.tx_pi = self.tx_pi.wrapping_add(1);
+            }
+            self.pool.push(f);
+        }
+        // The slots are written before the other side sees the index.
+        self.u32_at(producer_at(ring))
+            .store(self.tx_pi, Ordering::Release);
+    }
+
+    fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
+        let Some(n) = self.pending() else {
+            // An index more than a ring ahead: nothing behind it can be
+            // trusted. Skip to it.
+            self.bad += 1;
+            self.rx_ci = self
+                .u32_at(producer_at(self.rx_ring()))
+                .load(Ordering::Acquire);
+            self.u32_at(consumer_at(self.rx_ring()))
+                .store(self.rx_ci, Ordering::Release);
+            return 0;
+        };
+        let n = (n as usize).min(max);
+        let mut got = 0;
+        for _ in 0..n {
+            let mut f = self.pool.pop().unwrap_or_default();
+            if self.take(self.rx_ci % SLOTS, &mut f) {
+                out.push(f);
+                got += 1;
+            } else {
+                self.bad += 1;
+                self.pool.push(f);
+            }
+            self.rx_ci = self.rx_ci.wrapping_add(1);
+        }
+        // The slots are read before the other side may reuse them.
+        self.u32_at(consumer_at(self.rx_ring()))
+            .store(self.rx_ci, Ordering::Release);
+        // More may have come: look again on the next step.
+        if self.pending() != Some(0) {
+            if let Some(w) = &self.waker {
+                w();
+            }
+        }
+        got
+    }
+
+    fn set_waker(&mut self, waker: Waker) {
+        self.waker = Some(waker);
+    }
+
+    /// Called on each step of the device: frames on the ring make the
+    /// device receive.
+    fn poll(&mut self, _now_ns: u64) {
+        if self.pending() != Some(0) {
+            if let Some(w) = &self.waker {
+                w();
+            }
+        }
+    }
+
+    fn in_memory(&self) -> bool {
+        // The other side's frames arrive without a doorbell of ours: a
+        // device thread has to look.
+        false
+    }
+
+    fn link_up(&self) -> bool {
+        self.u32_at(attached_at(1 - self.side))
+            .load(Ordering::Acquire)
+            == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file path, removed when dropped.
+    struct TempPath(std::path::PathBuf);
+
+    impl TempPath {
+        fn new() -> Self {
+            use std::sync::atomic::AtomicU32;
+            static N: AtomicU32 = AtomicU32::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            let name = format!("rnic-shm-unit-{}-{n}", std::process::id());
+            TempPath(std::env::temp_dir().join(name))
+        }
+    }
+
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn pair() -> (ShmWire, ShmWire, TempPath) {
+        let p = TempPath::new();
+        let a = ShmWire::create(&p.0).unwrap();
+        let b = ShmWire::open(&p.0).unwrap();
+        (a, b, p)
+    }
+
+    #[test]
+    fn frames_cross_both_ways_in_order() {
+        let (mut a, mut b, _p) = pair();
+        assert!(a.link_up() && b.link_up());
+        let frames: Vec<Frame> = (0..3u8).map(|i| vec![i; 60 + i as usize]).collect();
+        a.send(&mut frames.clone());
+        let mut got = Vec::new();
+        assert_eq!(b.recv(&mut got, 64), 3);
+        assert_eq!(got, frames);
+        b.send(&mut vec![vec![9; MAX_FRAME]]);
+        got.clear();
+        assert_eq!(a.recv(&mut got, 64), 1);
+        assert_eq!(got, [vec![9; MAX_FRAME]]);
+        assert_eq!(a.recv(&mut got, 64), 0);
+        drop(b);
+        assert!(!a.link_up());
+    }
+
+    #[test]
+    fn a_full_ring_drops_and_wraps() {
+        let (mut a, mut b, _p) = pair();
+        let mut v: Vec<Frame> = (0..SLOTS + 5).map(|i| i.to_le_bytes().to_vec()).collect();
+        a.send(&mut v);
+        assert_eq!(a.dropped(), 5);
+        let mut got = Vec::new();
+        assert_eq!(b.recv(&mut got, SLOTS as usize), SLOTS as usize);
+        assert_eq!(got[SLOTS as usize - 1], (SLOTS - 1).to_le_bytes());
+        // Around the ring several times, every frame in order.
+        for round in 0..3 * SLOTS {
+            a.send(&mut vec![round.to_le_bytes().to_vec()]);
+            got.clear();
+            assert_eq!(b.recv(&mut got, 8), 1);
+            assert_eq!(got[0], round.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn a_bad_peer_is_counted_not_trusted() {
+        let (mut a, mut b, _p) = pair();
+        a.send(&mut vec![vec![1; 64], vec![2; 64]]);
+        // The peer lies about a length and then about its index.
+        a.u32_at(slot_at(0, 0)).store(u32::MAX, Ordering::Relaxed);
+        let mut got = Vec::new();
+        assert_eq!(b.recv(&mut got, 64), 1);
+        assert_eq!((got[0][0], b.bad()), (2, 1));
+        a.u32_at(producer_at(0))
+            .store(a.tx_pi.wrapping_add(SLOTS + 1), Ordering::Release);
+        assert_eq!(b.recv(&mut got, 64), 0);
+        assert_eq!(b.bad(), 2);
+        // Back in step with whatever the index said.
+        a.tx_pi = a.tx_pi.wrapping_add(SLOTS + 1);
+        a.send(&mut vec![vec![3; 64]]);
+        got.clear();
+        assert_eq!(b.recv(&mut got, 64), 1);
+        assert_eq!(got[0][0], 3);
+    }
+
+    #[test]
+    fn a_file_of_another_kind_is_refused() {
+        let p = TempPath::new();
+        std::fs::write(&p.0, b"not a wire").unwrap();
+        assert!(ShmWire::open(&p.0).is_err());
+    }
+}
