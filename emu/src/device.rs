@@ -517,8 +517,8 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::Config(e) => e.fmt(f),
             BuildError::InlineNeedsMemoryWire => f.write_str(
-                "inline mode needs an in-memory wire (loopback or switch); \
-                 use ExecMode::Thread for a socket wire",
+                "inline mode needs a wire without a thread of its own (loopback, \
+                 switch, shared memory); use ExecMode::Thread for a socket wire",
             ),
             BuildError::Capture(p, e) => write!(f, "RNIC_PCAP: cannot create {}: {e}", p.display()),
         }

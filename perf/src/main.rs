@@ -14,6 +14,20 @@
 //! inline device the two sides are two application threads pinned to
 //! cores 0 and 1; with a device thread, one application thread plays both
 //! sides of a ping-pong and the device has the other core.
+//!
+//! `--wire shm` and `--wire udp` run the two sides as two processes, as
+//! perftest does: a server, then a client with `--client`, both with the
+//! same test and options, meeting on TCP port `-p` of 127.0.0.1. With an
+//! inline device (the default) each process is one thread that runs its
+//! device while it waits, as a poll-mode driver does (over UDP the device
+//! then reads its socket without waiting on each step); with a device
+//! thread, each process has it and the application thread yields while
+//! it waits (four busy threads would share two cores). The client prints
+//! the figures.
+//!
+//! ```text
+//! rnic-perf write_lat --wire shm &  rnic-perf write_lat --wire shm --client
+//! ```
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +42,7 @@ mod setup;
 mod stats;
 
 use run::{Budget, Knobs, Op};
-use setup::{Params, Setup, Wire};
+use setup::{Params, Remote, Setup, Wire};
 use stats::{Bandwidth, Latency};
 
 /// perftest's test names.
@@ -120,6 +134,14 @@ struct Cli {
     /// without its baseline means little).
     #[arg(long)]
     no_baselines: bool,
+    /// Two processes (`--wire shm` or `udp`): this one is the client (the
+    /// server is started first, without it).
+    #[arg(long)]
+    client: bool,
+    /// Two processes: the TCP port on 127.0.0.1 where they meet (UDP
+    /// wires use the next two).
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
 }
 
 /// The sizes `-a` runs: powers of two from 2 B to 8 MiB.
@@ -172,6 +194,9 @@ fn main() {
         buf: 2 * biggest.max(8),
         mtu: Mtu::Mtu4096,
     };
+    if cli.wire.two_processes() {
+        return two_processes(&cli, op, &sizes, &params);
+    }
     let setup = Setup::new(&params);
     println!(
         "rnic-perf {:?}: device {:?}, wire {:?}, {} QP(s), depth {}, cq-mod {}, {} core(s)",
@@ -308,4 +333,156 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) {
             ratio(cpu, tcp_cpu)
         );
     }
+}
+
+/// A run with the other side in another process (see the crate
+/// documentation): per size, the client measures and says `done`; the
+/// server keeps its side going until then and answers `next` (its device
+/// quiet while the client measures the baselines).
+fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
+    if cli.duration.is_some() {
+        eprintln!("rnic-perf: two processes run -n iterations, not -D");
+        std::process::exit(2);
+    }
+    let hello = format!(
+        "{:?} {sizes:?} n={} t={} I={} q={} c={} {:?} {:?}",
+        cli.test,
+        cli.iters,
+        cli.tx_depth,
+        cli.inline_size,
+        cli.qps,
+        cli.cq_mod,
+        cli.device,
+        cli.wire
+    );
+    let mut r = match setup::remote(params, cli.client, cli.port, &hello) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("rnic-perf: {e}");
+            std::process::exit(1);
+        }
+    };
+    cpu::pin(usize::from(!cli.client));
+    let cache = if cli.client {
+        println!(
+            "rnic-perf {:?}: two processes, device {:?}, wire {:?}, {} QP(s), depth {}, cq-mod {}, {} core(s)",
+            cli.test, cli.device, cli.wire, params.qps, params.depth, cli.cq_mod, cpu::cores()
+        );
+        let cache = baseline::cache_line(if cli.no_baselines { 1000 } else { 100_000 });
+        cpu::pin(0);
+        println!(
+            "baseline: cache-line ping-pong half round trip {:.3} usec",
+            cache.typical() / 1000.0
+        );
+        if cli.test.latency() {
+            println!("{}", Latency::header());
+        } else {
+            println!("{}", Bandwidth::header(cli.report_gbits));
+        }
+        Some(cache)
+    } else {
+        None
+    };
+    for &size in sizes {
+        let k = Knobs {
+            size,
+            inline: cli.inline_size as usize,
+            depth: params.depth,
+            cq_mod: cli.cq_mod.clamp(1, params.depth / 2),
+        };
+        let budget = Budget {
+            iters: cli.iters,
+            until: None,
+        };
+        match cache {
+            Some(ref cache) => client_size(cli, op, &mut r, &k, budget, cache),
+            None => server_size(cli, op, &mut r, &k, budget),
+        }
+    }
+}
+
+fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &Latency) {
+    if cli.test.latency() {
+        let (lat, cpu) = match op {
+            Op::Write | Op::Send => {
+                let (samples, cpu) = run::ping_pong(op, &r.me, r.peer, k, b, true);
+                let n = samples.len().max(1) as f64;
+                (Latency::new(samples), cpu as f64 / n)
+            }
+            Op::Read | Op::Atomic => run::requests(op, &r.me, r.peer, k, b),
+        };
+        r.ctl.send("done");
+        r.ctl.expect("quiet");
+        println!("{}", lat.row(k.size));
+        if !cli.no_baselines {
+            let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, cli.iters.min(20_000) as usize);
+            let full = matches!(op, Op::Read | Op::Atomic);
+            let scale = if full { 2.0 } else { 1.0 };
+            println!(
+                "   vs cache-line {} round trip {:.3} usec: t_typical = {}",
+                if full { "whole" } else { "half" },
+                cache.typical() * scale / 1000.0,
+                ratio(lat.typical(), cache.typical() * scale)
+            );
+            println!(
+                "   vs TCP loopback {} B {} round trip {:.2} usec: t_typical = {}",
+                k.size,
+                if full { "whole" } else { "half" },
+                tcp.typical() * scale / 1000.0,
+                ratio(lat.typical(), tcp.typical() * scale)
+            );
+            if cli.cpu_util {
+                println!(
+                    "   CPU per message on this process's thread: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",
+                    ratio(cpu, tcp_cpu)
+                );
+            }
+        }
+    } else {
+        let (bw, cpu) = run::send_loop(op, &r.me, r.peer, k, b);
+        r.ctl.send("done");
+        r.ctl.expect("quiet");
+        println!("{}", bw.row(cli.report_gbits));
+        if !cli.no_baselines {
+            let n = bw.iters.clamp(1, 200_000);
+            let (tcp, tcp_cpu) = baseline::tcp_stream(k.size, n);
+            let copy = baseline::memcpy(k.size, n.max(64));
+            println!(
+                "   vs TCP loopback stream {:.2} MB/s: BW average = {}",
+                tcp.average() / (1u64 << 20) as f64,
+                ratio(bw.average(), tcp.average())
+            );
+            println!(
+                "   vs one core's memcpy {:.2} MB/s: BW average = {}",
+                copy / (1u64 << 20) as f64,
+                ratio(bw.average(), copy)
+            );
+            if cli.cpu_util {
+                println!(
+                    "   CPU per message on the sender's thread: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",
+                    ratio(cpu, tcp_cpu)
+                );
+            }
+        }
+    }
+    r.ctl.send("next");
+}
+
+fn server_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget) {
+    let Remote { me, peer, ctl, .. } = r;
+    match op {
+        Op::Write | Op::Send if cli.test.latency() => {
+            run::ping_pong(op, me, *peer, k, b, false);
+            ctl.line_while(|| me.idle());
+        }
+        Op::Send => {
+            run::receive(me, k.depth, || ctl.try_line().is_some());
+        }
+        _ => {
+            ctl.line_while(|| me.idle());
+        }
+    };
+    // Quiet until the client has measured its baselines.
+    ctl.send("quiet");
+    ctl.expect("next");
 }

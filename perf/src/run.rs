@@ -3,6 +3,7 @@
 //! for READ and atomics) and bandwidth tests (one thread keeping every QP's
 //! send queue full, the other reposting receives for SEND).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,11 @@ pub struct Budget {
 }
 
 impl Budget {
+    /// Whether message `i` is the last of a run of a number of messages.
+    fn last(&self, i: u64) -> bool {
+        self.until.is_none() && i + 1 == self.iters
+    }
+
     fn more(&self, done: u64) -> bool {
         match self.until {
             Some(t) => done % 64 != 0 || Instant::now() < t,
@@ -72,7 +78,7 @@ fn wait_byte(side: &Side, at: usize, want: u8) {
         if spins % 1024 == 0 {
             assert!(start.elapsed() < STALL, "no message within {STALL:?}");
         }
-        std::hint::spin_loop();
+        side.idle();
     }
 }
 
@@ -94,24 +100,20 @@ fn poll_some(side: &Side, wc: &mut [WorkCompletion]) -> (usize, usize) {
             return (n, recvs);
         }
         assert!(start.elapsed() < STALL, "no completion within {STALL:?}");
-        std::hint::spin_loop();
+        side.idle();
     }
 }
 
-/// A send work request of `op` to side `to`: the message lands at the
-/// start of its buffer (or is read from there).
+/// A send work request of `op` to the peer's buffer at `remote`: the
+/// message lands at its start (or is read from there).
 fn request<'a>(
     op: Op,
-    to: &Side,
+    remote: RemoteAddr,
     k: &Knobs,
     inline: &'a [u8],
     sge: &'a [Sge; 1],
     signaled: bool,
 ) -> SendWr<'a> {
-    let remote = RemoteAddr {
-        addr: to.mr.addr(),
-        rkey: to.mr.rkey(),
-    };
     let op = match op {
         Op::Write => SendOp::RdmaWrite { remote },
         Op::Send => SendOp::Send,
@@ -131,16 +133,46 @@ fn request<'a>(
     }
 }
 
-fn recv_wr(side: &Side, size: usize) -> [Sge; 1] {
+/// A receive of the whole buffer: any message size of the run fits, so
+/// receives left posted from one size serve the next.
+fn recv_sge(side: &Side) -> [Sge; 1] {
     [Sge {
         addr: side.mr.addr(),
-        length: size as u32,
+        length: side.mr.len() as u32,
         lkey: side.mr.lkey(),
     }]
 }
 
-/// The ping-pong half of one side: `first` sends first.
-fn ping_pong(op: Op, me: &Side, peer: &Side, k: &Knobs, b: Budget, first: bool) -> (Vec<f64>, u64) {
+/// Posts receives on QP `q` of `side` until `target` are outstanding.
+fn fill_recvs(side: &Side, q: usize, target: u32) {
+    let sge = recv_sge(side);
+    let r = RecvWr {
+        wr_id: 0,
+        sg_list: &sge,
+    };
+    while side.recvs[q].load(Ordering::Relaxed) < target {
+        side.qps[q].post_recv(&[r]).expect("post_recv");
+        side.recvs[q].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Counts `n` receive completions of QP `q` and posts their replacements.
+fn repost(side: &Side, q: usize, n: usize, target: u32) {
+    side.recvs[q].fetch_sub(n as u32, Ordering::Relaxed);
+    fill_recvs(side, q, target);
+}
+
+/// The ping-pong half of one side, writing or sending to the peer's
+/// buffer at `peer`: `first` sends first. Returns the half round trips
+/// (of the side that sends first) and the thread's CPU time.
+pub fn ping_pong(
+    op: Op,
+    me: &Side,
+    peer: RemoteAddr,
+    k: &Knobs,
+    b: Budget,
+    first: bool,
+) -> (Vec<f64>, u64) {
     let size = k.size;
     let qp = &me.qps[0];
     let mut wc = [WorkCompletion::default(); 16];
@@ -150,15 +182,9 @@ fn ping_pong(op: Op, me: &Side, peer: &Side, k: &Knobs, b: Budget, first: bool) 
         lkey: me.mr.lkey(),
     }];
     let mut inline = vec![0u8; if size <= k.inline { size } else { 0 }];
-    let rsge = recv_wr(me, size);
+    let target = k.depth / 2;
     if op == Op::Send {
-        for _ in 0..k.depth / 2 {
-            qp.post_recv(&[RecvWr {
-                wr_id: 0,
-                sg_list: &rsge,
-            }])
-            .expect("post_recv");
-        }
+        fill_recvs(me, 0, target);
     }
     let mut samples = Vec::with_capacity(b.iters.min(1 << 24) as usize);
     let cpu0 = cpu::thread_ns();
@@ -170,13 +196,7 @@ fn ping_pong(op: Op, me: &Side, peer: &Side, k: &Knobs, b: Budget, first: bool) 
         Op::Write => wait_byte(me, size - 1, tag(i)),
         _ => loop {
             let (_, recvs) = poll_some(me, wc);
-            for _ in 0..recvs {
-                qp.post_recv(&[RecvWr {
-                    wr_id: 0,
-                    sg_list: &rsge,
-                }])
-                .expect("post_recv");
-            }
+            repost(me, 0, recvs, target);
             if recvs > 0 {
                 break;
             }
@@ -187,7 +207,9 @@ fn ping_pong(op: Op, me: &Side, peer: &Side, k: &Knobs, b: Budget, first: bool) 
             wait(i, &mut wc);
         }
         let t = Instant::now();
-        let signaled = unsignaled + 1 >= k.cq_mod;
+        // The last one too: a run leaves no unsignaled WQE behind to fill
+        // the send queue of the runs after it.
+        let signaled = unsignaled + 1 >= k.cq_mod || b.last(i);
         if let Some(last) = inline.last_mut() {
             *last = tag(i);
         } else {
@@ -232,17 +254,10 @@ fn ping_pong_one_thread(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Latency, f6
             }]
         })
         .collect();
-    let rsge: Vec<[Sge; 1]> = sides.iter().map(|me| recv_wr(me, size)).collect();
+    let target = k.depth / 2;
     if op == Op::Send {
-        for (me, r) in sides.iter().zip(&rsge) {
-            for _ in 0..k.depth / 2 {
-                me.qps[0]
-                    .post_recv(&[RecvWr {
-                        wr_id: 0,
-                        sg_list: r,
-                    }])
-                    .expect("post_recv");
-            }
+        for me in sides {
+            fill_recvs(me, 0, target);
         }
     }
     let mut inline = vec![0u8; if size <= k.inline { size } else { 0 }];
@@ -254,7 +269,7 @@ fn ping_pong_one_thread(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Latency, f6
         let t = Instant::now();
         for (me, peer) in [(0, 1), (1, 0)] {
             let (from, to) = (sides[me], sides[peer]);
-            let signaled = unsignaled[me] + 1 >= k.cq_mod;
+            let signaled = unsignaled[me] + 1 >= k.cq_mod || b.last(i);
             if let Some(last) = inline.last_mut() {
                 *last = tag(i);
             } else {
@@ -262,7 +277,7 @@ fn ping_pong_one_thread(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Latency, f6
                     .write(2 * size - 1, &[tag(i)])
                     .expect("write the source");
             }
-            let wr = request(op, to, k, &inline, &src[me], signaled);
+            let wr = request(op, to.remote(), k, &inline, &src[me], signaled);
             from.qps[0].post_send(&[wr]).expect("post_send");
             unsignaled[me] = if signaled { 0 } else { unsignaled[me] + 1 };
             match op {
@@ -274,13 +289,7 @@ fn ping_pong_one_thread(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Latency, f6
                 }
                 _ => loop {
                     let (_, recvs) = poll_some(to, &mut wc);
-                    for _ in 0..recvs {
-                        let r = RecvWr {
-                            wr_id: 0,
-                            sg_list: &rsge[peer],
-                        };
-                        to.qps[0].post_recv(&[r]).expect("post_recv");
-                    }
+                    repost(to, 0, recvs, target);
                     if recvs > 0 {
                         break;
                     }
@@ -313,173 +322,175 @@ pub fn latency(op: Op, s: &Setup, k: &Knobs, b: Budget, one_thread: bool) -> (La
             assert!(b.until.is_none(), "a ping-pong runs a number of iterations");
             let peer = sc.spawn(|| {
                 cpu::pin(1);
-                ping_pong(op, &s.b, &s.a, k, b, false)
+                ping_pong(op, &s.b, s.a.remote(), k, b, false)
             });
             cpu::pin(0);
-            let (samples, cpu_a) = ping_pong(op, &s.a, &s.b, k, b, true);
+            let (samples, cpu_a) = ping_pong(op, &s.a, s.b.remote(), k, b, true);
             let (_, cpu_b) = peer.join().expect("the peer thread");
             let n = samples.len().max(1) as f64;
             (Latency::new(samples), (cpu_a + cpu_b) as f64 / n)
         }),
         Op::Read | Op::Atomic => {
             cpu::pin(0);
-            let me = &s.a;
-            let size = if op == Op::Atomic { 8 } else { k.size };
-            let dst = [Sge {
-                addr: me.mr.addr() + k.size.max(8) as u64,
-                length: size as u32,
-                lkey: me.mr.lkey(),
-            }];
-            let mut wc = [WorkCompletion::default(); 4];
-            let kk = Knobs {
-                size,
-                inline: 0,
-                ..*k
-            };
-            let mut samples = Vec::with_capacity(b.iters.min(1 << 24) as usize);
-            let cpu0 = cpu::thread_ns();
-            let mut i = 0;
-            while b.more(i) {
-                let t = Instant::now();
-                let wr = request(op, &s.b, &kk, &[], &dst, true);
-                me.qps[0].post_send(&[wr]).expect("post_send");
-                poll_some(me, &mut wc);
-                samples.push(t.elapsed().as_nanos() as f64);
-                i += 1;
-            }
-            let n = samples.len().max(1) as f64;
-            let cpu = (cpu::thread_ns() - cpu0) as f64 / n;
-            (Latency::new(samples), cpu)
+            requests(op, &s.a, s.b.remote(), k, b)
         }
     }
+}
+
+/// READs or atomics from `me` to the peer's buffer at `peer`, one at a
+/// time: whole operations, and the CPU time per operation.
+pub fn requests(op: Op, me: &Side, peer: RemoteAddr, k: &Knobs, b: Budget) -> (Latency, f64) {
+    let size = if op == Op::Atomic { 8 } else { k.size };
+    let dst = [Sge {
+        addr: me.mr.addr() + k.size.max(8) as u64,
+        length: size as u32,
+        lkey: me.mr.lkey(),
+    }];
+    let mut wc = [WorkCompletion::default(); 4];
+    let kk = Knobs {
+        size,
+        inline: 0,
+        ..*k
+    };
+    let mut samples = Vec::with_capacity(b.iters.min(1 << 24) as usize);
+    let cpu0 = cpu::thread_ns();
+    let mut i = 0;
+    while b.more(i) {
+        let t = Instant::now();
+        let wr = request(op, peer, &kk, &[], &dst, true);
+        me.qps[0].post_send(&[wr]).expect("post_send");
+        poll_some(me, &mut wc);
+        samples.push(t.elapsed().as_nanos() as f64);
+        i += 1;
+    }
+    let n = samples.len().max(1) as f64;
+    let cpu = (cpu::thread_ns() - cpu0) as f64 / n;
+    (Latency::new(samples), cpu)
 }
 
 /// A bandwidth test of `op`: side `a` keeps every QP's send queue full
 /// (batches of `cq_mod` requests, one doorbell each, the last signaled);
 /// for SEND, side `b` reposts receives as they complete.
 pub fn bandwidth(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
-    let size = if op == Op::Atomic { 8 } else { k.size };
-    let batch = k.cq_mod.clamp(1, k.depth) as u64;
-    let nq = s.a.qps.len();
+    let stop = AtomicBool::new(false);
     thread::scope(|sc| {
         let receiver = (op == Op::Send).then(|| {
             sc.spawn(|| {
                 cpu::pin(1);
-                let me = &s.b;
-                let rsge = recv_wr(me, size);
-                let r = RecvWr {
-                    wr_id: 0,
-                    sg_list: &rsge,
-                };
-                for qp in &me.qps {
-                    for _ in 0..k.depth {
-                        qp.post_recv(&[r]).expect("post_recv");
-                    }
-                }
-                let cpu0 = cpu::thread_ns();
-                let mut wc = [WorkCompletion::default(); 64];
-                let mut got = 0u64;
-                loop {
-                    let n = me.cq.poll(&mut wc).expect("poll");
-                    for w in &wc[..n] {
-                        if w.status == WcStatus::WrFlushErr {
-                            return cpu::thread_ns() - cpu0;
-                        }
-                        assert_eq!(w.status, WcStatus::Success, "{w:?}");
-                        let qp = me.qps.iter().find(|q| q.qp_num() == w.qp_num);
-                        qp.expect("a QP of this side")
-                            .post_recv(&[r])
-                            .expect("post_recv");
-                        got += 1;
-                    }
-                    if n == 0 {
-                        std::hint::spin_loop();
-                    }
-                    log::trace!("{got} received");
-                }
+                receive(&s.b, k.depth, || stop.load(Ordering::Acquire))
             })
         });
         cpu::pin(0);
-        let me = &s.a;
-        let src = [Sge {
-            addr: me.mr.addr() + size.max(8) as u64,
-            length: size as u32,
-            lkey: me.mr.lkey(),
-        }];
-        let inline = vec![
-            0x5au8;
-            if size <= k.inline && op.inlinable() {
-                size
-            } else {
-                0
-            }
-        ];
-        let kk = Knobs { size, ..*k };
-        let wrs: Vec<SendWr<'_>> = (0..batch)
-            .map(|j| request(op, &s.b, &kk, &inline, &src, j == batch - 1))
-            .collect();
-        let mut outstanding = vec![0u64; nq];
-        let mut wc = [WorkCompletion::default(); 64];
-        let (mut posted, mut done) = (0u64, 0u64);
-        let mut marks: Vec<(Instant, u64)> = Vec::with_capacity(4096);
-        let cpu0 = cpu::thread_ns();
-        let start = Instant::now();
-        let mut last = start;
-        let mut q = 0;
-        while b.more(posted) || done < posted {
-            if b.more(posted) && outstanding[q] + batch <= k.depth as u64 {
-                me.qps[q].post_send(&wrs).expect("post_send");
-                outstanding[q] += batch;
-                posted += batch;
-                q = (q + 1) % nq;
-                continue;
-            }
-            let n = me.cq.poll(&mut wc).expect("poll");
-            for w in &wc[..n] {
-                assert_eq!(w.status, WcStatus::Success, "{w:?}");
-                let i = me
-                    .qps
-                    .iter()
-                    .position(|x| x.qp_num() == w.qp_num)
-                    .expect("our QP");
-                outstanding[i] -= batch;
-                done += batch;
-            }
-            if n > 0 {
-                let now = Instant::now();
-                if marks.len() < marks.capacity() {
-                    marks.push((now, done));
-                }
-                last = now;
-            } else {
-                assert!(last.elapsed() < STALL, "no completion within {STALL:?}");
-                // Every QP full: the next completion frees one.
-                q = (q + 1) % nq;
-            }
-        }
-        let seconds = start.elapsed().as_secs_f64();
-        let mut cpu = cpu::thread_ns() - cpu0;
+        let (bw, mut cpu) = send_loop(op, &s.a, s.b.remote(), k, b);
+        stop.store(true, Ordering::Release);
         if let Some(r) = receiver {
-            // Stop the receiver: its QPs' flush ends its loop.
-            for qp in &s.b.qps {
-                let err = rnic_driver::QpAttr {
-                    qp_state: rnic_driver::QpState::Err,
-                    ..Default::default()
-                };
-                qp.modify(&err, rnic_driver::qp_attr::STATE)
-                    .expect("to ERR");
-            }
-            cpu += r.join().expect("the receiver");
+            cpu += r.join().expect("the receiver") as f64 / bw.iters.max(1) as f64;
         }
-        let peak = peak_rate(&marks, start, size);
-        let bw = Bandwidth {
-            size,
-            iters: done,
-            seconds,
-            peak: peak.max((size as u64 * done) as f64 / seconds),
-        };
-        (bw, cpu as f64 / done.max(1) as f64)
+        (bw, cpu)
     })
+}
+
+/// Keeps `depth` receives posted on each of `me`'s QPs, reposting each as
+/// it completes, until `stop` says so (asked now and then while idle; the
+/// receives stay posted for the next run). Returns the thread's CPU time.
+pub fn receive(me: &Side, depth: u32, mut stop: impl FnMut() -> bool) -> u64 {
+    for q in 0..me.qps.len() {
+        fill_recvs(me, q, depth);
+    }
+    let cpu0 = cpu::thread_ns();
+    let mut wc = [WorkCompletion::default(); 64];
+    let mut idle = 0u32;
+    loop {
+        let n = me.cq.poll(&mut wc).expect("poll");
+        for w in &wc[..n] {
+            assert_eq!(w.status, WcStatus::Success, "{w:?}");
+            let q = me.qps.iter().position(|q| q.qp_num() == w.qp_num);
+            repost(me, q.expect("a QP of this side"), 1, depth);
+        }
+        if n == 0 {
+            idle = idle.wrapping_add(1);
+            if idle % 256 == 0 && stop() {
+                return cpu::thread_ns() - cpu0;
+            }
+            me.idle();
+        }
+    }
+}
+
+/// `me` keeps every QP's send queue full towards the peer's buffer at
+/// `peer`: batches of `cq_mod` requests behind one doorbell, the last
+/// signaled. Returns the bandwidth and the CPU time per message.
+pub fn send_loop(op: Op, me: &Side, peer: RemoteAddr, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
+    let size = if op == Op::Atomic { 8 } else { k.size };
+    let batch = k.cq_mod.clamp(1, k.depth) as u64;
+    let nq = me.qps.len();
+    let src = [Sge {
+        addr: me.mr.addr() + size.max(8) as u64,
+        length: size as u32,
+        lkey: me.mr.lkey(),
+    }];
+    let inline = vec![
+        0x5au8;
+        if size <= k.inline && op.inlinable() {
+            size
+        } else {
+            0
+        }
+    ];
+    let kk = Knobs { size, ..*k };
+    let wrs: Vec<SendWr<'_>> = (0..batch)
+        .map(|j| request(op, peer, &kk, &inline, &src, j == batch - 1))
+        .collect();
+    let mut outstanding = vec![0u64; nq];
+    let mut wc = [WorkCompletion::default(); 64];
+    let (mut posted, mut done) = (0u64, 0u64);
+    let mut marks: Vec<(Instant, u64)> = Vec::with_capacity(4096);
+    let cpu0 = cpu::thread_ns();
+    let start = Instant::now();
+    let mut last = start;
+    let mut q = 0;
+    while b.more(posted) || done < posted {
+        if b.more(posted) && outstanding[q] + batch <= k.depth as u64 {
+            me.qps[q].post_send(&wrs).expect("post_send");
+            outstanding[q] += batch;
+            posted += batch;
+            q = (q + 1) % nq;
+            continue;
+        }
+        let n = me.cq.poll(&mut wc).expect("poll");
+        for w in &wc[..n] {
+            assert_eq!(w.status, WcStatus::Success, "{w:?}");
+            let i = me
+                .qps
+                .iter()
+                .position(|x| x.qp_num() == w.qp_num)
+                .expect("our QP");
+            outstanding[i] -= batch;
+            done += batch;
+        }
+        if n > 0 {
+            let now = Instant::now();
+            if marks.len() < marks.capacity() {
+                marks.push((now, done));
+            }
+            last = now;
+        } else {
+            assert!(last.elapsed() < STALL, "no completion within {STALL:?}");
+            // Every QP full: the next completion frees one.
+            q = (q + 1) % nq;
+            me.idle();
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu = cpu::thread_ns() - cpu0;
+    let peak = peak_rate(&marks, start, size);
+    let bw = Bandwidth {
+        size,
+        iters: done,
+        seconds,
+        peak: peak.max((size as u64 * done) as f64 / seconds),
+    };
+    (bw, cpu as f64 / done.max(1) as f64)
 }
 
 /// The best byte rate over windows of a twentieth of the completions.

@@ -3,13 +3,18 @@
 //! loopback wire) or on two devices on an in-memory switch; the device
 //! inline or on its own thread.
 
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use rnic_driver::{
     access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState,
-    QpType,
+    QpType, RemoteAddr,
 };
-use rnic_emu::net::Switch;
+use rnic_emu::net::{ShmWire, Switch, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 /// Where the two sides run.
@@ -19,6 +24,17 @@ pub enum Wire {
     Loopback,
     /// Two devices on an in-memory switch.
     Switch,
+    /// Two processes, one device each, on a UDP wire over 127.0.0.1.
+    Udp,
+    /// Two processes, one device each, on a shared-memory wire.
+    Shm,
+}
+
+impl Wire {
+    /// Whether the two sides are two processes.
+    pub fn two_processes(self) -> bool {
+        matches!(self, Wire::Udp | Wire::Shm)
+    }
 }
 
 /// One side: its QPs, their CQ, and a registered buffer.
@@ -27,7 +43,42 @@ pub struct Side {
     pub cq: Cq<EmuHal>,
     pub qps: Vec<Qp<EmuHal>>,
     pub mr: Mr<EmuHal>,
+    /// Receives outstanding on each QP (run.rs keeps them topped up).
+    pub recvs: Vec<AtomicU32>,
+    /// What its wait loops do between two looks.
+    wait: Wait,
     _pd: Pd<EmuHal>,
+}
+
+impl Side {
+    /// Where the peer writes to and reads from.
+    pub fn remote(&self) -> RemoteAddr {
+        RemoteAddr {
+            addr: self.mr.addr(),
+            rkey: self.mr.rkey(),
+        }
+    }
+
+    /// What a wait loop does between two looks.
+    pub fn idle(&self) {
+        match &self.wait {
+            Wait::Spin => std::hint::spin_loop(),
+            Wait::Poll(d) => d.poll(),
+            Wait::Yield => std::thread::yield_now(),
+        }
+    }
+}
+
+/// How a side's wait loops wait.
+enum Wait {
+    /// Spin: the threads that must run have cores.
+    Spin,
+    /// Run the inline device whose peer is in another process (nobody else
+    /// makes it look at its wire), as a poll-mode driver does.
+    Poll(Arc<EmuDevice>),
+    /// Yield the core: two processes with a device thread each have more
+    /// busy threads than two cores.
+    Yield,
 }
 
 /// The devices and the two sides.
@@ -78,8 +129,10 @@ fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
     Side {
         ctx,
         cq,
+        recvs: (0..p.qps).map(|_| AtomicU32::new(0)).collect(),
         qps,
         mr,
+        wait: Wait::Spin,
         _pd: pd,
     }
 }
@@ -171,6 +224,7 @@ impl Setup {
                 let b = Context::open(devs[1].hal()).expect("open");
                 (devs, a, b)
             }
+            Wire::Udp | Wire::Shm => panic!("two processes are set up by `remote`"),
         };
         let (a, b) = (side(ca, p), side(cb, p));
         let gid = |s: &Side| s.ctx.query_gid(1, 0).expect("GID 0");
@@ -181,4 +235,242 @@ impl Setup {
         }
         Setup { a, b, _devs: devs }
     }
+}
+
+/// A line-oriented control connection to the other process (TCP on
+/// 127.0.0.1), readable without blocking so that a side that drives its
+/// device can keep doing so while it waits.
+pub struct Control {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Control {
+    fn new(stream: TcpStream) -> Control {
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        Control {
+            stream,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Sends one line.
+    pub fn send(&mut self, line: &str) {
+        self.stream
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("the other process hung up");
+    }
+
+    /// The next line if one has arrived.
+    pub fn try_line(&mut self) -> Option<String> {
+        if let Some(l) = self.take_line() {
+            return Some(l);
+        }
+        self.stream.set_nonblocking(true).expect("non-blocking");
+        let mut chunk = [0u8; 512];
+        let r = self.stream.read(&mut chunk);
+        self.stream.set_nonblocking(false).expect("blocking");
+        match r {
+            Ok(0) => panic!("the other process hung up"),
+            Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(e) => panic!("control connection: {e}"),
+        }
+        self.take_line()
+    }
+
+    /// Waits for the next line, blocking in the kernel.
+    pub fn line(&mut self) -> String {
+        loop {
+            if let Some(l) = self.take_line() {
+                return l;
+            }
+            let mut chunk = [0u8; 512];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => panic!("the other process hung up"),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!("control connection: {e}"),
+            }
+        }
+    }
+
+    /// Waits for the next line, running `idle` meanwhile.
+    pub fn line_while(&mut self, idle: impl Fn()) -> String {
+        let mut n = 0u32;
+        loop {
+            n = n.wrapping_add(1);
+            if n % 256 == 0 {
+                if let Some(l) = self.try_line() {
+                    return l;
+                }
+            }
+            idle();
+        }
+    }
+
+    /// Expects `want` as the next line.
+    pub fn expect(&mut self, want: &str) {
+        let got = self.line();
+        assert_eq!(got, want, "the other process is out of step");
+    }
+
+    fn take_line(&mut self) -> Option<String> {
+        let i = self.buf.iter().position(|&b| b == b'\n')?;
+        let line = String::from_utf8_lossy(&self.buf[..i]).into_owned();
+        self.buf.drain(..=i);
+        Some(line)
+    }
+}
+
+/// This process's side of a two-process run, the other's buffer, and
+/// the control connection.
+pub struct Remote {
+    pub me: Side,
+    pub peer: RemoteAddr,
+    pub ctl: Control,
+    _dev: Arc<EmuDevice>,
+    /// The shared-memory file, removed by the server at the end.
+    shm: Option<PathBuf>,
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        if let Some(p) = &self.shm {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The shared-memory wire's file for control port `port`.
+fn shm_path(port: u16) -> PathBuf {
+    let dir = PathBuf::from("/dev/shm");
+    let dir = if dir.is_dir() {
+        dir
+    } else {
+        std::env::temp_dir()
+    };
+    dir.join(format!("rnic-perf-{port}"))
+}
+
+fn lo(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Sets up this process's side of a two-process run over `p.wire`: the
+/// server listens on 127.0.0.1:`port` (and makes the shared-memory wire,
+/// or binds UDP port `port + 1`), the client connects (UDP `port + 2`).
+/// Both exchange `hello` (which must match: the same test and options),
+/// their QP numbers, GIDs and buffers, and connect their QPs.
+pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote, String> {
+    // An inline device takes its datagrams as the application runs it; a
+    // device thread has a receive thread hand them over.
+    let udp = |local: u16, remote: u16| {
+        let w = match p.mode {
+            ExecMode::Inline => UdpWire::bind_polled(lo(local), lo(remote)),
+            ExecMode::Thread => UdpWire::bind(lo(local), lo(remote)),
+        };
+        w.map_err(|e| format!("UDP wire on {local}: {e}"))
+    };
+    let (stream, wire, shm): (TcpStream, Box<dyn rnic_emu::net::Wire>, _) = if client {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let stream = loop {
+            match TcpStream::connect(lo(port)) {
+                Ok(s) => break s,
+                Err(e) if Instant::now() > deadline => {
+                    return Err(format!("no server on 127.0.0.1:{port}: {e}"))
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        };
+        let wire: Box<dyn rnic_emu::net::Wire> = match p.wire {
+            Wire::Shm => Box::new(
+                ShmWire::open(shm_path(port)).map_err(|e| format!("shared-memory wire: {e}"))?,
+            ),
+            _ => Box::new(udp(port + 2, port + 1)?),
+        };
+        (stream, wire, None)
+    } else {
+        let listener =
+            TcpListener::bind(lo(port)).map_err(|e| format!("listen on 127.0.0.1:{port}: {e}"))?;
+        let (wire, shm): (Box<dyn rnic_emu::net::Wire>, _) = match p.wire {
+            Wire::Shm => {
+                let path = shm_path(port);
+                let w = ShmWire::create(&path)
+                    .map_err(|e| format!("shared-memory wire {}: {e}", path.display()))?;
+                (Box::new(w), Some(path))
+            }
+            _ => (Box::new(udp(port + 1, port + 2)?), None),
+        };
+        println!("rnic-perf: waiting for the client on 127.0.0.1:{port}");
+        let (stream, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
+        (stream, wire, shm)
+    };
+    let n: u8 = if client { 2 } else { 1 };
+    let cfg = EmuConfig {
+        mac: [0x02, 0, 0, 0, 0, n],
+        ipv4: [192, 0, 2, n],
+        ..EmuConfig::default()
+    };
+    let dev = EmuDevice::builder(cfg)
+        .mode(p.mode)
+        .wire(wire)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let ctx = Context::open(dev.hal()).map_err(|e| format!("open: {e}"))?;
+    let mut me = side(ctx, p);
+    me.wait = match p.mode {
+        ExecMode::Inline => Wait::Poll(dev.clone()),
+        ExecMode::Thread => Wait::Yield,
+    };
+    let mut ctl = Control::new(stream);
+    let gid = me.ctx.query_gid(1, 0).expect("GID 0");
+    let hex: String = gid.iter().map(|b| format!("{b:02x}")).collect();
+    let qpns: Vec<String> = me.qps.iter().map(|q| q.qp_num().to_string()).collect();
+    ctl.send(&format!("hello {hello}"));
+    ctl.send(&format!(
+        "side {hex} {} {} {}",
+        me.mr.addr(),
+        me.mr.rkey(),
+        qpns.join(",")
+    ));
+    let theirs = ctl.line();
+    if theirs != format!("hello {hello}") {
+        return Err(format!(
+            "the other side runs {theirs:?}, this one hello {hello:?}: give both the same test and options"
+        ));
+    }
+    let line = ctl.line();
+    let f: Vec<&str> = line.split(' ').collect();
+    let bad = || format!("a malformed line from the other side: {line:?}");
+    if f.len() != 5 || f[0] != "side" || f[1].len() != 32 {
+        return Err(bad());
+    }
+    let mut dgid = [0u8; 16];
+    for (i, g) in dgid.iter_mut().enumerate() {
+        *g = u8::from_str_radix(&f[1][2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    let peer = RemoteAddr {
+        addr: f[2].parse().map_err(|_| bad())?,
+        rkey: f[3].parse().map_err(|_| bad())?,
+    };
+    let dests: Vec<u32> = f[4]
+        .split(',')
+        .map(|q| q.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    if dests.len() != me.qps.len() {
+        return Err(bad());
+    }
+    for (qp, &dest) in me.qps.iter().zip(&dests) {
+        connect(qp, dgid, dest, p.mtu);
+    }
+    // Neither side sends before the other's QPs are ready.
+    ctl.send("ready");
+    ctl.expect("ready");
+    Ok(Remote {
+        me,
+        peer,
+        ctl,
+        _dev: dev,
+        shm,
+    })
 }

@@ -106,3 +106,64 @@ fn bad_arguments_are_refused() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+/// A TCP port nobody listens on (and, likely, the two after it free).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn two_processes_over_shared_memory_and_udp() {
+    for (wire, device, args) in [
+        ("shm", "inline", vec!["write_lat", "-n", "2000"]),
+        ("shm", "thread", vec!["read_lat", "-n", "200"]),
+        ("udp", "inline", vec!["send_bw", "-n", "3000", "-s", "1024"]),
+        ("udp", "thread", vec!["write_bw", "-n", "2000", "-s", "8192"]),
+    ] {
+        let port = free_port().to_string();
+        let mut all = args.clone();
+        all.extend(["--wire", wire, "--device", device, "-p", &port]);
+        let server = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+            .args(&all)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        all.push("--client");
+        let out = run(&all);
+        let r = rows(&out);
+        assert_eq!(r.len(), 1, "{wire} {device} {args:?}: {out}");
+        // Bandwidth tests round up to whole batches.
+        let iters: u64 = r[0][1].parse().unwrap();
+        assert!(iters >= args[2].parse().unwrap(), "iterations: {out}");
+        assert!(out.contains("vs TCP loopback"), "{out}");
+        let status = server.wait_with_output().unwrap().status;
+        assert!(status.success(), "server of {wire} {device} {args:?}: {status}");
+    }
+}
+
+#[test]
+fn two_processes_must_run_the_same_test() {
+    let port = free_port().to_string();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(["write_lat", "--wire", "shm", "-p", &port])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(["write_bw", "--wire", "shm", "-p", &port, "--client"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the same test and options"), "{err}");
+    assert!(!server.wait().unwrap().success());
+}
+
+#[test]
+fn send_latency_over_every_size() {
+    // Receives left posted by one size serve the next.
+    let out = run(&["send_lat", "-a", "-n", "20", "--no-baselines"]);
+    assert_eq!(rows(&out).len(), 23, "{out}");
+}

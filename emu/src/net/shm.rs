@@ -6,11 +6,15 @@
 //! into the slot at its producer index and publishes the index with a
 //! release store; the receiver acquires the index, copies the frames out
 //! and publishes its consumer index. No lock and no system call: the
-//! device thread looks at the ring on each of its steps ([`Wire::poll`]),
-//! so while both sides are busy a frame costs two copies and two atomic
-//! stores. An idle device thread that has gone to sleep sees a frame on
-//! its next nap's end (at most 50 µs later); it spins and yields first,
-//! so a conversation with gaps shorter than that never waits.
+//! device looks at the ring on each of its steps ([`Wire::poll`]), so
+//! while both sides are busy a frame costs two copies and two atomic
+//! stores. A device thread does so on its own; one that has gone to sleep
+//! sees a frame on its next nap's end (at most 50 µs later), having spun
+//! and yielded first, so a conversation with gaps shorter than that never
+//! waits. An inline device does so on every step the application makes it
+//! run: a doorbell, or `EmuDevice::poll` in the application's wait loop,
+//! which makes the application's thread a poll-mode driver and the whole
+//! data path one thread per process.
 //!
 //! The other process is not trusted: everything read from the mapping
 //! (indices, lengths, bytes) is read with atomic loads, so no access is a
@@ -230,33 +234,48 @@ impl ShmWire {
         (n <= SLOTS).then_some(n)
     }
 
-    /// Copies `frame` into slot `slot` of our ring.
+    /// Copies `frame` into slot `slot` of our ring, a word at a time.
     fn put(&self, slot: u32, frame: &[u8]) {
         let at = slot_at(self.tx_ring(), slot);
         self.u32_at(at).store(frame.len() as u32, Ordering::Relaxed);
-        for (i, chunk) in frame.chunks(8).enumerate() {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.u64_at(at + 8 + 8 * i)
-                .store(u64::from_ne_bytes(word), Ordering::Relaxed);
+        let words = self.words(at + 8, frame.len().div_ceil(8));
+        let mut chunks = frame.chunks_exact(8);
+        for (w, c) in words.iter().zip(&mut chunks) {
+            let c: [u8; 8] = c.try_into().expect("chunks of 8");
+            w.store(u64::from_ne_bytes(c), Ordering::Relaxed);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut c = [0u8; 8];
+            c[..rest.len()].copy_from_slice(rest);
+            words[words.len() - 1].store(u64::from_ne_bytes(c), Ordering::Relaxed);
         }
     }
 
     /// Copies the frame of slot `slot` of the ring we receive on into
-    /// `out`; `false` if its length is impossible.
+    /// `out`, a word at a time; `false` if its length is impossible.
     fn take(&self, slot: u32, out: &mut Frame) -> bool {
         let at = slot_at(self.rx_ring(), slot);
         let len = self.u32_at(at).load(Ordering::Relaxed) as usize;
         if len > MAX_FRAME {
             return false;
         }
+        let words = self.words(at + 8, len.div_ceil(8));
         out.clear();
-        for i in 0..len.div_ceil(8) {
-            let word = self.u64_at(at + 8 + 8 * i).load(Ordering::Relaxed);
-            out.extend_from_slice(&word.to_ne_bytes());
+        out.resize(words.len() * 8, 0);
+        for (c, w) in out.chunks_exact_mut(8).zip(words) {
+            c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
         }
         out.truncate(len);
         true
+    }
+
+    /// `n` words of the mapping from byte `off`.
+    fn words(&self, off: usize, n: usize) -> &[AtomicU64] {
+        assert!(off % 8 == 0 && off + 8 * n <= FILE_LEN);
+        // SAFETY: in bounds and aligned; the bytes are only ever accessed
+        // atomically (see `map`); the slice lives no longer than `&self`.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off).cast(), n) }
     }
 }
 
@@ -343,10 +362,12 @@ impl Wire for ShmWire {
         }
     }
 
+    /// No thread moves the frames: an inline device sees the other
+    /// side's on each step it runs (a doorbell, `EmuDevice::poll`), so the
+    /// application polls the device while it waits, as a poll-mode driver
+    /// does.
     fn in_memory(&self) -> bool {
-        // The other side's frames arrive without a doorbell of ours: a
-        // device thread has to look.
-        false
+        true
     }
 
     fn link_up(&self) -> bool {

@@ -4,10 +4,13 @@
 //! shares a wire with a VM's NIC or with an emulated NIC in another
 //! process.
 //!
-//! Sends are `sendmmsg` batches made by the device (its device thread);
-//! receives are `recvmmsg` batches made by the wire's own receive thread,
-//! which queues the frames and wakes the NIC. Neither runs on the
-//! application's data path, so this wire needs [`crate::ExecMode::Thread`].
+//! Sends are `sendmmsg` batches made by the device. Receives are
+//! `recvmmsg` batches made by the wire's own receive thread, which queues
+//! the frames and wakes the NIC ([`UdpWire::bind`]), so that this wire
+//! needs [`crate::ExecMode::Thread`]; or ([`UdpWire::bind_polled`]) by
+//! the device itself, without waiting, on each of its steps, which suits
+//! an inline device that the application runs while it waits (a poll-mode
+//! driver): one thread per process, and a system call per look.
 
 use std::collections::VecDeque;
 use std::io;
@@ -44,6 +47,8 @@ pub struct UdpWire {
     remote: SocketAddr,
     rx: Arc<Rx>,
     thread: Option<JoinHandle<()>>,
+    /// Polled: the buffers `poll` receives into (no receive thread).
+    polled: Option<Vec<[u8; MAX_FRAME]>>,
     send_errors: u64,
 }
 
@@ -78,6 +83,28 @@ impl UdpWire {
             remote,
             rx,
             thread: Some(thread),
+            polled: None,
+            send_errors: 0,
+        })
+    }
+
+    /// A wire like [`UdpWire::bind`]'s without a receive thread: the
+    /// device takes what has arrived on each step ([`Wire::poll`]).
+    pub fn bind_polled(local: SocketAddr, remote: SocketAddr) -> io::Result<UdpWire> {
+        let socket = Arc::new(UdpSocket::bind(local)?);
+        socket.set_nonblocking(true)?;
+        Ok(UdpWire {
+            socket,
+            remote,
+            rx: Arc::new(Rx {
+                queue: Mutex::new(VecDeque::new()),
+                waker: Mutex::new(None),
+                stop: AtomicBool::new(false),
+                dropped: AtomicU64::new(0),
+                truncated: AtomicU64::new(0),
+            }),
+            thread: None,
+            polled: Some(vec![[0u8; MAX_FRAME]; BATCH]),
             send_errors: 0,
         })
     }
@@ -147,53 +174,61 @@ fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 /// The receive thread: `recvmmsg` batches into the queue, until told to
 /// stop.
 fn receive(socket: &UdpSocket, rx: &Rx) {
-    let fd = socket.as_raw_fd();
     let mut bufs = vec![[0u8; MAX_FRAME]; BATCH];
     while !rx.stop.load(Ordering::Acquire) {
-        // SAFETY: iovec and mmsghdr are plain data, valid all zero.
-        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-        for ((v, m), b) in iov.iter_mut().zip(msgs.iter_mut()).zip(bufs.iter_mut()) {
-            v.iov_base = b.as_mut_ptr().cast();
-            v.iov_len = MAX_FRAME;
-            m.msg_hdr.msg_iov = v;
-            m.msg_hdr.msg_iovlen = 1;
-        }
-        // SAFETY: `msgs` holds BATCH headers, each pointing at one iovec of
-        // a distinct MAX_FRAME-byte buffer that outlives the call. The
-        // first datagram waits up to the socket's read timeout; the rest
-        // are taken only if already there (MSG_WAITFORONE).
-        let n = unsafe {
-            libc::recvmmsg(
-                fd,
-                msgs.as_mut_ptr(),
-                BATCH as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if n <= 0 {
-            // Timeout (EAGAIN) or an interrupted call: look at `stop`.
-            continue;
-        }
-        let mut q = rx.queue.lock().unwrap_or_else(|e| e.into_inner());
-        for (m, b) in msgs.iter().zip(&bufs).take(n as usize) {
-            let len = m.msg_len as usize;
-            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-                rx.truncated.fetch_add(1, Ordering::Relaxed);
-            } else if q.len() >= RX_QUEUE {
-                rx.dropped.fetch_add(1, Ordering::Relaxed);
-            } else {
-                q.push_back(b[..len].to_vec());
+        // The first datagram waits up to the socket's read timeout; the
+        // rest are taken only if already there.
+        if receive_batch(socket, rx, &mut bufs, libc::MSG_WAITFORONE) > 0 {
+            let w = rx.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            if let Some(w) = w {
+                w();
             }
         }
-        drop(q);
-        let w = rx.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(w) = w {
-            w();
+    }
+}
+
+/// One `recvmmsg` of up to a batch into `bufs`, queued in `rx`; returns
+/// how many datagrams came (0 on a timeout or nothing there).
+fn receive_batch(socket: &UdpSocket, rx: &Rx, bufs: &mut [[u8; MAX_FRAME]], flags: i32) -> usize {
+    let fd = socket.as_raw_fd();
+    // SAFETY: iovec and mmsghdr are plain data, valid all zero.
+    let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+    let n = bufs.len().min(BATCH);
+    for ((v, m), b) in iov.iter_mut().zip(msgs.iter_mut()).zip(bufs.iter_mut()) {
+        v.iov_base = b.as_mut_ptr().cast();
+        v.iov_len = MAX_FRAME;
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: `msgs` holds `n` headers, each pointing at one iovec of a
+    // distinct MAX_FRAME-byte buffer that outlives the call.
+    let got = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            n as libc::c_uint,
+            flags,
+            std::ptr::null_mut(),
+        )
+    };
+    if got <= 0 {
+        // Timeout or nothing there (EAGAIN), or an interrupted call.
+        return 0;
+    }
+    let mut q = rx.queue.lock().unwrap_or_else(|e| e.into_inner());
+    for (m, b) in msgs.iter().zip(bufs.iter()).take(got as usize) {
+        let len = m.msg_len as usize;
+        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
+            rx.truncated.fetch_add(1, Ordering::Relaxed);
+        } else if q.len() >= RX_QUEUE {
+            rx.dropped.fetch_add(1, Ordering::Relaxed);
+        } else {
+            q.push_back(b[..len].to_vec());
         }
     }
+    got as usize
 }
 
 impl Wire for UdpWire {
@@ -256,8 +291,28 @@ impl Wire for UdpWire {
         *self.rx.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
     }
 
+    /// Polled: takes what has arrived, without waiting.
+    fn poll(&mut self, _now_ns: u64) {
+        let Some(bufs) = &mut self.polled else {
+            return;
+        };
+        if receive_batch(&self.socket, &self.rx, bufs, libc::MSG_DONTWAIT) > 0 {
+            let w = self
+                .rx
+                .waker
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(w) = w {
+                w();
+            }
+        }
+    }
+
+    /// Polled, the wire has no thread of its own: an inline device takes
+    /// its frames on each step the application makes it run.
     fn in_memory(&self) -> bool {
-        false
+        self.polled.is_some()
     }
 }
 
@@ -301,5 +356,33 @@ mod tests {
             thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(b.truncated(), 1);
+    }
+
+    #[test]
+    fn a_polled_wire_receives_when_polled() {
+        let lo = |p| SocketAddr::from(([127, 0, 0, 1], p));
+        let probe = UdpSocket::bind(lo(0)).unwrap();
+        let b_addr = probe.local_addr().unwrap();
+        drop(probe);
+        let mut a = UdpWire::bind(lo(0), b_addr).unwrap();
+        let mut b = UdpWire::bind_polled(b_addr, a.local_addr().unwrap()).unwrap();
+        assert!(b.in_memory() && !a.in_memory());
+        let frames: Vec<Frame> = (0..40u8).map(|i| vec![i; 60]).collect();
+        a.send(&mut frames.clone());
+        let mut got = Vec::new();
+        let start = Instant::now();
+        while got.len() < frames.len() && start.elapsed() < Duration::from_secs(5) {
+            b.poll(0);
+            b.recv(&mut got, 64);
+        }
+        assert_eq!(got, frames);
+        // And back the other way.
+        b.send(&mut vec![vec![7; 64]]);
+        got.clear();
+        while got.is_empty() && start.elapsed() < Duration::from_secs(5) {
+            a.recv(&mut got, 64);
+            thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(got, [vec![7; 64]]);
     }
 }
