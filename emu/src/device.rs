@@ -176,10 +176,12 @@ fn run_list() {
     }
 }
 
-/// The port's wire, and the vector frames are handed to it in.
+/// The port's wire, the vector frames are handed to it in, and the one
+/// it hands back buffers in.
 struct Link {
     wire: Box<dyn Wire>,
     spare: Vec<Frame>,
+    reclaimed: Vec<Frame>,
 }
 
 /// What the device thread and every handle share.
@@ -321,7 +323,12 @@ impl Shared {
         let mut backlog = false;
         {
             let mut link = self.wire();
-            let wire = &mut link.wire;
+            let Link {
+                wire, reclaimed, ..
+            } = &mut *link;
+            // Buffers the wire is done with, for the frames of this step.
+            wire.reclaim(reclaimed);
+            st.port.recycle(reclaimed);
             wire.poll(now);
             let up = wire.link_up();
             if up != st.port.link_up {
@@ -373,7 +380,7 @@ impl Shared {
             let mut link = self.wire();
             // The frames go to the link's vector and the link's empty one
             // comes back, so that neither allocates.
-            let Link { wire, spare } = &mut *link;
+            let Link { wire, spare, .. } = &mut *link;
             std::mem::swap(&mut st.port.tx, spare);
             drop(st);
             wire.send(spare);
@@ -620,6 +627,7 @@ impl EmuBuilder {
             wire: Mutex::new(Link {
                 wire,
                 spare: Vec::new(),
+                reclaimed: Vec::new(),
             }),
             mode: self.mode,
             cfg: self.config,

@@ -191,7 +191,8 @@ fn main() {
         qps: cli.qps.max(1),
         depth: cli.tx_depth.max(2),
         inline: cli.inline_size,
-        buf: 2 * biggest.max(8),
+        // The messages, their sources, and a control word.
+        buf: 2 * biggest.max(8) + 8,
         mtu: Mtu::Mtu4096,
     };
     if cli.wire.two_processes() {
@@ -336,9 +337,10 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) {
 }
 
 /// A run with the other side in another process (see the crate
-/// documentation): per size, the client measures and says `done`; the
-/// server keeps its side going until then and answers `next` (its device
-/// quiet while the client measures the baselines).
+/// documentation): per size, the client measures and writes the run's
+/// number into the server's control word; the server keeps its side going
+/// until it sees it, says `quiet` over TCP and waits there (its device
+/// quiet while the client measures the baselines) for `next`.
 fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
     if cli.duration.is_some() {
         eprintln!("rnic-perf: two processes run -n iterations, not -D");
@@ -383,7 +385,7 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
     } else {
         None
     };
-    for &size in sizes {
+    for (seq, &size) in (1..).zip(sizes) {
         let k = Knobs {
             size,
             inline: cli.inline_size as usize,
@@ -395,13 +397,15 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
             until: None,
         };
         match cache {
-            Some(ref cache) => client_size(cli, op, &mut r, &k, budget, cache),
-            None => server_size(cli, op, &mut r, &k, budget),
+            Some(ref cache) => client_size(cli, op, &mut r, &k, budget, cache, seq),
+            None => server_size(cli, op, &mut r, &k, budget, seq),
         }
     }
 }
 
-fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &Latency) {
+/// The client's run of size `k.size`, the `seq`-th: it measures, then
+/// tells the server over RDMA that the run is over.
+fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &Latency, seq: u64) {
     if cli.test.latency() {
         let (lat, cpu) = match op {
             Op::Write | Op::Send => {
@@ -411,7 +415,7 @@ fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &
             }
             Op::Read | Op::Atomic => run::requests(op, &r.me, r.peer, k, b),
         };
-        r.ctl.send("done");
+        run::signal(&r.me, r.peer_word, seq);
         r.ctl.expect("quiet");
         println!("{}", lat.row(k.size));
         if !cli.no_baselines {
@@ -440,7 +444,7 @@ fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &
         }
     } else {
         let (bw, cpu) = run::send_loop(op, &r.me, r.peer, k, b);
-        r.ctl.send("done");
+        run::signal(&r.me, r.peer_word, seq);
         r.ctl.expect("quiet");
         println!("{}", bw.row(cli.report_gbits));
         if !cli.no_baselines {
@@ -468,20 +472,25 @@ fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &
     r.ctl.send("next");
 }
 
-fn server_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget) {
+/// The server's side of the `seq`-th run: the peer of a ping-pong, the
+/// receiver of SENDs, or the memory of WRITEs, READs and atomics, until
+/// the client's control word says `seq`. Its thread makes no system call
+/// until then.
+fn server_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, seq: u64) {
     let Remote { me, peer, ctl, .. } = r;
+    let over = || run::word(me) >= seq;
     match op {
         Op::Write | Op::Send if cli.test.latency() => {
             run::ping_pong(op, me, *peer, k, b, false);
-            ctl.line_while(|| me.idle());
         }
         Op::Send => {
-            run::receive(me, k.depth, || ctl.try_line().is_some());
+            run::receive(me, k.depth, over);
         }
-        _ => {
-            ctl.line_while(|| me.idle());
-        }
+        _ => {}
     };
+    while !over() {
+        me.idle();
+    }
     // Quiet until the client has measured its baselines.
     ctl.send("quiet");
     ctl.expect("next");

@@ -514,3 +514,36 @@ impl Op {
         matches!(self, Op::Write | Op::Send)
     }
 }
+
+/// The work request id of [`signal`]'s WRITE (every other is 0).
+const SIGNAL_WR_ID: u64 = u64::MAX;
+
+/// Writes `seq` into the peer's control word at `to` (an inline RDMA
+/// WRITE on `me`'s first QP, waited for).
+pub fn signal(me: &Side, to: RemoteAddr, seq: u64) {
+    let v = seq.to_le_bytes();
+    let wr = SendWr {
+        wr_id: SIGNAL_WR_ID,
+        op: SendOp::RdmaWrite { remote: to },
+        payload: Payload::Inline(&v),
+        flags: send_flags::SIGNALED,
+    };
+    me.qps[0].post_send(&[wr]).expect("post_send");
+    let mut wc = [WorkCompletion::default(); 16];
+    // Completions of the run may still be queued: wait for this one.
+    loop {
+        let (n, _) = poll_some(me, &mut wc);
+        if wc[..n].iter().any(|w| w.wr_id == SIGNAL_WR_ID) {
+            return;
+        }
+    }
+}
+
+/// The control word of `me`: the last 8 bytes of its buffer.
+pub fn word(me: &Side) -> u64 {
+    let mut b = [0u8; 8];
+    me.mr
+        .read(me.mr.len() - 8, &mut b)
+        .expect("read the control word");
+    u64::from_le_bytes(b)
+}

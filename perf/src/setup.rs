@@ -3,7 +3,7 @@
 //! loopback wire) or on two devices on an in-memory switch; the device
 //! inline or on its own thread.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
@@ -238,8 +238,8 @@ impl Setup {
 }
 
 /// A line-oriented control connection to the other process (TCP on
-/// 127.0.0.1), readable without blocking so that a side that drives its
-/// device can keep doing so while it waits.
+/// 127.0.0.1), used between runs only: during one, the two talk over
+/// RDMA.
 pub struct Control {
     stream: TcpStream,
     buf: Vec<u8>,
@@ -261,24 +261,6 @@ impl Control {
             .expect("the other process hung up");
     }
 
-    /// The next line if one has arrived.
-    pub fn try_line(&mut self) -> Option<String> {
-        if let Some(l) = self.take_line() {
-            return Some(l);
-        }
-        self.stream.set_nonblocking(true).expect("non-blocking");
-        let mut chunk = [0u8; 512];
-        let r = self.stream.read(&mut chunk);
-        self.stream.set_nonblocking(false).expect("blocking");
-        match r {
-            Ok(0) => panic!("the other process hung up"),
-            Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-            Err(e) => panic!("control connection: {e}"),
-        }
-        self.take_line()
-    }
-
     /// Waits for the next line, blocking in the kernel.
     pub fn line(&mut self) -> String {
         loop {
@@ -291,20 +273,6 @@ impl Control {
                 Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
                 Err(e) => panic!("control connection: {e}"),
             }
-        }
-    }
-
-    /// Waits for the next line, running `idle` meanwhile.
-    pub fn line_while(&mut self, idle: impl Fn()) -> String {
-        let mut n = 0u32;
-        loop {
-            n = n.wrapping_add(1);
-            if n % 256 == 0 {
-                if let Some(l) = self.try_line() {
-                    return l;
-                }
-            }
-            idle();
         }
     }
 
@@ -327,6 +295,10 @@ impl Control {
 pub struct Remote {
     pub me: Side,
     pub peer: RemoteAddr,
+    /// The other side's control word: the last 8 bytes of its buffer,
+    /// where the client writes, over RDMA, that a run is over (so that
+    /// the server learns it from its memory, with no system call).
+    pub peer_word: RemoteAddr,
     pub ctl: Control,
     _dev: Arc<EmuDevice>,
     /// The shared-memory file, removed by the server at the end.
@@ -428,9 +400,10 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
     let qpns: Vec<String> = me.qps.iter().map(|q| q.qp_num().to_string()).collect();
     ctl.send(&format!("hello {hello}"));
     ctl.send(&format!(
-        "side {hex} {} {} {}",
+        "side {hex} {} {} {} {}",
         me.mr.addr(),
         me.mr.rkey(),
+        me.mr.len(),
         qpns.join(",")
     ));
     let theirs = ctl.line();
@@ -442,7 +415,7 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
     let line = ctl.line();
     let f: Vec<&str> = line.split(' ').collect();
     let bad = || format!("a malformed line from the other side: {line:?}");
-    if f.len() != 5 || f[0] != "side" || f[1].len() != 32 {
+    if f.len() != 6 || f[0] != "side" || f[1].len() != 32 {
         return Err(bad());
     }
     let mut dgid = [0u8; 16];
@@ -453,7 +426,15 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
         addr: f[2].parse().map_err(|_| bad())?,
         rkey: f[3].parse().map_err(|_| bad())?,
     };
-    let dests: Vec<u32> = f[4]
+    let len: u64 = f[4].parse().map_err(|_| bad())?;
+    if len < 8 {
+        return Err(bad());
+    }
+    let peer_word = RemoteAddr {
+        addr: peer.addr + len - 8,
+        rkey: peer.rkey,
+    };
+    let dests: Vec<u32> = f[5]
         .split(',')
         .map(|q| q.parse().map_err(|_| bad()))
         .collect::<Result<_, _>>()?;
@@ -469,6 +450,7 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
     Ok(Remote {
         me,
         peer,
+        peer_word,
         ctl,
         _dev: dev,
         shm,

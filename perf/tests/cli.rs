@@ -119,7 +119,11 @@ fn two_processes_over_shared_memory_and_udp() {
         ("shm", "inline", vec!["write_lat", "-n", "2000"]),
         ("shm", "thread", vec!["read_lat", "-n", "200"]),
         ("udp", "inline", vec!["send_bw", "-n", "3000", "-s", "1024"]),
-        ("udp", "thread", vec!["write_bw", "-n", "2000", "-s", "8192"]),
+        (
+            "udp",
+            "thread",
+            vec!["write_bw", "-n", "2000", "-s", "8192"],
+        ),
     ] {
         let port = free_port().to_string();
         let mut all = args.clone();
@@ -138,7 +142,10 @@ fn two_processes_over_shared_memory_and_udp() {
         assert!(iters >= args[2].parse().unwrap(), "iterations: {out}");
         assert!(out.contains("vs TCP loopback"), "{out}");
         let status = server.wait_with_output().unwrap().status;
-        assert!(status.success(), "server of {wire} {device} {args:?}: {status}");
+        assert!(
+            status.success(),
+            "server of {wire} {device} {args:?}: {status}"
+        );
     }
 }
 

@@ -5,10 +5,11 @@
 //! that thread too, so its calls are counted with it; a device thread's
 //! calls (an idle worker's backoff: yields, then a futex sleep) are
 //! reported, not bounded, since they follow how often the host lets the
-//! application fall behind.
+//! application fall behind. Then the same over the shared-memory wire
+//! between two processes, each one thread running its inline device.
 
-use std::path::Path;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 
 /// System calls a thread's trace file records.
 fn calls(trace: &Path) -> usize {
@@ -20,34 +21,41 @@ fn calls(trace: &Path) -> usize {
         .count()
 }
 
-/// (the main thread's calls, every other thread's) for `n` messages.
-fn traced(device: &str, n: u64) -> (usize, Vec<usize>) {
-    let dir =
-        std::env::temp_dir().join(format!("rnic-syscalls-{}-{device}-{n}", std::process::id()));
+/// A fresh directory for one traced run's files.
+fn trace_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rnic-syscalls-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let out = Command::new("strace")
+    dir
+}
+
+/// `rnic-perf args` under strace, its threads' traces in `dir`.
+fn strace(dir: &Path, args: &[&str]) -> Child {
+    Command::new("strace")
         .args(["-f", "-ff", "-qq", "-o"])
         .arg(dir.join("t"))
         .arg(env!("CARGO_BIN_EXE_rnic-perf"))
-        .args([
-            "write_bw",
-            "-n",
-            &n.to_string(),
-            "--device",
-            device,
-            "--no-baselines",
-        ])
-        .output()
-        .expect("strace (scripts/setup.sh installs it)");
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("strace (scripts/setup.sh installs it)")
+}
+
+fn finish(c: Child) {
+    let out = c.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// (the main thread's calls, every other thread's) in `dir`, which goes.
+fn count(dir: &Path) -> (usize, Vec<usize>) {
     let mut main = None;
     let mut others = Vec::new();
-    for e in std::fs::read_dir(&dir).unwrap() {
+    for e in std::fs::read_dir(dir).unwrap() {
         let p = e.unwrap().path();
         let text = std::fs::read_to_string(&p).unwrap();
         if text.starts_with("execve(") {
@@ -56,8 +64,47 @@ fn traced(device: &str, n: u64) -> (usize, Vec<usize>) {
             others.push(calls(&p));
         }
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
     (main.expect("the main thread's trace"), others)
+}
+
+/// (the main thread's calls, every other thread's) for `n` messages.
+fn traced(device: &str, n: u64) -> (usize, Vec<usize>) {
+    let dir = trace_dir(&format!("{device}-{n}"));
+    let n = n.to_string();
+    finish(strace(
+        &dir,
+        &["write_bw", "-n", &n, "--device", device, "--no-baselines"],
+    ));
+    count(&dir)
+}
+
+/// The main threads' calls (server, client) of `n` messages between two
+/// processes on the shared-memory wire.
+fn traced_pair(n: u64) -> (usize, usize) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port().to_string()
+    };
+    let (sd, cd) = (trace_dir(&format!("s{n}")), trace_dir(&format!("c{n}")));
+    let n = n.to_string();
+    let args = [
+        "write_bw",
+        "-n",
+        &n,
+        "--wire",
+        "shm",
+        "-p",
+        &port,
+        "--no-baselines",
+    ];
+    let server = strace(&sd, &args);
+    let mut client_args = args.to_vec();
+    client_args.push("--client");
+    let client = strace(&cd, &client_args);
+    finish(client);
+    finish(server);
+    (count(&sd).0, count(&cd).0)
 }
 
 /// Calls a longer run may make beyond a shorter one's (allocator and
@@ -87,4 +134,23 @@ fn no_system_call_per_message() {
             );
         }
     }
+}
+
+#[test]
+fn no_system_call_per_message_between_processes_on_shared_memory() {
+    let n = 10_000;
+    let (s1, c1) = traced_pair(n);
+    let (s2, c2) = traced_pair(100 * n);
+    eprintln!(
+        "shared memory: server {s1} and client {c1} calls for {n} messages, {s2} and {c2} for {}",
+        100 * n
+    );
+    assert!(
+        s2 <= s1 + SLACK,
+        "the server's calls grew from {s1} to {s2}"
+    );
+    assert!(
+        c2 <= c1 + SLACK,
+        "the client's calls grew from {c1} to {c2}"
+    );
 }

@@ -100,6 +100,10 @@ impl<W: Wire> Wire for Capture<W> {
         self.inner.next_deadline()
     }
 
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        self.inner.reclaim(pool)
+    }
+
     fn link_up(&self) -> bool {
         self.inner.link_up()
     }

@@ -447,6 +447,10 @@ impl<W: Wire> Wire for Faults<W> {
         self.inner.set_waker(waker);
     }
 
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        self.inner.reclaim(pool)
+    }
+
     fn link_up(&self) -> bool {
         !self
             .shared

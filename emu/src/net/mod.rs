@@ -85,6 +85,14 @@ pub trait Wire: Send {
     fn link_up(&self) -> bool {
         true
     }
+
+    /// Moves into `pool` buffers of frames already sent that the wire no
+    /// longer needs (one that copies frames out, to a socket or shared
+    /// memory, is done with them), so that the NIC builds its next frames
+    /// in them instead of allocating.
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        let _ = pool;
+    }
 }
 
 impl<W: Wire + ?Sized> Wire for Box<W> {
@@ -114,5 +122,9 @@ impl<W: Wire + ?Sized> Wire for Box<W> {
 
     fn link_up(&self) -> bool {
         (**self).link_up()
+    }
+
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        (**self).reclaim(pool)
     }
 }

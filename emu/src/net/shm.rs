@@ -75,6 +75,11 @@ const fn slot_at(ring: usize, slot: u32) -> usize {
     HEADER_BYTES + ring * RING_BYTES + slot as usize * SLOT_BYTES
 }
 
+/// Frame buffers the wire keeps at most, and keeps for receiving when the
+/// NIC reclaims the others.
+const POOL: usize = 1024;
+const KEEP: usize = 64;
+
 /// How long [`ShmWire::open`] waits for the creator to finish the header.
 const OPEN_WAIT: Duration = Duration::from_secs(5);
 
@@ -90,7 +95,8 @@ pub struct ShmWire {
     /// Our consumer index on the ring we receive on.
     rx_ci: u32,
     waker: Option<Waker>,
-    /// Buffers of frames sent, reused for frames received.
+    /// Buffers of frames sent, reused for frames received and handed back
+    /// to the NIC ([`Wire::reclaim`]).
     pool: Vec<Frame>,
     dropped: u64,
     bad: u64,
@@ -304,7 +310,9 @@ impl Wire for ShmWire {
                 self.put(self.tx_pi % SLOTS, &f);
                 self.tx_pi = self.tx_pi.wrapping_add(1);
             }
-            self.pool.push(f);
+            if self.pool.len() < POOL {
+                self.pool.push(f);
+            }
         }
         // The slots are written before the other side sees the index.
         self.u32_at(producer_at(ring))
@@ -350,6 +358,12 @@ impl Wire for ShmWire {
 
     fn set_waker(&mut self, waker: Waker) {
         self.waker = Some(waker);
+    }
+
+    /// Every buffer but a receive batch's worth.
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        let keep = self.pool.len().min(KEEP);
+        pool.extend(self.pool.drain(keep..));
     }
 
     /// Called on each step of the device: frames on the ring make the

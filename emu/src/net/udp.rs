@@ -29,6 +29,8 @@ const MAX_FRAME: usize = 16 << 10;
 const BATCH: usize = 32;
 /// Frames queued for the NIC before more are dropped.
 const RX_QUEUE: usize = 1 << 16;
+/// Buffers of frames sent kept for the NIC at most.
+const SPENT: usize = 1024;
 /// How often the receive thread looks up from a quiet socket to see if it
 /// should stop.
 const POLL: Duration = Duration::from_millis(20);
@@ -49,6 +51,8 @@ pub struct UdpWire {
     thread: Option<JoinHandle<()>>,
     /// Polled: the buffers `poll` receives into (no receive thread).
     polled: Option<Vec<[u8; MAX_FRAME]>>,
+    /// Buffers of frames sent, for the NIC to reuse ([`Wire::reclaim`]).
+    spent: Vec<Frame>,
     send_errors: u64,
 }
 
@@ -84,6 +88,7 @@ impl UdpWire {
             rx,
             thread: Some(thread),
             polled: None,
+            spent: Vec::new(),
             send_errors: 0,
         })
     }
@@ -105,6 +110,7 @@ impl UdpWire {
             }),
             thread: None,
             polled: Some(vec![[0u8; MAX_FRAME]; BATCH]),
+            spent: Vec::new(),
             send_errors: 0,
         })
     }
@@ -277,6 +283,8 @@ impl Wire for UdpWire {
                 sent += n as usize;
             }
         }
+        let room = SPENT.saturating_sub(self.spent.len());
+        self.spent.extend(frames.drain(..).take(room));
         frames.clear();
     }
 
@@ -289,6 +297,10 @@ impl Wire for UdpWire {
 
     fn set_waker(&mut self, waker: Waker) {
         *self.rx.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+    }
+
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        pool.append(&mut self.spent);
     }
 
     /// Polled: takes what has arrived, without waiting.
