@@ -134,6 +134,14 @@ struct Cli {
     /// without its baseline means little).
     #[arg(long)]
     no_baselines: bool,
+    /// The QPs' local ACK timeout, perftest's `-u`: 4.096 µs × 2^timeout
+    /// (14: 67 ms).
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14)]
+    qp_timeout: u8,
+    /// Drop this share of the frames each port sends (0.05: 5 %), on the
+    /// in-process wires.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
     /// Two processes (`--wire shm` or `udp`): this one is the client (the
     /// server is started first, without it).
     #[arg(long)]
@@ -188,6 +196,8 @@ fn main() {
             Device::Thread => ExecMode::Thread,
         },
         wire: cli.wire,
+        loss: cli.loss.clamp(0.0, 1.0),
+        timeout: cli.qp_timeout.min(31),
         qps: cli.qps.max(1),
         depth: cli.tx_depth.max(2),
         inline: cli.inline_size,
@@ -200,10 +210,15 @@ fn main() {
     }
     let setup = Setup::new(&params);
     println!(
-        "rnic-perf {:?}: device {:?}, wire {:?}, {} QP(s), depth {}, cq-mod {}, {} core(s)",
+        "rnic-perf {:?}: device {:?}, wire {:?}{}, {} QP(s), depth {}, cq-mod {}, {} core(s)",
         cli.test,
         cli.device,
         cli.wire,
+        if cli.loss > 0.0 {
+            format!(" dropping {:.1} %", cli.loss * 100.0)
+        } else {
+            String::new()
+        },
         params.qps,
         params.depth,
         cli.cq_mod,

@@ -404,8 +404,7 @@ pub fn receive(me: &Side, depth: u32, mut stop: impl FnMut() -> bool) -> u64 {
         let n = me.cq.poll(&mut wc).expect("poll");
         for w in &wc[..n] {
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
-            let q = me.qps.iter().position(|q| q.qp_num() == w.qp_num);
-            repost(me, q.expect("a QP of this side"), 1, depth);
+            repost(me, me.index_of(w.qp_num), 1, depth);
         }
         if n == 0 {
             idle = idle.wrapping_add(1);
@@ -460,12 +459,7 @@ pub fn send_loop(op: Op, me: &Side, peer: RemoteAddr, k: &Knobs, b: Budget) -> (
         let n = me.cq.poll(&mut wc).expect("poll");
         for w in &wc[..n] {
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
-            let i = me
-                .qps
-                .iter()
-                .position(|x| x.qp_num() == w.qp_num)
-                .expect("our QP");
-            outstanding[i] -= batch;
+            outstanding[me.index_of(w.qp_num)] -= batch;
             done += batch;
         }
         if n > 0 {

@@ -3,10 +3,11 @@
 //! loopback wire) or on two devices on an in-memory switch; the device
 //! inline or on its own thread.
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,10 @@ use rnic_driver::{
     access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState,
     QpType, RemoteAddr,
 };
-use rnic_emu::net::{ShmWire, Switch, UdpWire};
+use rnic_emu::net::{FaultConfig, Faults, Loopback, ShmWire, Switch, UdpWire};
+use rnic_emu::Clock;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_queues::Hal;
 
 /// Where the two sides run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -47,10 +50,17 @@ pub struct Side {
     pub recvs: Vec<AtomicU32>,
     /// What its wait loops do between two looks.
     wait: Wait,
+    /// Index in `qps` of each QP number.
+    index: HashMap<u32, usize>,
     _pd: Pd<EmuHal>,
 }
 
 impl Side {
+    /// The index in `qps` of the QP numbered `qpn` (a completion's).
+    pub fn index_of(&self, qpn: u32) -> usize {
+        *self.index.get(&qpn).expect("a QP of this side")
+    }
+
     /// Where the peer writes to and reads from.
     pub fn remote(&self) -> RemoteAddr {
         RemoteAddr {
@@ -62,17 +72,29 @@ impl Side {
     /// What a wait loop does between two looks.
     pub fn idle(&self) {
         match &self.wait {
-            Wait::Spin => std::hint::spin_loop(),
+            Wait::Spin(n) => {
+                // Now and then the waiting thread lends itself to the
+                // device (`Hal::relax`): an inline device's timers (a
+                // retransmission) run only in a thread that runs it.
+                if n.fetch_add(1, Ordering::Relaxed) % RELAX_EVERY == 0 {
+                    self.ctx.hal().relax();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
             Wait::Poll(d) => d.poll(),
             Wait::Yield => std::thread::yield_now(),
         }
     }
 }
 
+/// Spins between two runs of the device in a waiting thread.
+const RELAX_EVERY: u32 = 4096;
+
 /// How a side's wait loops wait.
 enum Wait {
-    /// Spin: the threads that must run have cores.
-    Spin,
+    /// Spin: the threads that must run have cores. (A count of the spins.)
+    Spin(AtomicU32),
     /// Run the inline device whose peer is in another process (nobody else
     /// makes it look at its wire), as a poll-mode driver does.
     Poll(Arc<EmuDevice>),
@@ -91,6 +113,10 @@ pub struct Setup {
 /// What a setup is made of.
 pub struct Params {
     pub mode: ExecMode,
+    /// The QPs' local ACK timeout code (4.096 µs × 2^timeout).
+    pub timeout: u8,
+    /// Share of frames each port drops as it sends them.
+    pub loss: f64,
     pub wire: Wire,
     pub qps: usize,
     pub depth: u32,
@@ -101,7 +127,9 @@ pub struct Params {
 
 fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
     let pd = ctx.alloc_pd().expect("alloc_pd");
-    let cqe = (2 * p.depth * p.qps as u32).max(64);
+    // As many CQEs as work requests may be outstanding, within what the
+    // device allows (a bandwidth test signals one request per batch).
+    let cqe = (2 * p.depth * p.qps as u32).clamp(64, 1 << 16);
     let cq = ctx.create_cq(cqe).expect("create_cq");
     let cap = QpCap {
         max_send_wr: p.depth,
@@ -110,7 +138,7 @@ fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
         max_recv_sge: 1,
         max_inline_data: p.inline,
     };
-    let qps = (0..p.qps)
+    let qps: Vec<Qp<EmuHal>> = (0..p.qps)
         .map(|_| {
             pd.create_qp(&QpInitAttr {
                 send_cq: &cq,
@@ -129,16 +157,44 @@ fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
     Side {
         ctx,
         cq,
+        index: qps
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.qp_num(), i))
+            .collect(),
         recvs: (0..p.qps).map(|_| AtomicU32::new(0)).collect(),
         qps,
         mr,
-        wait: Wait::Spin,
+        wait: Wait::Spin(AtomicU32::new(0)),
         _pd: pd,
     }
 }
 
+/// A device's configuration: its addresses, and QPs for both sides of a
+/// loopback.
+fn config(p: &Params, mac: [u8; 6], ipv4: [u8; 4]) -> EmuConfig {
+    let d = EmuConfig::default();
+    EmuConfig {
+        mac,
+        ipv4,
+        max_qp: d.max_qp.max(2 * p.qps as u32 + 2),
+        ..d
+    }
+}
+
+/// `wire` dropping a share `loss` of the frames sent on it.
+fn lossy<W: rnic_emu::net::Wire>(wire: W, loss: f64, seed: u64) -> Faults<W> {
+    let (w, handle) = Faults::new(wire, Clock::real(), seed);
+    handle.set(FaultConfig {
+        drop: loss,
+        rx: false,
+        ..FaultConfig::default()
+    });
+    w
+}
+
 /// RESET → RTS, connected to QP `dest` of the side whose GID is `dgid`.
-fn connect(qp: &Qp<EmuHal>, dgid: [u8; 16], dest: u32, mtu: Mtu) {
+fn connect(qp: &Qp<EmuHal>, dgid: [u8; 16], dest: u32, p: &Params) {
     let init = QpAttr {
         qp_state: QpState::Init,
         port_num: 1,
@@ -152,7 +208,7 @@ fn connect(qp: &Qp<EmuHal>, dgid: [u8; 16], dest: u32, mtu: Mtu) {
     .expect("INIT");
     let mut rtr = QpAttr {
         qp_state: QpState::Rtr,
-        path_mtu: Some(mtu),
+        path_mtu: Some(p.mtu),
         dest_qp_num: dest,
         max_dest_rd_atomic: 16,
         min_rnr_timer: 1,
@@ -177,7 +233,7 @@ fn connect(qp: &Qp<EmuHal>, dgid: [u8; 16], dest: u32, mtu: Mtu) {
     .expect("RTR");
     let rts = QpAttr {
         qp_state: QpState::Rts,
-        timeout: 14,
+        timeout: p.timeout,
         retry_cnt: 7,
         rnr_retry: 7,
         max_rd_atomic: 16,
@@ -199,7 +255,11 @@ impl Setup {
     pub fn new(p: &Params) -> Setup {
         let (devs, ca, cb) = match p.wire {
             Wire::Loopback => {
-                let dev = EmuDevice::new(EmuConfig::default(), p.mode);
+                let dev = EmuDevice::builder(config(p, [0x02, 0, 0, 0, 0, 1], [192, 0, 2, 1]))
+                    .mode(p.mode)
+                    .wire(lossy(Loopback::default(), p.loss, 1))
+                    .build()
+                    .expect("device");
                 let a = Context::open(dev.hal()).expect("open");
                 let b = a.open_another().expect("a second context");
                 (vec![dev], a, b)
@@ -208,14 +268,10 @@ impl Setup {
                 let sw = Switch::new();
                 let devs: Vec<Arc<EmuDevice>> = (1..=2u8)
                     .map(|n| {
-                        let cfg = EmuConfig {
-                            mac: [0x02, 0, 0, 0, 0, n],
-                            ipv4: [192, 0, 2, n],
-                            ..EmuConfig::default()
-                        };
+                        let cfg = config(p, [0x02, 0, 0, 0, 0, n], [192, 0, 2, n]);
                         EmuDevice::builder(cfg)
                             .mode(p.mode)
-                            .wire(sw.port())
+                            .wire(lossy(sw.port(), p.loss, n.into()))
                             .build()
                             .expect("device")
                     })
@@ -230,8 +286,8 @@ impl Setup {
         let gid = |s: &Side| s.ctx.query_gid(1, 0).expect("GID 0");
         let (ga, gb) = (gid(&a), gid(&b));
         for (qa, qb) in a.qps.iter().zip(&b.qps) {
-            connect(qa, gb, qb.qp_num(), p.mtu);
-            connect(qb, ga, qa.qp_num(), p.mtu);
+            connect(qa, gb, qb.qp_num(), p);
+            connect(qb, ga, qa.qp_num(), p);
         }
         Setup { a, b, _devs: devs }
     }
@@ -378,11 +434,7 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
         (stream, wire, shm)
     };
     let n: u8 = if client { 2 } else { 1 };
-    let cfg = EmuConfig {
-        mac: [0x02, 0, 0, 0, 0, n],
-        ipv4: [192, 0, 2, n],
-        ..EmuConfig::default()
-    };
+    let cfg = config(p, [0x02, 0, 0, 0, 0, n], [192, 0, 2, n]);
     let dev = EmuDevice::builder(cfg)
         .mode(p.mode)
         .wire(wire)
@@ -442,7 +494,7 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
         return Err(bad());
     }
     for (qp, &dest) in me.qps.iter().zip(&dests) {
-        connect(qp, dgid, dest, p.mtu);
+        connect(qp, dgid, dest, p);
     }
     // Neither side sends before the other's QPs are ready.
     ctl.send("ready");
