@@ -72,7 +72,8 @@ impl Side {
     /// What a wait loop does between two looks.
     pub fn idle(&self) {
         match &self.wait {
-            Wait::Spin(n) => {
+            Wait::Spin => std::hint::spin_loop(),
+            Wait::SpinRelax(n) => {
                 // Now and then the waiting thread lends itself to the
                 // device (`Hal::relax`): an inline device's timers (a
                 // retransmission) run only in a thread that runs it.
@@ -93,8 +94,11 @@ const RELAX_EVERY: u32 = 4096;
 
 /// How a side's wait loops wait.
 enum Wait {
-    /// Spin: the threads that must run have cores. (A count of the spins.)
-    Spin(AtomicU32),
+    /// Spin: the threads that must run (a device thread) have cores.
+    Spin,
+    /// Spin, and run the inline device now and then (a count of the
+    /// spins).
+    SpinRelax(AtomicU32),
     /// Run the inline device whose peer is in another process (nobody else
     /// makes it look at its wire), as a poll-mode driver does.
     Poll(Arc<EmuDevice>),
@@ -165,7 +169,10 @@ fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
         recvs: (0..p.qps).map(|_| AtomicU32::new(0)).collect(),
         qps,
         mr,
-        wait: Wait::Spin(AtomicU32::new(0)),
+        wait: match p.mode {
+            ExecMode::Inline => Wait::SpinRelax(AtomicU32::new(0)),
+            ExecMode::Thread => Wait::Spin,
+        },
         _pd: pd,
     }
 }

@@ -107,9 +107,11 @@ fn traced_pair(n: u64) -> (usize, usize) {
     (count(&sd).0, count(&cd).0)
 }
 
-/// Calls a longer run may make beyond a shorter one's (allocator and
-/// timing noise; none of them per message).
-const SLACK: usize = 16;
+/// Calls a longer run may make beyond a shorter one's: allocator noise,
+/// and the yields of a command's wait at teardown, which follow how deep
+/// into its idle backoff the device thread has gone. A call per message
+/// would add 990,000; one per batch of 64, 15,000.
+const SLACK: usize = 200;
 
 #[test]
 fn no_system_call_per_message() {
