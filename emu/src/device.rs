@@ -87,6 +87,8 @@ struct Notify {
     scheduled: AtomicBool,
     thread: OnceLock<Thread>,
     mode: ExecMode,
+    /// Inline: frames from other NICs wait for a thread that runs this one.
+    poll_mode: bool,
     shared: OnceLock<Weak<Shared>>,
 }
 
@@ -98,6 +100,7 @@ impl Notify {
 
     fn nudge(&self) {
         match self.mode {
+            ExecMode::Inline if self.poll_mode => {}
             ExecMode::Inline => schedule(self),
             ExecMode::Thread => {
                 // Pairs with the device thread's fence between announcing
@@ -554,6 +557,7 @@ impl std::error::Error for BuildError {}
 pub struct EmuBuilder {
     config: EmuConfig,
     mode: ExecMode,
+    poll_mode: bool,
     clock: Clock,
     wire: Option<Box<dyn Wire>>,
 }
@@ -563,6 +567,7 @@ impl fmt::Debug for EmuBuilder {
         f.debug_struct("EmuBuilder")
             .field("config", &self.config)
             .field("mode", &self.mode)
+            .field("poll_mode", &self.poll_mode)
             .field("clock", &self.clock)
             .field("wire", &self.wire.is_some())
             .finish()
@@ -573,6 +578,17 @@ impl EmuBuilder {
     /// The execution mode (default: [`ExecMode::Thread`]).
     pub fn mode(mut self, mode: ExecMode) -> Self {
         self.mode = mode;
+        self
+    }
+
+    /// Inline mode: the NIC runs only in the threads that ring its
+    /// doorbells or call [`EmuDevice::poll`], as a NIC is driven by its own
+    /// poll-mode driver; frames that reach it from other NICs wait for
+    /// them (default: `false`, the thread that delivers a frame runs the
+    /// NIC it reaches). Each NIC's state then stays with the thread that
+    /// owns it, instead of crossing to whichever thread sent to it.
+    pub fn poll_mode(mut self, on: bool) -> Self {
+        self.poll_mode = on;
         self
     }
 
@@ -617,6 +633,7 @@ impl EmuBuilder {
             scheduled: AtomicBool::new(false),
             thread: OnceLock::new(),
             mode: self.mode,
+            poll_mode: self.poll_mode,
             shared: OnceLock::new(),
         });
         let n = notify.clone();
@@ -698,6 +715,7 @@ impl EmuDevice {
         EmuBuilder {
             config,
             mode: ExecMode::Thread,
+            poll_mode: false,
             clock: Clock::real(),
             wire: None,
         }
@@ -729,7 +747,12 @@ impl EmuDevice {
     pub fn poll(&self) {
         match self.shared.mode {
             ExecMode::Inline => {
-                self.shared.notify.rx_pending.store(true, Ordering::Release);
+                // A poll-mode NIC's wire has said when frames came (a
+                // waker or, shared memory, the step's look at its ring):
+                // the poller's every call need not take the wire's queue.
+                if !self.shared.notify.poll_mode {
+                    self.shared.notify.rx_pending.store(true, Ordering::Release);
+                }
                 self.shared.drive(None);
             }
             ExecMode::Thread => self.shared.notify.nudge(),

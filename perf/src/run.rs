@@ -330,11 +330,29 @@ pub fn latency(op: Op, s: &Setup, k: &Knobs, b: Budget, one_thread: bool) -> (La
             let n = samples.len().max(1) as f64;
             (Latency::new(samples), (cpu_a + cpu_b) as f64 / n)
         }),
-        Op::Read | Op::Atomic => {
+        Op::Read | Op::Atomic => with_peer_driven(s, || {
             cpu::pin(0);
             requests(op, &s.a, s.b.remote(), k, b)
-        }
+        }),
     }
+}
+
+/// Runs `f` on this thread while, if side `b`'s device is run only by
+/// its own thread and `f` gives it none, a thread on core 1 runs it.
+fn with_peer_driven<R>(s: &Setup, f: impl FnOnce() -> R) -> R {
+    if !s.b.needs_driver() {
+        return f();
+    }
+    let stop = AtomicBool::new(false);
+    thread::scope(|sc| {
+        sc.spawn(|| {
+            cpu::pin(1);
+            s.b.drive_until(&stop)
+        });
+        let r = f();
+        stop.store(true, Ordering::Release);
+        r
+    })
 }
 
 /// READs or atomics from `me` to the peer's buffer at `peer`, one at a
@@ -372,21 +390,23 @@ pub fn requests(op: Op, me: &Side, peer: RemoteAddr, k: &Knobs, b: Budget) -> (L
 /// (batches of `cq_mod` requests, one doorbell each, the last signaled);
 /// for SEND, side `b` reposts receives as they complete.
 pub fn bandwidth(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
+    if op != Op::Send {
+        return with_peer_driven(s, || {
+            cpu::pin(0);
+            send_loop(op, &s.a, s.b.remote(), k, b)
+        });
+    }
     let stop = AtomicBool::new(false);
     thread::scope(|sc| {
-        let receiver = (op == Op::Send).then(|| {
-            sc.spawn(|| {
-                cpu::pin(1);
-                receive(&s.b, k.depth, || stop.load(Ordering::Acquire))
-            })
+        let receiver = sc.spawn(|| {
+            cpu::pin(1);
+            receive(&s.b, k.depth, || stop.load(Ordering::Acquire))
         });
         cpu::pin(0);
-        let (bw, mut cpu) = send_loop(op, &s.a, s.b.remote(), k, b);
+        let (bw, cpu) = send_loop(op, &s.a, s.b.remote(), k, b);
         stop.store(true, Ordering::Release);
-        if let Some(r) = receiver {
-            cpu += r.join().expect("the receiver") as f64 / bw.iters.max(1) as f64;
-        }
-        (bw, cpu)
+        let theirs = receiver.join().expect("the receiver") as f64 / bw.iters.max(1) as f64;
+        (bw, cpu + theirs)
     })
 }
 

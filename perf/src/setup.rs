@@ -69,6 +69,19 @@ impl Side {
         }
     }
 
+    /// Whether nothing runs this side's device unless its thread does (a
+    /// test in which it has no thread of its own gives it one).
+    pub fn needs_driver(&self) -> bool {
+        matches!(self.wait, Wait::Poll(_))
+    }
+
+    /// Runs this side's device until `stop` is set.
+    pub fn drive_until(&self, stop: &std::sync::atomic::AtomicBool) {
+        while !stop.load(Ordering::Acquire) {
+            self.idle();
+        }
+    }
+
     /// What a wait loop does between two looks.
     pub fn idle(&self) {
         match &self.wait {
@@ -189,15 +202,23 @@ fn config(p: &Params, mac: [u8; 6], ipv4: [u8; 4]) -> EmuConfig {
     }
 }
 
-/// `wire` dropping a share `loss` of the frames sent on it.
-fn lossy<W: rnic_emu::net::Wire>(wire: W, loss: f64, seed: u64) -> Faults<W> {
+/// `wire` dropping a share `loss` of the frames sent on it (with no loss,
+/// `wire` itself: the fault injector costs a lock per frame).
+fn lossy<W: rnic_emu::net::Wire + 'static>(
+    wire: W,
+    loss: f64,
+    seed: u64,
+) -> Box<dyn rnic_emu::net::Wire> {
+    if loss == 0.0 {
+        return Box::new(wire);
+    }
     let (w, handle) = Faults::new(wire, Clock::real(), seed);
     handle.set(FaultConfig {
         drop: loss,
         rx: false,
         ..FaultConfig::default()
     });
-    w
+    Box::new(w)
 }
 
 /// RESET → RTS, connected to QP `dest` of the side whose GID is `dgid`.
@@ -276,8 +297,10 @@ impl Setup {
                 let devs: Vec<Arc<EmuDevice>> = (1..=2u8)
                     .map(|n| {
                         let cfg = config(p, [0x02, 0, 0, 0, 0, n], [192, 0, 2, n]);
+                        // Each side's thread runs its own NIC.
                         EmuDevice::builder(cfg)
                             .mode(p.mode)
+                            .poll_mode(true)
                             .wire(lossy(sw.port(), p.loss, n.into()))
                             .build()
                             .expect("device")
@@ -289,7 +312,11 @@ impl Setup {
             }
             Wire::Udp | Wire::Shm => panic!("two processes are set up by `remote`"),
         };
-        let (a, b) = (side(ca, p), side(cb, p));
+        let (mut a, mut b) = (side(ca, p), side(cb, p));
+        if p.wire == Wire::Switch && p.mode == ExecMode::Inline {
+            a.wait = Wait::Poll(devs[0].clone());
+            b.wait = Wait::Poll(devs[1].clone());
+        }
         let gid = |s: &Side| s.ctx.query_gid(1, 0).expect("GID 0");
         let (ga, gb) = (gid(&a), gid(&b));
         for (qa, qb) in a.qps.iter().zip(&b.qps) {
