@@ -246,45 +246,21 @@ impl<H: Hal> Mr<H> {
         })
     }
 
-    /// Copies `data` into the region at `offset`, with volatile stores
-    /// (the device may access the bytes concurrently).
+    /// Copies `data` into the region at `offset`, with relaxed atomic
+    /// stores: the device may access the bytes at the same time, and it
+    /// copies them atomically too, so that neither is a data race
+    /// (docs/architecture.md, "DMA memory and Rust's memory model").
     pub fn write(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_range(offset, data.len())?;
-        let mem = self.mem();
-        let base = mem.vaddr().as_ptr() as usize;
-        let mut i = 0;
-        while i < data.len() {
-            let at = offset + i;
-            if (base + at) % 8 == 0 && data.len() - i >= 8 {
-                let mut word = [0; 8];
-                word.copy_from_slice(&data[i..i + 8]);
-                mem.write(at, u64::from_ne_bytes(word));
-                i += 8;
-            } else {
-                mem.write(at, data[i]);
-                i += 1;
-            }
-        }
+        self.mem().write_shared(offset, data);
         Ok(())
     }
 
-    /// Copies bytes of the region at `offset` into `out`, with volatile
-    /// loads.
+    /// Copies bytes of the region at `offset` into `out`, with relaxed
+    /// atomic loads (see [`Mr::write`]).
     pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<()> {
         self.check_range(offset, out.len())?;
-        let mem = self.mem();
-        let base = mem.vaddr().as_ptr() as usize;
-        let mut i = 0;
-        while i < out.len() {
-            let at = offset + i;
-            if (base + at) % 8 == 0 && out.len() - i >= 8 {
-                out[i..i + 8].copy_from_slice(&mem.read::<u64>(at).to_ne_bytes());
-                i += 8;
-            } else {
-                out[i] = mem.read(at);
-                i += 1;
-            }
-        }
+        self.mem().read_shared(offset, out);
         Ok(())
     }
 

@@ -1,6 +1,8 @@
 //! Scatter/gather lists: resolving keys to host memory through the MR table
 //! and the IOMMU, and copying between host memory and packet buffers.
 
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::wqe::DataSeg;
 
@@ -147,17 +149,63 @@ pub(crate) fn scatter(
 }
 
 /// Copies `src` (exactly `seg.len` bytes) into host memory `seg`.
+///
+/// The application may touch these bytes meanwhile: both sides access
+/// them only atomically (here relaxed 8-byte words where aligned, single
+/// bytes at the ends; `Mr::read`/`write` in the driver), so neither is a
+/// data race.
 pub(crate) fn copy_in(seg: Seg, src: &[u8]) {
     let n = seg.len.min(src.len());
-    // SAFETY: `seg` lies inside a live mapping translated under the device
-    // lock, which is held; `src` is a packet buffer of the device's own,
-    // never host memory of the same mapping.
-    unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), seg.ptr.0, n) };
+    let (head, body) = split(seg.ptr.0, n);
+    for (i, &b) in src[..head].iter().enumerate() {
+        // SAFETY: `seg` lies inside a live mapping translated under the
+        // device lock, which is held; byte `i < n` is inside it.
+        unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.store(b, Ordering::Relaxed);
+    }
+    let words: &[AtomicU64] = if body == 0 {
+        &[]
+    } else {
+        // SAFETY: `body` 8-byte words from `head`, 8-byte aligned, inside the
+        // segment (`split`); accessed only atomically (above).
+        unsafe { std::slice::from_raw_parts(seg.ptr.0.add(head).cast::<AtomicU64>(), body) }
+    };
+    for (w, c) in words.iter().zip(src[head..].chunks_exact(8)) {
+        let c: [u8; 8] = c.try_into().expect("chunks of 8");
+        w.store(u64::from_ne_bytes(c), Ordering::Relaxed);
+    }
+    for (i, &b) in src.iter().enumerate().take(n).skip(head + 8 * body) {
+        // SAFETY: as for the head.
+        unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.store(b, Ordering::Relaxed);
+    }
 }
 
-/// Copies host memory `seg` into `dst` (exactly `seg.len` bytes).
+/// Copies host memory `seg` into `dst` (exactly `seg.len` bytes), as
+/// [`copy_in`] does the other way.
 pub(crate) fn copy_out(seg: Seg, dst: &mut [u8]) {
     let n = seg.len.min(dst.len());
-    // SAFETY: as in `copy_in`, the other way round.
-    unsafe { std::ptr::copy_nonoverlapping(seg.ptr.0, dst.as_mut_ptr(), n) };
+    let (head, body) = split(seg.ptr.0, n);
+    for (i, b) in dst[..head].iter_mut().enumerate() {
+        // SAFETY: as in `copy_in`.
+        *b = unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.load(Ordering::Relaxed);
+    }
+    let words: &[AtomicU64] = if body == 0 {
+        &[]
+    } else {
+        // SAFETY: as in `copy_in`.
+        unsafe { std::slice::from_raw_parts(seg.ptr.0.add(head).cast::<AtomicU64>(), body) }
+    };
+    for (w, c) in words.iter().zip(dst[head..].chunks_exact_mut(8)) {
+        c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+    }
+    for (i, b) in dst.iter_mut().enumerate().take(n).skip(head + 8 * body) {
+        // SAFETY: as in `copy_in`.
+        *b = unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.load(Ordering::Relaxed);
+    }
+}
+
+/// Splits `n` bytes at `p` into the bytes before the first 8-byte
+/// boundary and the whole words after it.
+fn split(p: *mut u8, n: usize) -> (usize, usize) {
+    let head = p.align_offset(8).min(n);
+    (head, (n - head) / 8)
 }
