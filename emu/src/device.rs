@@ -141,12 +141,10 @@ struct DriveGuard;
 
 impl Drop for DriveGuard {
     fn drop(&mut self) {
-        let left = RUN.with(|r| {
-            let mut r = r.borrow_mut();
-            r.driving = false;
-            std::mem::take(&mut r.list)
-        });
-        for w in left {
+        RUN.with(|r| r.borrow_mut().driving = false);
+        // Popped one by one, so that the list keeps its buffer: a drive
+        // allocates nothing.
+        while let Some(w) = RUN.with(|r| r.borrow_mut().list.pop_front()) {
             if let Some(s) = w.upgrade() {
                 s.notify.scheduled.store(false, Ordering::Release);
             }
