@@ -29,6 +29,7 @@
 //! rnic-perf write_lat --wire shm &  rnic-perf write_lat --wire shm --client
 //! ```
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
@@ -37,10 +38,12 @@ use rnic_emu::ExecMode;
 
 mod baseline;
 mod cpu;
+mod plot;
 mod run;
 mod setup;
 mod stats;
 
+use plot::{Figures, Measure};
 use run::{Budget, Knobs, Op};
 use setup::{Params, Remote, Setup, Wire};
 use stats::{Bandwidth, Latency};
@@ -150,6 +153,46 @@ struct Cli {
     /// wires use the next two).
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
+    /// Draw the figures against message size, rnic beside its baselines,
+    /// to this SVG file (two processes: the client draws).
+    #[arg(long, value_name = "FILE.svg")]
+    plot: Option<PathBuf>,
+}
+
+impl Cli {
+    /// What the figures of this run measure.
+    fn measure(&self) -> Measure {
+        match (self.test.latency(), self.report_gbits) {
+            (true, _) => Measure::Latency,
+            (false, true) => Measure::Bandwidth("Gb/s"),
+            (false, false) => Measure::Bandwidth("MB/s"),
+        }
+    }
+
+    /// Bytes per second in the unit of the report.
+    fn bw_unit(&self, bps: f64) -> f64 {
+        if self.report_gbits {
+            bps * 8.0 / 1e9
+        } else {
+            bps / (1u64 << 20) as f64
+        }
+    }
+
+    /// Draws `rows` if `--plot` asked for it.
+    fn plot(&self, rows: &[Figures]) {
+        let Some(path) = &self.plot else { return };
+        let title = format!(
+            "{:?}, device {:?}, wire {:?}",
+            self.test, self.device, self.wire
+        );
+        match plot::draw(path, &title, self.measure(), rows) {
+            Ok(()) => println!("plot: {}", path.display()),
+            Err(e) => {
+                eprintln!("rnic-perf: cannot draw the plot: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
 }
 
 /// The sizes `-a` runs: powers of two from 2 B to 8 MiB.
@@ -238,6 +281,7 @@ fn main() {
     } else {
         println!("{}", Bandwidth::header(cli.report_gbits));
     }
+    let mut rows = Vec::new();
     for &size in &sizes {
         let knobs = Knobs {
             size,
@@ -249,12 +293,13 @@ fn main() {
         if progress {
             eprintln!("rnic-perf: {size} B ...");
         }
-        if cli.test.latency() {
-            latency_size(&cli, op, &setup, &knobs, &cache);
+        rows.push(if cli.test.latency() {
+            latency_size(&cli, op, &setup, &knobs, &cache)
         } else {
-            bandwidth_size(&cli, op, &setup, &knobs);
-        }
+            bandwidth_size(&cli, op, &setup, &knobs)
+        });
     }
+    cli.plot(&rows);
 }
 
 /// Iterations of a ping-pong that fill `seconds`, from a short first pass.
@@ -275,7 +320,7 @@ fn calibrate(op: Op, setup: &Setup, k: &Knobs, seconds: f64, one_thread: bool) -
     ((seconds / per) as u64).max(probe)
 }
 
-fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) {
+fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) -> Figures {
     // A device thread needs a core of its own: one application thread
     // then plays both sides.
     let one_thread = cli.device == Device::Thread;
@@ -285,8 +330,14 @@ fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) {
     };
     let (lat, cpu) = run::latency(op, setup, k, Budget { iters, until: None }, one_thread);
     println!("{}", lat.row(k.size));
+    let mut fig = Figures {
+        size: k.size,
+        rnic: lat.typical() / 1000.0,
+        tcp: None,
+        memcpy: None,
+    };
     if cli.no_baselines {
-        return;
+        return fig;
     }
     let tcp_iters = iters.min(20_000) as usize;
     let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, tcp_iters);
@@ -314,9 +365,11 @@ fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) {
             ratio(cpu, tcp_cpu)
         );
     }
+    fig.tcp = Some(tcp.typical() * scale / 1000.0);
+    fig
 }
 
-fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) {
+fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) -> Figures {
     let budget = Budget {
         iters: cli.iters,
         until: cli
@@ -325,8 +378,14 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) {
     };
     let (bw, cpu) = run::bandwidth(op, setup, k, budget);
     println!("{}", bw.row(cli.report_gbits));
+    let mut fig = Figures {
+        size: k.size,
+        rnic: cli.bw_unit(bw.average()),
+        tcp: None,
+        memcpy: None,
+    };
     if cli.no_baselines {
-        return;
+        return fig;
     }
     let n = bw.iters.clamp(1, 200_000);
     let (tcp, tcp_cpu) = baseline::tcp_stream(k.size, n);
@@ -349,6 +408,9 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) {
             ratio(cpu, tcp_cpu)
         );
     }
+    fig.tcp = Some(cli.bw_unit(tcp.average()));
+    fig.memcpy = Some(cli.bw_unit(copy));
+    fig
 }
 
 /// A run with the other side in another process (see the crate
@@ -400,6 +462,7 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
     } else {
         None
     };
+    let mut rows = Vec::new();
     for (seq, &size) in (1..).zip(sizes) {
         let k = Knobs {
             size,
@@ -412,15 +475,32 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
             until: None,
         };
         match cache {
-            Some(ref cache) => client_size(cli, op, &mut r, &k, budget, cache, seq),
+            Some(ref cache) => rows.push(client_size(cli, op, &mut r, &k, budget, cache, seq)),
             None => server_size(cli, op, &mut r, &k, budget, seq),
         }
+    }
+    if cli.client {
+        cli.plot(&rows);
     }
 }
 
 /// The client's run of size `k.size`, the `seq`-th: it measures, then
 /// tells the server over RDMA that the run is over.
-fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &Latency, seq: u64) {
+fn client_size(
+    cli: &Cli,
+    op: Op,
+    r: &mut Remote,
+    k: &Knobs,
+    b: Budget,
+    cache: &Latency,
+    seq: u64,
+) -> Figures {
+    let mut fig = Figures {
+        size: k.size,
+        rnic: 0.0,
+        tcp: None,
+        memcpy: None,
+    };
     if cli.test.latency() {
         let (lat, cpu) = match op {
             Op::Write | Op::Send => {
@@ -433,10 +513,12 @@ fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &
         run::signal(&r.me, r.peer_word, seq);
         r.ctl.expect("quiet");
         println!("{}", lat.row(k.size));
+        fig.rnic = lat.typical() / 1000.0;
         if !cli.no_baselines {
             let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, cli.iters.min(20_000) as usize);
             let full = matches!(op, Op::Read | Op::Atomic);
             let scale = if full { 2.0 } else { 1.0 };
+            fig.tcp = Some(tcp.typical() * scale / 1000.0);
             println!(
                 "   vs cache-line {} round trip {:.3} usec: t_typical = {}",
                 if full { "whole" } else { "half" },
@@ -462,10 +544,13 @@ fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &
         run::signal(&r.me, r.peer_word, seq);
         r.ctl.expect("quiet");
         println!("{}", bw.row(cli.report_gbits));
+        fig.rnic = cli.bw_unit(bw.average());
         if !cli.no_baselines {
             let n = bw.iters.clamp(1, 200_000);
             let (tcp, tcp_cpu) = baseline::tcp_stream(k.size, n);
             let copy = baseline::memcpy(k.size, n.max(64));
+            fig.tcp = Some(cli.bw_unit(tcp.average()));
+            fig.memcpy = Some(cli.bw_unit(copy));
             println!(
                 "   vs TCP loopback stream {:.2} MB/s: BW average = {}",
                 tcp.average() / (1u64 << 20) as f64,
@@ -485,6 +570,7 @@ fn client_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, cache: &
         }
     }
     r.ctl.send("next");
+    fig
 }
 
 /// The server's side of the `seq`-th run: the peer of a ping-pong, the

@@ -174,3 +174,26 @@ fn send_latency_over_every_size() {
     let out = run(&["send_lat", "-a", "-n", "20", "--no-baselines"]);
     assert_eq!(rows(&out).len(), 23, "{out}");
 }
+
+#[test]
+fn plot_draws_the_sizes_measured() {
+    let dir = std::env::temp_dir().join(format!("rnic-perf-plot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let svg = dir.join("lat.svg");
+    let out = run(&[
+        "write_lat",
+        "-s",
+        "64",
+        "-n",
+        "300",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.contains("plot: "), "{out}");
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") && text.contains("t_typical [usec]"));
+    assert!(text.contains("rnic") && text.contains("TCP loopback"));
+    // One size: a point for rnic and one for TCP.
+    assert_eq!(text.matches("<circle").count(), 2, "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
