@@ -30,7 +30,7 @@ pub fn draw(path: &Path, title: &str, m: Measure, rows: &[Figures]) -> Result<()
     if rows.is_empty() {
         return Err("no figures to plot".into());
     }
-    let lines: [(&str, RGBColor, Vec<(f64, f64)>); 3] = [
+    let lines: [Line; 3] = [
         ("rnic", BLUE, pick(rows, |r| Some(r.rnic))),
         ("TCP loopback", RED, pick(rows, |r| r.tcp)),
         ("one core's memcpy", GREEN, pick(rows, |r| r.memcpy)),
@@ -88,6 +88,9 @@ pub fn draw(path: &Path, title: &str, m: Measure, rows: &[Figures]) -> Result<()
         .map_err(e)?;
     root.present().map_err(e)
 }
+
+/// A labelled, coloured line of (size, figure) points.
+type Line = (&'static str, RGBColor, Vec<(f64, f64)>);
 
 fn pick(rows: &[Figures], f: impl Fn(&Figures) -> Option<f64>) -> Vec<(f64, f64)> {
     rows.iter()
