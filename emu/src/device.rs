@@ -14,22 +14,22 @@
 //! step, then every step the frames it sent made runnable, on this or any
 //! other inline NIC (a thread-local run list), until nothing is left or
 //! [`INLINE_BUDGET`] steps ran. Thread mode: doorbells and commands
-//! (`CMDQ_DB`) are queued to the device thread, which runs steps until
-//! nothing is left, at most [`STREAK`] of them between two work items, then
-//! takes the next item, so that commands and doorbells are served while a
-//! send queue keeps itself busy. Every other BAR 0 write runs in the
-//! writing thread, after everything queued before it, so that register
-//! writes take effect in order and a read sees them all, as PCIe orders
-//! them.
+//! (`CMDQ_DB`) are queued to the NIC's device worker (a thread shared by
+//! NICs, [`crate::worker`]), which runs the NIC's steps until nothing is
+//! left, at most [`STREAK`] of them between two work items, then takes the
+//! next item, so that commands and doorbells are served while a send queue
+//! keeps itself busy. Every other BAR 0 write runs in the writing thread,
+//! after everything queued before it, so that register writes take effect
+//! in order and a read sees them all, as PCIe orders them.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::thread::{self, JoinHandle, Thread};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
@@ -45,6 +45,7 @@ use crate::irq::IrqLines;
 use crate::net::{Capture, Frame, Loopback, Wire};
 use crate::state::State;
 use crate::transport::requester;
+use crate::worker::{self, Core};
 use crate::{cq, eq, qp, regs, srq, ConfigError, EmuConfig, EmuHal, ExecMode};
 
 /// Capacity of the thread-mode work queue.
@@ -53,16 +54,9 @@ const QUEUE_DEPTH: usize = 4096;
 const RX_BATCH: usize = 64;
 /// Steps one inline call runs at most (the rest waits for the next call).
 pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
-/// Steps the device thread runs between two takes of the doorbell queue at
-/// most.
+/// Steps a worker runs for a NIC between two takes of its doorbell queue
+/// at most.
 pub(crate) const STREAK: u32 = 4096;
-/// Idle device thread: busy-spin this long after the last work...
-const SPIN: Duration = Duration::from_micros(10);
-/// ...then yield the CPU until this long...
-const YIELD: Duration = Duration::from_micros(200);
-/// ...then sleep in steps of at most this (a doorbell or a frame wakes it
-/// early).
-const SLEEP: Duration = Duration::from_micros(50);
 
 /// A write that triggers device work (in thread mode only doorbells are
 /// queued).
@@ -81,11 +75,10 @@ enum Work {
 struct Notify {
     /// The wire may hold frames.
     rx_pending: AtomicBool,
-    /// The device thread is (about to be) parked.
-    sleeping: AtomicBool,
     /// Inline mode: on some thread's run list.
     scheduled: AtomicBool,
-    thread: OnceLock<Thread>,
+    /// Thread mode: the worker that runs the NIC.
+    worker: OnceLock<Arc<Core>>,
     mode: ExecMode,
     /// Inline: frames from other NICs wait for a thread that runs this one.
     poll_mode: bool,
@@ -103,13 +96,8 @@ impl Notify {
             ExecMode::Inline if self.poll_mode => {}
             ExecMode::Inline => schedule(self),
             ExecMode::Thread => {
-                // Pairs with the device thread's fence between announcing
-                // sleep and checking for work: one side sees the other.
-                fence(Ordering::SeqCst);
-                if self.sleeping.load(Ordering::Relaxed) {
-                    if let Some(t) = self.thread.get() {
-                        t.unpark();
-                    }
+                if let Some(w) = self.worker.get() {
+                    w.wake();
                 }
             }
         }
@@ -185,7 +173,7 @@ struct Link {
     reclaimed: Vec<Frame>,
 }
 
-/// What the device thread and every handle share.
+/// What the device worker and every handle share.
 pub(crate) struct Shared {
     state: Mutex<State>,
     wire: Mutex<Link>,
@@ -194,8 +182,6 @@ pub(crate) struct Shared {
     clock: Clock,
     queue: ArrayQueue<Work>,
     shutdown: AtomicBool,
-    /// The device thread is running (cleared when it exits).
-    alive: AtomicBool,
     notify: Arc<Notify>,
     pub(crate) irq: Arc<IrqLines>,
     epoch: Instant,
@@ -287,8 +273,8 @@ impl Shared {
 
     fn push(&self, mut w: Work) {
         while let Err(back) = self.queue.push(w) {
-            if !self.alive.load(Ordering::Acquire) {
-                log::error!("device thread is gone; {back:?} dropped");
+            if !self.notify.worker.get().is_some_and(|c| c.alive()) {
+                log::error!("device worker is gone; {back:?} dropped");
                 return;
             }
             w = back;
@@ -390,6 +376,43 @@ impl Shared {
         more || self.notify.rx_pending.load(Ordering::Acquire)
     }
 
+    /// A worker's turn at this NIC: takes queued work if the NIC was idle
+    /// or ran [`STREAK`] steps without, runs a step, and the inline NICs
+    /// its frames made runnable. `more` and `streak` are the worker's note
+    /// of the NIC; returns whether it had anything to do.
+    pub(crate) fn work(&self, more: &mut bool, streak: &mut u32) -> bool {
+        // Checked while busy too: a send queue that feeds itself never
+        // lets the device go idle.
+        if self.shutdown.load(Ordering::Acquire) {
+            *more = false;
+            return false;
+        }
+        let drain = !*more || *streak >= STREAK;
+        let had_work = drain && !self.queue.is_empty();
+        let d = if drain { Drain::One } else { Drain::No };
+        *more = self.step(None, d, Turn::Run);
+        run_list();
+        *streak = if had_work || !*more { 0 } else { *streak + 1 };
+        had_work || *more
+    }
+
+    /// How long the worker may sleep as far as this NIC is concerned:
+    /// `None` if it has work, else up to its earliest deadline on a real
+    /// clock (a virtual clock's jump wakes the worker itself).
+    pub(crate) fn nap(&self) -> Option<Duration> {
+        let busy = !self.queue.is_empty() || self.notify.rx_pending.load(Ordering::Acquire);
+        if busy && !self.shutdown.load(Ordering::Acquire) {
+            return None;
+        }
+        if self.clock.is_virtual() {
+            return Some(Duration::MAX);
+        }
+        Some(match self.next_deadline() {
+            Some(d) => Duration::from_nanos(d.saturating_sub(self.clock.now_ns())),
+            None => Duration::MAX,
+        })
+    }
+
     /// The earliest deadline of the device's timers or its wire.
     fn next_deadline(&self) -> Option<u64> {
         let st = self.lock();
@@ -438,73 +461,6 @@ fn doorbell(st: &mut State, off: usize, v: u64) {
         SRQ_DB => srq::doorbell(st, page, WqDoorbell::from_bits(v)),
         UAR_EQ_DB => eq::arm_doorbell(st, page, EqArmDoorbell::from_bits(v)),
         other => log::warn!("doorbell write {v:#x} to undefined page offset {other:#x} ignored"),
-    }
-}
-
-/// Clears `alive` when the device thread exits, even by a panic.
-struct AliveGuard(Arc<Shared>);
-
-impl Drop for AliveGuard {
-    fn drop(&mut self) {
-        self.0.alive.store(false, Ordering::Release);
-    }
-}
-
-fn device_thread(shared: Arc<Shared>) {
-    let guard = AliveGuard(shared);
-    let shared = &guard.0;
-    let mut idle_since: Option<Instant> = None;
-    let mut more = false;
-    let mut streak = 0;
-    loop {
-        // Checked while busy too: a send queue that feeds itself never
-        // lets the device go idle.
-        if shared.shutdown.load(Ordering::Acquire) {
-            return;
-        }
-        // A busy device runs at most STREAK turns between two work items,
-        // so that commands and doorbells are served while a send queue
-        // keeps itself busy.
-        let drain = !more || streak >= STREAK;
-        let had_work = drain && !shared.queue.is_empty();
-        let d = if drain { Drain::One } else { Drain::No };
-        more = shared.step(None, d, Turn::Run);
-        // Inline NICs this thread's frames made runnable.
-        run_list();
-        streak = if had_work || !more { 0 } else { streak + 1 };
-        if had_work || more {
-            idle_since = None;
-            continue;
-        }
-        let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
-        if idle < SPIN {
-            std::hint::spin_loop();
-        } else if idle < YIELD {
-            thread::yield_now();
-        } else {
-            let n = &shared.notify;
-            n.sleeping.store(true, Ordering::Relaxed);
-            // Pairs with the fence in `Notify::nudge`.
-            fence(Ordering::SeqCst);
-            let idle_now = shared.queue.is_empty()
-                && !n.rx_pending.load(Ordering::Acquire)
-                && !shared.shutdown.load(Ordering::Acquire);
-            if idle_now {
-                // Sleep no longer than the next deadline of a real clock.
-                let mut nap = SLEEP;
-                if !shared.clock.is_virtual() {
-                    if let Some(d) = shared.next_deadline() {
-                        let left = d.saturating_sub(shared.clock.now_ns());
-                        nap = nap.min(Duration::from_nanos(left));
-                    }
-                }
-                thread::park_timeout(nap);
-            }
-            n.sleeping.store(false, Ordering::Relaxed);
-            // Timers may be due: run a step.
-            more = true;
-            streak = STREAK;
-        }
     }
 }
 
@@ -627,9 +583,8 @@ impl EmuBuilder {
         }
         let notify = Arc::new(Notify {
             rx_pending: AtomicBool::new(false),
-            sleeping: AtomicBool::new(false),
             scheduled: AtomicBool::new(false),
-            thread: OnceLock::new(),
+            worker: OnceLock::new(),
             mode: self.mode,
             poll_mode: self.poll_mode,
             shared: OnceLock::new(),
@@ -649,7 +604,6 @@ impl EmuBuilder {
             clock: self.clock,
             queue: ArrayQueue::new(QUEUE_DEPTH),
             shutdown: AtomicBool::new(false),
-            alive: AtomicBool::new(self.mode == ExecMode::Thread),
             notify: notify.clone(),
             irq,
             epoch: Instant::now(),
@@ -669,19 +623,10 @@ impl EmuBuilder {
         });
         shared.clock.on_advance(Arc::downgrade(&on_clock));
         let _ = shared.on_clock.set(on_clock);
-        let thread = (self.mode == ExecMode::Thread).then(|| {
-            let s = shared.clone();
-            let handle = thread::Builder::new()
-                .name("rnic-emu".into())
-                .spawn(move || device_thread(s))
-                .expect("cannot spawn the device thread");
-            let _ = notify.thread.set(handle.thread().clone());
-            handle
-        });
-        Ok(Arc::new(EmuDevice {
-            shared,
-            thread: Mutex::new(thread),
-        }))
+        if self.mode == ExecMode::Thread {
+            let _ = notify.worker.set(worker::join(&shared));
+        }
+        Ok(Arc::new(EmuDevice { shared }))
     }
 }
 
@@ -691,7 +636,6 @@ impl EmuBuilder {
 #[derive(Debug)]
 pub struct EmuDevice {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl EmuDevice {
@@ -773,12 +717,8 @@ impl EmuDevice {
 impl Drop for EmuDevice {
     fn drop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
-        let handle = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(h) = handle {
-            h.thread().unpark();
-            if h.join().is_err() {
-                log::error!("device thread panicked");
-            }
+        if let Some(w) = self.shared.notify.worker.get() {
+            worker::leave(w, &self.shared);
         }
     }
 }

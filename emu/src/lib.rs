@@ -101,6 +101,7 @@ mod srq;
 mod state;
 mod transport;
 pub mod wire;
+mod worker;
 mod wqe;
 
 pub use clock::{Clock, VirtualClock};
