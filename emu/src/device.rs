@@ -316,6 +316,7 @@ impl Shared {
             // Buffers the wire is done with, for the frames of this step.
             wire.reclaim(reclaimed);
             st.port.recycle(reclaimed);
+            reclaimed.clear();
             wire.poll(now);
             let up = wire.link_up();
             if up != st.port.link_up {
@@ -362,9 +363,12 @@ impl Shared {
             }
         };
         st.port.recycle(&mut rx);
-        st.port.rx = rx;
-        if !st.port.tx.is_empty() {
+        if !st.port.tx.is_empty() || !rx.is_empty() {
             let mut link = self.wire();
+            // Buffers the pool has no room for: the wire may hand them to
+            // a NIC that sends more than it receives.
+            link.wire.spare(&mut rx);
+            st.port.rx = rx;
             // The frames go to the link's vector and the link's empty one
             // comes back, so that neither allocates.
             let Link { wire, spare, .. } = &mut *link;
@@ -372,6 +376,8 @@ impl Shared {
             drop(st);
             wire.send(spare);
             spare.clear();
+        } else {
+            st.port.rx = rx;
         }
         more || self.notify.rx_pending.load(Ordering::Acquire)
     }

@@ -170,12 +170,12 @@ impl Port {
 const POOL: usize = 1024;
 
 impl Port {
-    /// Keeps the buffers of handled frames for frames to come.
+    /// Keeps the buffers of handled frames for frames to come; those it
+    /// has no room for stay in `frames`.
     pub(crate) fn recycle(&mut self, frames: &mut Vec<Frame>) {
         let room = POOL.saturating_sub(self.pool.len());
         let keep = frames.len().min(room);
         self.pool.extend(frames.drain(..keep));
-        frames.clear();
     }
 
     /// A zeroed frame buffer of `len` bytes.

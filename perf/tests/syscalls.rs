@@ -112,6 +112,11 @@ fn traced_pair(n: u64) -> (usize, usize) {
 /// into its idle backoff the device thread has gone. A call per message
 /// would add 990,000; one per batch of 64, 15,000.
 const SLACK: usize = 200;
+/// The same with a device worker: the teardown's commands wait for it
+/// with yields, as many as the worker takes to get to them (it takes a
+/// command at least every 4,096 steps of a busy NIC), which follows how
+/// much work the run left it.
+const SLACK_THREAD: usize = 2000;
 
 #[test]
 fn no_system_call_per_message() {
@@ -124,8 +129,13 @@ fn no_system_call_per_message() {
              other threads {small_others:?} and {large_others:?}",
             100 * n
         );
+        let slack = if device == "thread" {
+            SLACK_THREAD
+        } else {
+            SLACK
+        };
         assert!(
-            large <= small + SLACK,
+            large <= small + slack,
             "{device}: the application thread's system calls grew from {small} to {large}"
         );
         if device == "inline" {

@@ -104,6 +104,10 @@ impl<W: Wire> Wire for Capture<W> {
         self.inner.reclaim(pool)
     }
 
+    fn spare(&mut self, frames: &mut Vec<Frame>) {
+        self.inner.spare(frames)
+    }
+
     fn link_up(&self) -> bool {
         self.inner.link_up()
     }

@@ -451,6 +451,10 @@ impl<W: Wire> Wire for Faults<W> {
         self.inner.reclaim(pool)
     }
 
+    fn spare(&mut self, frames: &mut Vec<Frame>) {
+        self.inner.spare(frames)
+    }
+
     fn link_up(&self) -> bool {
         !self
             .shared

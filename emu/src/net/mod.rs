@@ -93,6 +93,14 @@ pub trait Wire: Send {
     fn reclaim(&mut self, pool: &mut Vec<Frame>) {
         let _ = pool;
     }
+
+    /// Takes buffers of received frames that the NIC has no room to keep,
+    /// so that a wire on which frames flow mostly one way can hand them
+    /// back, through [`Wire::reclaim`], to the NIC that sends (by
+    /// default they are freed).
+    fn spare(&mut self, frames: &mut Vec<Frame>) {
+        frames.clear();
+    }
 }
 
 impl<W: Wire + ?Sized> Wire for Box<W> {
@@ -126,5 +134,9 @@ impl<W: Wire + ?Sized> Wire for Box<W> {
 
     fn reclaim(&mut self, pool: &mut Vec<Frame>) {
         (**self).reclaim(pool)
+    }
+
+    fn spare(&mut self, frames: &mut Vec<Frame>) {
+        (**self).spare(frames)
     }
 }

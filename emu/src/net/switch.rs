@@ -1,7 +1,7 @@
 //! An in-memory Ethernet switch joining NICs of one process.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::{Frame, Waker, Wire};
@@ -34,7 +34,23 @@ use crate::wire::ethernet::{EthernetAddress, EthernetFrame};
 #[derive(Clone, Default)]
 pub struct Switch {
     inner: Arc<Mutex<Inner>>,
+    free: Arc<FreeList>,
 }
+
+/// Buffers of frames received that their NIC had no room to keep, for the
+/// NICs that send: traffic that flows one way would otherwise free buffers
+/// at one end and allocate them at the other.
+#[derive(Default)]
+struct FreeList {
+    frames: Mutex<Vec<Frame>>,
+    /// `frames.len()`, read without the lock.
+    len: AtomicUsize,
+}
+
+/// Buffers the free list keeps at most.
+const FREE_MAX: usize = 4096;
+/// Buffers a NIC takes from it at most per step.
+const FREE_TAKE: usize = 64;
 
 #[derive(Default)]
 struct Inner {
@@ -102,6 +118,7 @@ impl Switch {
             switch: self.clone(),
             index,
             queue,
+            woken: Vec::new(),
         }
     }
 
@@ -126,6 +143,26 @@ pub struct SwitchPort {
     switch: Switch,
     index: usize,
     queue: Arc<PortQueue>,
+    /// The ports a send delivered to, woken once it lets go of the switch.
+    woken: Vec<Arc<PortQueue>>,
+}
+
+/// Queues `f` at port `p`, or counts it dropped there if its queue is full;
+/// notes the port in `woken`.
+fn deliver(inner: &Inner, p: usize, f: Frame, woken: &mut Vec<Arc<PortQueue>>) {
+    let Some(q) = &inner.ports[p] else {
+        return;
+    };
+    let mut fr = q.frames();
+    if fr.len() < q.capacity {
+        fr.push_back(f);
+        drop(fr);
+        if !woken.iter().any(|w| Arc::ptr_eq(w, q)) {
+            woken.push(q.clone());
+        }
+    } else {
+        q.dropped.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl SwitchPort {
@@ -155,7 +192,7 @@ impl Drop for SwitchPort {
 
 impl Wire for SwitchPort {
     fn send(&mut self, frames: &mut Vec<Frame>) {
-        let mut woken: Vec<Arc<PortQueue>> = Vec::new();
+        let mut woken = std::mem::take(&mut self.woken);
         {
             let mut inner = self.switch.inner();
             for f in frames.drain(..) {
@@ -163,46 +200,34 @@ impl Wire for SwitchPort {
                     continue;
                 };
                 let (src, dst) = (eth.src_addr(), eth.dst_addr());
-                if !src.is_multicast() {
+                if !src.is_multicast() && inner.fdb.get(&src) != Some(&self.index) {
                     inner.fdb.insert(src, self.index);
                 }
                 let known = (!dst.is_multicast())
                     .then(|| inner.fdb.get(&dst).copied())
                     .flatten();
-                let targets: Vec<usize> = match known {
-                    Some(p) => vec![p],
-                    None => (0..inner.ports.len())
-                        .filter(|&p| p != self.index)
-                        .collect(),
-                };
-                let last = targets.len();
-                let mut frame = Some(f);
-                for (i, p) in targets.into_iter().enumerate() {
-                    let Some(q) = inner.ports[p].clone() else {
-                        continue;
-                    };
-                    // The last target takes the frame, the others a copy.
-                    let f = if i + 1 == last {
-                        frame.take().unwrap_or_default()
-                    } else {
-                        frame.clone().unwrap_or_default()
-                    };
-                    let mut fr = q.frames();
-                    if fr.len() < q.capacity {
-                        fr.push_back(f);
-                        drop(fr);
-                        if !woken.iter().any(|w| Arc::ptr_eq(w, &q)) {
-                            woken.push(q);
+                match known {
+                    Some(p) => deliver(&inner, p, f, &mut woken),
+                    None => {
+                        // Flooded: every other port a copy, the last the
+                        // frame.
+                        let others = (0..inner.ports.len()).filter(|&p| p != self.index);
+                        let last = others.clone().next_back();
+                        for p in others.filter(|&p| Some(p) != last) {
+                            deliver(&inner, p, f.clone(), &mut woken);
                         }
-                    } else {
-                        q.dropped.fetch_add(1, Ordering::Relaxed);
+                        if let Some(p) = last {
+                            deliver(&inner, p, f, &mut woken);
+                        }
                     }
                 }
             }
         }
-        for q in woken {
+        for q in woken.drain(..) {
             q.wake();
         }
+        // Kept for the next call: a send allocates nothing.
+        self.woken = woken;
     }
 
     fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
@@ -214,6 +239,28 @@ impl Wire for SwitchPort {
 
     fn set_waker(&mut self, waker: Waker) {
         *self.queue.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+    }
+
+    fn spare(&mut self, frames: &mut Vec<Frame>) {
+        let free = &self.switch.free;
+        let mut list = free.frames.lock().unwrap_or_else(|e| e.into_inner());
+        let keep = frames.len().min(FREE_MAX.saturating_sub(list.len()));
+        list.extend(frames.drain(..keep));
+        frames.clear();
+        free.len.store(list.len(), Ordering::Relaxed);
+    }
+
+    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
+        let free = &self.switch.free;
+        // Most steps find it empty (or the NIC well supplied): no lock.
+        if pool.len() >= FREE_TAKE || free.len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut list = free.frames.lock().unwrap_or_else(|e| e.into_inner());
+        let n = list.len().min(FREE_TAKE);
+        let at = list.len() - n;
+        pool.extend(list.drain(at..));
+        free.len.store(list.len(), Ordering::Relaxed);
     }
 }
 
