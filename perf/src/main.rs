@@ -215,6 +215,14 @@ fn ratio(x: f64, base: f64) -> String {
 
 fn main() {
     env_logger::init();
+    // A failed completion or a stall panics in whichever thread saw it:
+    // the run is over, and the other side's thread, which would wait for
+    // it forever, goes with the process.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::exit(1);
+    }));
     // Before any thread is pinned.
     cpu::cores();
     let cli = Cli::parse();

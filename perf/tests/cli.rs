@@ -197,3 +197,30 @@ fn plot_draws_the_sizes_measured() {
     assert_eq!(text.matches("<circle").count(), 2, "{text}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_failed_completion_ends_the_run_with_its_status() {
+    // Every frame dropped, an 8 us ACK timeout: the WRITEs exhaust their
+    // retries. The run must say so and exit, not wait for the other side.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(["write_bw", "-n", "1000", "--loss", "1", "-u", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed().as_secs() > 60 {
+            child.kill().unwrap();
+            panic!("rnic-perf still running after a failed completion");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "{err}");
+    assert!(err.contains("RetryExcErr"), "{err}");
+}
