@@ -30,17 +30,30 @@ pub(crate) struct Core {
     nics: Mutex<Vec<Weak<Shared>>>,
     /// Bumped whenever `nics` changes: the worker re-reads the list.
     generation: AtomicU64,
-    /// Passes over the NICs completed: a NIC that leaves waits for the
-    /// pass under way, which may still be running it, to end.
-    passes: AtomicU64,
-    /// The worker is (about to be) parked.
-    sleeping: AtomicBool,
+    /// The generation of the list the worker runs: a NIC that leaves waits
+    /// until the worker has let go of the list that holds it.
+    acked: Line<AtomicU64>,
+    /// The worker is (about to be) parked: read on every doorbell.
+    sleeping: Line<AtomicBool>,
     stop: AtomicBool,
     /// The worker thread is running (cleared when it exits, even by a
     /// panic).
     alive: AtomicBool,
     thread: OnceLock<Thread>,
     handle: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A value alone on its cache lines (two, for the adjacent-line
+/// prefetcher).
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Line<T>(T);
+
+impl<T> std::ops::Deref for Line<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
 }
 
 static POOL: Mutex<Vec<Arc<Core>>> = Mutex::new(Vec::new());
@@ -67,8 +80,8 @@ pub(crate) fn join(nic: &Arc<Shared>) -> Arc<Core> {
         let core = Arc::new(Core {
             nics: Mutex::new(Vec::new()),
             generation: AtomicU64::new(0),
-            passes: AtomicU64::new(0),
-            sleeping: AtomicBool::new(false),
+            acked: Line(AtomicU64::new(0)),
+            sleeping: Line(AtomicBool::new(false)),
             stop: AtomicBool::new(false),
             alive: AtomicBool::new(true),
             thread: OnceLock::new(),
@@ -99,11 +112,11 @@ pub(crate) fn join(nic: &Arc<Shared>) -> Arc<Core> {
 /// and waits for its thread to exit.
 pub(crate) fn leave(core: &Arc<Core>, nic: &Shared) {
     let mut pool = lock(&POOL);
-    let empty = {
+    let (empty, generation) = {
         let mut nics = lock(&core.nics);
         nics.retain(|w| !std::ptr::eq(w.as_ptr(), nic));
-        core.generation.fetch_add(1, Ordering::SeqCst);
-        nics.is_empty()
+        let g = core.generation.fetch_add(1, Ordering::SeqCst) + 1;
+        (nics.is_empty(), g)
     };
     if empty {
         core.stop.store(true, Ordering::SeqCst);
@@ -124,10 +137,9 @@ pub(crate) fn leave(core: &Arc<Core>, nic: &Shared) {
         }
         return;
     }
-    // The pass under way may have begun with the old list.
-    let seen = core.passes.load(Ordering::SeqCst);
+    // The pass under way may still run the NIC.
     core.wake();
-    while core.passes.load(Ordering::SeqCst) == seen && core.alive.load(Ordering::Acquire) {
+    while core.acked.load(Ordering::Acquire) < generation && core.alive() {
         core.wake();
         thread::yield_now();
     }
@@ -152,9 +164,10 @@ impl Core {
     }
 }
 
-/// A NIC as the worker runs it.
+/// A NIC as the worker runs it. Held strongly, so that a pass touches no
+/// reference count (a count shares its line with what doorbells read).
 struct Entry {
-    nic: Weak<Shared>,
+    nic: Arc<Shared>,
     /// The NIC's last step left it more to do.
     more: bool,
     /// Steps run since it last took queued work.
@@ -180,30 +193,36 @@ fn run(core: Arc<Core>) {
         if core.stop.load(Ordering::Acquire) {
             return;
         }
-        let generation = core.generation.load(Ordering::SeqCst);
+        let generation = core.generation.load(Ordering::Acquire);
         if generation != seen {
             seen = generation;
             let nics = lock(&core.nics);
             let mut old = std::mem::take(&mut entries);
             entries = nics
                 .iter()
-                .map(|w| match old.iter().position(|e| e.nic.ptr_eq(w)) {
-                    Some(i) => old.swap_remove(i),
-                    None => Entry {
-                        nic: w.clone(),
-                        more: true,
-                        streak: STREAK,
-                    },
+                .filter_map(|w| {
+                    let at = old
+                        .iter()
+                        .position(|e| std::ptr::eq(Arc::as_ptr(&e.nic), w.as_ptr()));
+                    match at {
+                        Some(i) => Some(old.swap_remove(i)),
+                        None => w.upgrade().map(|nic| Entry {
+                            nic,
+                            more: true,
+                            streak: STREAK,
+                        }),
+                    }
                 })
                 .collect();
+            drop(nics);
+            // The NICs that left go with `old`, before they are told.
+            drop(old);
+            core.acked.store(generation, Ordering::Release);
         }
         let mut busy = false;
         for e in &mut entries {
-            if let Some(nic) = e.nic.upgrade() {
-                busy |= nic.work(&mut e.more, &mut e.streak);
-            }
+            busy |= e.nic.work(&mut e.more, &mut e.streak);
         }
-        core.passes.fetch_add(1, Ordering::SeqCst);
         if busy {
             idle_since = None;
             continue;
@@ -219,9 +238,7 @@ fn run(core: Arc<Core>) {
             fence(Ordering::SeqCst);
             let mut nap = Some(SLEEP);
             for e in &entries {
-                if let Some(nic) = e.nic.upgrade() {
-                    nap = nap.zip(nic.nap()).map(|(a, b)| a.min(b));
-                }
+                nap = nap.zip(e.nic.nap()).map(|(a, b)| a.min(b));
             }
             let stop = core.stop.load(Ordering::Acquire);
             if let Some(nap) = nap.filter(|_| !stop) {
