@@ -310,6 +310,18 @@ fn main() {
     cli.plot(&rows);
 }
 
+/// The tail of `lat` beside the baselines' own: on a shared machine the
+/// 99.9th percentile is mostly the host's preemptions, which the
+/// baselines suffer too.
+fn tail_line(lat: &Latency, cache: &Latency, tcp: &Latency) -> String {
+    format!(
+        "   tail: 99.9% = {:.2} x t_typical (cache-line ping-pong {:.2} x, TCP {:.2} x)",
+        lat.tail(),
+        cache.tail(),
+        tcp.tail()
+    )
+}
+
 /// Iterations of a ping-pong that fill `seconds`, from a short first pass.
 fn calibrate(op: Op, setup: &Setup, k: &Knobs, seconds: f64, one_thread: bool) -> u64 {
     let t = Instant::now();
@@ -365,6 +377,7 @@ fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) ->
         tcp.typical() * scale / 1000.0,
         ratio(lat.typical(), tcp.typical() * scale)
     );
+    println!("{}", tail_line(&lat, cache, &tcp));
     if cli.cpu_util {
         println!(
             "   CPU per message on the application threads: rnic {:.0} ns, TCP {:.0} ns ({})",
@@ -540,6 +553,7 @@ fn client_size(
                 tcp.typical() * scale / 1000.0,
                 ratio(lat.typical(), tcp.typical() * scale)
             );
+            println!("{}", tail_line(&lat, cache, &tcp));
             if cli.cpu_util {
                 println!(
                     "   CPU per message on this process's thread: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",

@@ -26,6 +26,17 @@ impl Latency {
         self.at(0.5)
     }
 
+    /// The 99.9th percentile as a multiple of the median: how heavy the
+    /// tail is.
+    pub fn tail(&self) -> f64 {
+        let t = self.typical();
+        if t > 0.0 {
+            self.at(0.999) / t
+        } else {
+            0.0
+        }
+    }
+
     /// Mean.
     pub fn avg(&self) -> f64 {
         self.sorted.iter().sum::<f64>() / self.sorted.len().max(1) as f64
@@ -136,6 +147,7 @@ mod tests {
         assert_eq!(l.typical(), 501.0);
         assert_eq!(l.at(0.999), 999.0);
         assert_eq!(l.avg(), 500.5);
+        assert_eq!(l.tail(), 999.0 / 501.0);
         let row = l.row(8);
         assert!(row.contains(" 8 ") && row.contains("1000"), "{row}");
         let b = Bandwidth {

@@ -57,7 +57,12 @@ fn latency_tests_print_perftest_columns_and_their_baselines() {
             t[0] > 0.0 && t[0] <= t[2] && t[2] <= t[1],
             "min <= typical <= max: {out}"
         );
-        for want in ["vs cache-line", "vs TCP loopback", "CPU per message"] {
+        for want in [
+            "vs cache-line",
+            "vs TCP loopback",
+            "tail: 99.9%",
+            "CPU per message",
+        ] {
             assert!(out.contains(want), "{want}: {out}");
         }
     }
