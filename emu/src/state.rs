@@ -16,6 +16,7 @@ use crate::port::{self, Port};
 use crate::regs::Regs;
 use crate::transport::requester;
 use crate::transport::timers::{self, Timers};
+use crate::wqe::SendWqe;
 use crate::EmuConfig;
 
 /// One GID table entry.
@@ -54,12 +55,27 @@ pub(crate) struct State {
     pub now: u64,
     /// Turns in a row that left received frames in the wire.
     backlog_turns: u32,
+    /// Buffers of completed send WQEs, for the next ones taken: an
+    /// in-flight WQE's copy is moved by pointer and allocates nothing.
+    // Boxed on purpose: the boxes move in and out of in-flight WQEs.
+    #[allow(clippy::vec_box)]
+    pub wqe_pool: Vec<Box<SendWqe>>,
 }
+
+/// WQE buffers the pool keeps at most.
+pub(crate) const WQE_POOL: usize = 1024;
 
 /// Turns a receive backlog may hold back due timers.
 const TIMER_DEFER: u32 = 16;
 
 impl State {
+    /// Keeps the buffer of a spent send WQE for the next one.
+    pub(crate) fn recycle_wqe(&mut self, w: Box<SendWqe>) {
+        if self.wqe_pool.len() < WQE_POOL {
+            self.wqe_pool.push(w);
+        }
+    }
+
     pub(crate) fn new(cfg: EmuConfig, irq: Arc<IrqLines>) -> Self {
         let mut st = Self {
             iommu: Iommu::new(),
@@ -77,6 +93,7 @@ impl State {
             timers: Timers::default(),
             now: 0,
             backlog_turns: 0,
+            wqe_pool: Vec::new(),
             cfg,
         };
         st.reset();

@@ -33,7 +33,7 @@ use crate::objects::Qp;
 use crate::port;
 use crate::qp;
 use crate::sgl;
-use crate::state::State;
+use crate::state::{State, WQE_POOL};
 use crate::wire::aeth::{rnr_timer_us, AckKind, NakCode};
 use crate::wire::bth::{psn_add, psn_diff, PSN_MASK};
 use crate::wire::opcode::{Op, OpcodeInfo};
@@ -359,6 +359,7 @@ pub(crate) fn complete_front(
             event = Some((EventType::QpFatal, Syndrome::CqError));
         }
     }
+    st.recycle_wqe(e.wqe);
     let unreliable = st
         .objs
         .qps
@@ -507,7 +508,11 @@ fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
 /// in-flight WQEs are still in the send queue, where the flush finds them.
 pub(crate) fn clear(st: &mut State, qpn: u32) {
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.req.inflight.clear();
+        for e in qp.req.inflight.drain(..) {
+            if st.wqe_pool.len() < WQE_POOL {
+                st.wqe_pool.push(e.wqe);
+            }
+        }
         qp.req.send_at = 0;
         qp.req.rd_atomic = 0;
         qp.timers.retx = None;

@@ -117,8 +117,9 @@ impl ReqOp {
 #[derive(Debug)]
 pub(crate) struct Inflight {
     /// A copy of the WQE (the slot stays the driver's until completion,
-    /// but the device never reads it again: inline data lives here).
-    pub wqe: SendWqe,
+    /// but the device never reads it again: inline data lives here), in a
+    /// buffer from `State::wqe_pool`, so that moving it copies a pointer.
+    pub wqe: Box<SendWqe>,
     pub op: ReqOp,
     pub wr_id: u64,
     /// Completion opcode.

@@ -175,10 +175,10 @@ pub(super) fn take(st: &mut State, qpn: u32) -> bool {
     if pending == 0 {
         return false;
     }
-    let mut w = SendWqe::default();
+    let mut w = st.wqe_pool.pop().unwrap_or_default();
     let fetched = wqe::fetch(&mut w, qp, &st.iommu, pending, max_bbs);
     let e = match fetched {
-        Err(e) => errored(e),
+        Err(e) => errored(w, e),
         Ok(()) => match admit(st, qpn, w, max_sge, max_msg) {
             Some(e) => e,
             // The READ/atomic limit or a fence holds the WQE back for now.
@@ -200,8 +200,7 @@ pub(super) fn take(st: &mut State, qpn: u32) -> bool {
 
 /// A WQE that could not even be decoded: it completes with its error in
 /// turn, taking no PSN.
-fn errored(e: WqeError) -> Inflight {
-    let mut wqe = SendWqe::default();
+fn errored(mut wqe: Box<SendWqe>, e: WqeError) -> Inflight {
     wqe.bbs = e.bbs;
     Inflight {
         wqe,
@@ -219,10 +218,14 @@ fn errored(e: WqeError) -> Inflight {
 }
 
 /// Checks a fetched WQE against the local rules and gives it its PSNs;
-/// `None` if the READ/atomic limit or a fence holds it back for now.
-fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Option<Inflight> {
+/// `None` if the READ/atomic limit or a fence holds it back for now (its
+/// buffer goes back to the pool: it is fetched again).
+fn admit(st: &mut State, qpn: u32, w: Box<SendWqe>, max_sge: u8, max_msg: u64) -> Option<Inflight> {
     let port_mtu = mtu_bytes(st.cfg.active_mtu.raw()) as u64;
-    let qp = st.objs.qps.get_mut(qpn)?;
+    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        st.recycle_wqe(w);
+        return None;
+    };
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu));
     let ud = qp.qp_type == QpType::Ud;
     let max_rd = qp.attrs.max_rd_atomic.max(1);
@@ -238,24 +241,19 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Opt
         sent: 0,
         recv: 0,
         error: None,
-        wqe: SendWqe::default(),
+        wqe: w,
     };
-    let checked = match w.decode(qp.max_inline, max_sge) {
-        Err(err) => Err(err),
+    // `None`: held back.
+    let checked = match e.wqe.decode(qp.max_inline, max_sge) {
+        Err(err) => Some(Err(err)),
         Ok(d) => {
-            if d.op.is_rd_atomic() && qp.req.rd_atomic >= max_rd {
-                return None;
-            }
-            if ctrl.word.fence() && qp.req.rd_atomic > 0 {
-                return None;
-            }
-            // A local operation takes effect in order: once everything
-            // before it has completed.
-            if d.op.is_local() && !qp.req.inflight.is_empty() {
-                return None;
-            }
+            let held = (d.op.is_rd_atomic() && qp.req.rd_atomic >= max_rd)
+                || (ctrl.word.fence() && qp.req.rd_atomic > 0)
+                // A local operation takes effect in order: once everything
+                // before it has completed.
+                || (d.op.is_local() && !qp.req.inflight.is_empty());
             e.op = d.op;
-            match d.op {
+            (!held).then(|| match d.op {
                 ReqOp::BindMw => mw::bind(st, qpn, pdn, &d.bind)
                     .map(|()| 0)
                     .map_err(|syn| (WcStatus::MwBindErr, syn)),
@@ -266,8 +264,12 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Opt
                         .map_err(|syn| (WcStatus::LocQpOpErr, syn))
                 }
                 _ => local_checks(st, pdn, &d, max_msg),
-            }
+            })
         }
+    };
+    let Some(checked) = checked else {
+        st.recycle_wqe(e.wqe);
+        return None;
     };
     match checked {
         Ok(len) => {
@@ -286,7 +288,6 @@ fn admit(st: &mut State, qpn: u32, w: SendWqe, max_sge: u8, max_msg: u64) -> Opt
         }
         Err(err) => e.error = Some(err),
     }
-    e.wqe = w;
     Some(e)
 }
 
