@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -77,6 +77,10 @@ struct Notify {
     rx_pending: AtomicBool,
     /// Inline mode: on some thread's run list.
     scheduled: AtomicBool,
+    /// Thread mode: something happened (a doorbell, a register write, a
+    /// frame, a clock jump) that the worker's next look at the NIC must
+    /// not skip.
+    kicked: AtomicBool,
     /// Thread mode: the worker that runs the NIC.
     worker: OnceLock<Arc<Core>>,
     mode: ExecMode,
@@ -96,6 +100,7 @@ impl Notify {
             ExecMode::Inline if self.poll_mode => {}
             ExecMode::Inline => schedule(self),
             ExecMode::Thread => {
+                self.kicked.store(true, Ordering::Release);
                 if let Some(w) = self.worker.get() {
                     w.wake();
                 }
@@ -183,6 +188,12 @@ pub(crate) struct Shared {
     queue: ArrayQueue<Work>,
     shutdown: AtomicBool,
     notify: Arc<Notify>,
+    /// The wire must be polled on every step ([`Wire::polled`]): a worker
+    /// never skips the NIC.
+    polled_wire: bool,
+    /// The earliest deadline of the device's timers and its wire, as the
+    /// last step left them (`u64::MAX`: none).
+    deadline: AtomicU64,
     pub(crate) irq: Arc<IrqLines>,
     epoch: Instant,
     /// What the device's clock calls when it jumps (held here so that it
@@ -308,6 +319,7 @@ impl Shared {
         let mut st = self.lock();
         let mut rx = std::mem::take(&mut st.port.rx);
         let mut backlog = false;
+        let mut wire_deadline;
         {
             let mut link = self.wire();
             let Link {
@@ -336,6 +348,7 @@ impl Shared {
                 backlog = true;
                 self.notify.rx_pending.store(true, Ordering::Release);
             }
+            wire_deadline = wire.next_deadline();
         }
         let mut had_work = false;
         // Popped under the state lock: work is never taken off the queue by
@@ -363,6 +376,7 @@ impl Shared {
             }
         };
         st.port.recycle(&mut rx);
+        let timers = st.next_deadline();
         if !st.port.tx.is_empty() || !rx.is_empty() {
             let mut link = self.wire();
             // Buffers the pool has no room for: the wire may hand them to
@@ -376,9 +390,14 @@ impl Shared {
             drop(st);
             wire.send(spare);
             spare.clear();
+            // Frames sent may wait in the wire (a fault injector's delay).
+            wire_deadline = wire.next_deadline();
         } else {
             st.port.rx = rx;
         }
+        let d = timers.into_iter().chain(wire_deadline).min();
+        self.deadline
+            .store(d.unwrap_or(u64::MAX), Ordering::Release);
         more || self.notify.rx_pending.load(Ordering::Acquire)
     }
 
@@ -391,6 +410,22 @@ impl Shared {
         // lets the device go idle.
         if self.shutdown.load(Ordering::Acquire) {
             *more = false;
+            return false;
+        }
+        // An idle NIC is skipped for the price of a few loads: nothing
+        // queued, nothing received, nothing happened, no timer due. Its
+        // step would take its locks and touch its wire for nothing (a
+        // worker runs the NICs of a whole process).
+        let kicked = self.notify.kicked.load(Ordering::Acquire)
+            && self.notify.kicked.swap(false, Ordering::AcqRel);
+        if !*more
+            && !kicked
+            && !self.polled_wire
+            && self.queue.is_empty()
+            && !self.notify.rx_pending.load(Ordering::Acquire)
+            && self.clock.now_ns() < self.deadline.load(Ordering::Acquire)
+        {
+            *streak = 0;
             return false;
         }
         let drain = !*more || *streak >= STREAK;
@@ -413,19 +448,10 @@ impl Shared {
         if self.clock.is_virtual() {
             return Some(Duration::MAX);
         }
-        Some(match self.next_deadline() {
-            Some(d) => Duration::from_nanos(d.saturating_sub(self.clock.now_ns())),
-            None => Duration::MAX,
+        Some(match self.deadline.load(Ordering::Acquire) {
+            u64::MAX => Duration::MAX,
+            d => Duration::from_nanos(d.saturating_sub(self.clock.now_ns())),
         })
-    }
-
-    /// The earliest deadline of the device's timers or its wire.
-    fn next_deadline(&self) -> Option<u64> {
-        let st = self.lock();
-        let t = st.next_deadline();
-        drop(st);
-        let w = self.wire().wire.next_deadline();
-        t.into_iter().chain(w).min()
     }
 }
 
@@ -590,6 +616,7 @@ impl EmuBuilder {
         let notify = Arc::new(Notify {
             rx_pending: AtomicBool::new(false),
             scheduled: AtomicBool::new(false),
+            kicked: AtomicBool::new(true),
             worker: OnceLock::new(),
             mode: self.mode,
             poll_mode: self.poll_mode,
@@ -597,6 +624,7 @@ impl EmuBuilder {
         });
         let n = notify.clone();
         wire.set_waker(Arc::new(move || n.wake_rx()));
+        let wire_polled = wire.polled();
         let irq = Arc::new(IrqLines::new(self.config.msix_vectors));
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(self.config.clone(), irq.clone())),
@@ -611,6 +639,8 @@ impl EmuBuilder {
             queue: ArrayQueue::new(QUEUE_DEPTH),
             shutdown: AtomicBool::new(false),
             notify: notify.clone(),
+            polled_wire: wire_polled,
+            deadline: AtomicU64::new(0),
             irq,
             epoch: Instant::now(),
             on_clock: OnceLock::new(),

@@ -115,6 +115,10 @@ impl<W: Wire> Wire for Capture<W> {
     fn in_memory(&self) -> bool {
         self.inner.in_memory()
     }
+
+    fn polled(&self) -> bool {
+        self.inner.polled()
+    }
 }
 
 #[cfg(test)]

@@ -496,6 +496,10 @@ impl<W: Wire> Wire for Faults<W> {
     fn in_memory(&self) -> bool {
         self.inner.in_memory()
     }
+
+    fn polled(&self) -> bool {
+        self.inner.polled()
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,14 @@ pub trait Wire: Send {
         true
     }
 
+    /// Whether the wire learns of frames and link changes only when it is
+    /// polled (no waker can reach the NIC: shared memory, a socket read
+    /// without a thread), so that a device worker must step the NIC even
+    /// while it has nothing to do. Other wires call the waker.
+    fn polled(&self) -> bool {
+        false
+    }
+
     /// Whether the link is up. A NIC whose link goes down or comes back
     /// reports it (its port's state and an event); a wire calls the waker
     /// when it changes.
@@ -126,6 +134,10 @@ impl<W: Wire + ?Sized> Wire for Box<W> {
 
     fn in_memory(&self) -> bool {
         (**self).in_memory()
+    }
+
+    fn polled(&self) -> bool {
+        (**self).polled()
     }
 
     fn link_up(&self) -> bool {

@@ -384,6 +384,10 @@ impl Wire for ShmWire {
         true
     }
 
+    fn polled(&self) -> bool {
+        true
+    }
+
     fn link_up(&self) -> bool {
         self.u32_at(attached_at(1 - self.side))
             .load(Ordering::Acquire)

@@ -326,6 +326,10 @@ impl Wire for UdpWire {
     fn in_memory(&self) -> bool {
         self.polled.is_some()
     }
+
+    fn polled(&self) -> bool {
+        self.polled.is_some()
+    }
 }
 
 #[cfg(test)]
