@@ -86,10 +86,14 @@ fn four_nics_two_workers() {
                 .unwrap();
             }
         }
-        for (i, cq) in cqs.iter().enumerate() {
+        // A WRITE's completion says its bytes are in the peer's memory:
+        // every NIC's completions first, then every NIC's memory.
+        for cq in &cqs {
             for wc in poll_n(cq, 2) {
                 assert_ok(&wc, u64::from(round), WcOpcode::RdmaWrite);
             }
+        }
+        for i in 0..4 {
             // What the neighbours wrote: i-1 forwards at 0, i+1 backwards
             // at 64.
             let (from_prev, from_next) = ((i + 3) % 4, (i + 1) % 4);
