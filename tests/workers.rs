@@ -93,12 +93,12 @@ fn four_nics_two_workers() {
                 assert_ok(&wc, u64::from(round), WcOpcode::RdmaWrite);
             }
         }
-        for i in 0..4 {
+        for (i, mr) in mrs.iter().enumerate() {
             // What the neighbours wrote: i-1 forwards at 0, i+1 backwards
             // at 64.
             let (from_prev, from_next) = ((i + 3) % 4, (i + 1) % 4);
             let mut got = [0u8; 64 + 32];
-            mrs[i].read(0, &mut got).unwrap();
+            mr.read(0, &mut got).unwrap();
             assert_eq!(got[..32], [round ^ (from_prev as u8 * 16); 32]);
             assert_eq!(got[64..], [round ^ (from_next as u8 * 16); 32]);
         }
