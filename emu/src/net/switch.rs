@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::{Frame, Waker, Wire};
 use crate::wire::ethernet::{EthernetAddress, EthernetFrame};
@@ -33,8 +33,16 @@ use crate::wire::ethernet::{EthernetAddress, EthernetFrame};
 /// ```
 #[derive(Clone, Default)]
 pub struct Switch {
-    inner: Arc<Mutex<Inner>>,
-    free: Arc<FreeList>,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    inner: Mutex<Inner>,
+    /// Bumped whenever the forwarding database or the ports change: a
+    /// port's cached route and learned address are good while it holds.
+    generation: AtomicU64,
+    free: FreeList,
 }
 
 /// Buffers of frames received that their NIC had no room to keep, for the
@@ -59,10 +67,14 @@ struct Inner {
     fdb: HashMap<EthernetAddress, usize>,
 }
 
+/// What a port receives. A queue of its own, locked only by the senders
+/// to this port and its NIC; it keeps its buffer, which stays in the cache
+/// (a lock-free ring of the port's capacity would walk through megabytes
+/// of slots, one cold line per frame).
 struct PortQueue {
     frames: Mutex<VecDeque<Frame>>,
     capacity: usize,
-    waker: Mutex<Option<Waker>>,
+    waker: OnceLock<Waker>,
     dropped: AtomicU64,
 }
 
@@ -72,8 +84,7 @@ impl PortQueue {
     }
 
     fn wake(&self) {
-        let w = self.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some(w) = w {
+        if let Some(w) = self.waker.get() {
             w();
         }
     }
@@ -89,7 +100,7 @@ impl Switch {
     }
 
     fn inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.shared.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A new port queueing up to [`DEFAULT_PORT_CAPACITY`] frames.
@@ -102,7 +113,7 @@ impl Switch {
         let queue = Arc::new(PortQueue {
             frames: Mutex::new(VecDeque::new()),
             capacity,
-            waker: Mutex::new(None),
+            waker: OnceLock::new(),
             dropped: AtomicU64::new(0),
         });
         let mut inner = self.inner();
@@ -114,11 +125,14 @@ impl Switch {
             }
         };
         inner.ports[index] = Some(queue.clone());
+        self.shared.generation.fetch_add(1, Ordering::AcqRel);
         SwitchPort {
             switch: self.clone(),
             index,
             queue,
             woken: Vec::new(),
+            learned: None,
+            route: None,
         }
     }
 
@@ -143,25 +157,28 @@ pub struct SwitchPort {
     switch: Switch,
     index: usize,
     queue: Arc<PortQueue>,
-    /// The ports a send delivered to, woken once it lets go of the switch.
+    /// The ports a send delivered to, woken once it is done.
     woken: Vec<Arc<PortQueue>>,
+    /// The source address this port last had learned, and the generation
+    /// after it was.
+    learned: Option<(EthernetAddress, u64)>,
+    /// The last destination forwarded to, its port, and the generation it
+    /// was looked up in.
+    route: Option<(EthernetAddress, Arc<PortQueue>, u64)>,
 }
 
-/// Queues `f` at port `p`, or counts it dropped there if its queue is full;
+/// Queues `f` at `q`, or counts it dropped there if its queue is full;
 /// notes the port in `woken`.
-fn deliver(inner: &Inner, p: usize, f: Frame, woken: &mut Vec<Arc<PortQueue>>) {
-    let Some(q) = &inner.ports[p] else {
-        return;
-    };
+fn deliver(q: &Arc<PortQueue>, f: Frame, woken: &mut Vec<Arc<PortQueue>>) {
     let mut fr = q.frames();
-    if fr.len() < q.capacity {
-        fr.push_back(f);
-        drop(fr);
-        if !woken.iter().any(|w| Arc::ptr_eq(w, q)) {
-            woken.push(q.clone());
-        }
-    } else {
+    if fr.len() >= q.capacity {
         q.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    fr.push_back(f);
+    drop(fr);
+    if !woken.iter().any(|w| Arc::ptr_eq(w, q)) {
+        woken.push(q.clone());
     }
 }
 
@@ -169,6 +186,43 @@ impl SwitchPort {
     /// Frames dropped because this port's queue was full.
     pub fn dropped(&self) -> u64 {
         self.queue.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The slow path of a frame: under the switch's lock, learns its
+    /// source, then forwards it by the database or floods it, and caches
+    /// the route.
+    fn forward(&mut self, src: EthernetAddress, dst: EthernetAddress, f: Frame) {
+        let shared = &self.switch.shared;
+        let mut inner = shared.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if !src.is_multicast() && inner.fdb.get(&src) != Some(&self.index) {
+            inner.fdb.insert(src, self.index);
+            shared.generation.fetch_add(1, Ordering::AcqRel);
+        }
+        let generation = shared.generation.load(Ordering::Acquire);
+        self.learned = (!src.is_multicast()).then_some((src, generation));
+        let known = (!dst.is_multicast())
+            .then(|| inner.fdb.get(&dst).copied())
+            .flatten()
+            .and_then(|p| inner.ports[p].clone());
+        if let Some(q) = known {
+            deliver(&q, f, &mut self.woken);
+            self.route = Some((dst, q, generation));
+            return;
+        }
+        // Flooded: every other port a copy, the last the frame.
+        let others: Vec<&Arc<PortQueue>> = inner
+            .ports
+            .iter()
+            .enumerate()
+            .filter(|&(p, _)| p != self.index)
+            .filter_map(|(_, q)| q.as_ref())
+            .collect();
+        if let Some((last, rest)) = others.split_last() {
+            for q in rest {
+                deliver(q, f.clone(), &mut self.woken);
+            }
+            deliver(last, f, &mut self.woken);
+        }
     }
 }
 
@@ -187,47 +241,33 @@ impl Drop for SwitchPort {
         inner.ports[self.index] = None;
         let me = self.index;
         inner.fdb.retain(|_, p| *p != me);
+        self.switch.shared.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 
 impl Wire for SwitchPort {
     fn send(&mut self, frames: &mut Vec<Frame>) {
-        let mut woken = std::mem::take(&mut self.woken);
-        {
-            let mut inner = self.switch.inner();
-            for f in frames.drain(..) {
-                let Ok(eth) = EthernetFrame::new_checked(&f[..]) else {
-                    continue;
-                };
-                let (src, dst) = (eth.src_addr(), eth.dst_addr());
-                if !src.is_multicast() && inner.fdb.get(&src) != Some(&self.index) {
-                    inner.fdb.insert(src, self.index);
-                }
-                let known = (!dst.is_multicast())
-                    .then(|| inner.fdb.get(&dst).copied())
-                    .flatten();
-                match known {
-                    Some(p) => deliver(&inner, p, f, &mut woken),
-                    None => {
-                        // Flooded: every other port a copy, the last the
-                        // frame.
-                        let others = (0..inner.ports.len()).filter(|&p| p != self.index);
-                        let last = others.clone().next_back();
-                        for p in others.filter(|&p| Some(p) != last) {
-                            deliver(&inner, p, f.clone(), &mut woken);
-                        }
-                        if let Some(p) = last {
-                            deliver(&inner, p, f, &mut woken);
-                        }
-                    }
-                }
+        for f in frames.drain(..) {
+            let Ok(eth) = EthernetFrame::new_checked(&f[..]) else {
+                continue;
+            };
+            let (src, dst) = (eth.src_addr(), eth.dst_addr());
+            // The fast path takes no lock: the source is learned and the
+            // destination is the last one, in the current generation.
+            let generation = self.switch.shared.generation.load(Ordering::Acquire);
+            let learned = src.is_multicast() || self.learned == Some((src, generation));
+            let cached = match &self.route {
+                Some((d, q, g)) if learned && *d == dst && *g == generation => Some(q.clone()),
+                _ => None,
+            };
+            match cached {
+                Some(q) => deliver(&q, f, &mut self.woken),
+                None => self.forward(src, dst, f),
             }
         }
-        for q in woken.drain(..) {
+        for q in self.woken.drain(..) {
             q.wake();
         }
-        // Kept for the next call: a send allocates nothing.
-        self.woken = woken;
     }
 
     fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
@@ -237,12 +277,15 @@ impl Wire for SwitchPort {
         n
     }
 
+    /// The first waker set stays: a port has one NIC.
     fn set_waker(&mut self, waker: Waker) {
-        *self.queue.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+        if self.queue.waker.set(waker).is_err() {
+            log::warn!("switch port {}: a second waker is ignored", self.index);
+        }
     }
 
     fn spare(&mut self, frames: &mut Vec<Frame>) {
-        let free = &self.switch.free;
+        let free = &self.switch.shared.free;
         let mut list = free.frames.lock().unwrap_or_else(|e| e.into_inner());
         let keep = frames.len().min(FREE_MAX.saturating_sub(list.len()));
         list.extend(frames.drain(..keep));
@@ -251,7 +294,7 @@ impl Wire for SwitchPort {
     }
 
     fn reclaim(&mut self, pool: &mut Vec<Frame>) {
-        let free = &self.switch.free;
+        let free = &self.switch.shared.free;
         // Most steps find it empty (or the NIC well supplied): no lock.
         if pool.len() >= FREE_TAKE || free.len.load(Ordering::Relaxed) == 0 {
             return;
