@@ -117,15 +117,15 @@ struct Cli {
     /// QPs (bandwidth tests post to them round robin).
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     qps: usize,
-    /// Signal one work request in this many.
-    #[arg(short = 'c', long = "cq-mod", default_value_t = 64)]
+    /// Signal one work request in this many (perftest's `-Q`/`--cq-mod`).
+    #[arg(short = 'c', short_alias = 'Q', long = "cq-mod", default_value_t = 64)]
     cq_mod: u32,
     /// Bandwidth in Gb/s rather than MB/s.
-    #[arg(long = "report-gbits")]
+    #[arg(long = "report-gbits", alias = "report_gbits")]
     report_gbits: bool,
     /// Print CPU time per message on the application threads, rnic and
     /// TCP.
-    #[arg(long = "cpu-util")]
+    #[arg(long = "cpu-util", alias = "cpu_util")]
     cpu_util: bool,
     /// Where the device model runs.
     #[arg(long, value_enum, default_value_t = Device::Inline)]

@@ -229,3 +229,19 @@ fn a_failed_completion_ends_the_run_with_its_status() {
     assert!(!status.success(), "{err}");
     assert!(err.contains("RetryExcErr"), "{err}");
 }
+
+#[test]
+fn perftest_spellings_are_accepted() {
+    let out = run(&[
+        "write_bw",
+        "-n",
+        "2000",
+        "-Q",
+        "8",
+        "--report_gbits",
+        "--cpu_util",
+    ]);
+    assert!(out.contains("BW average[Gb/sec]"), "{out}");
+    assert!(out.contains("CPU per message"), "{out}");
+    assert_eq!(rows(&out).len(), 1, "{out}");
+}
