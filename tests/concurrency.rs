@@ -5,7 +5,8 @@
 //! message arrives exactly once, and each thread's requests are executed
 //! in the order it posted them. Threads creating and destroying QPs at
 //! once, so that QP numbers are reused immediately, never lose a QP's
-//! completions or events to another.
+//! completions or events to another. Threads ringing their own QPs'
+//! doorbells at once lose none of them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -301,8 +302,75 @@ fn qp_churn(mode: ExecMode) {
     assert_eq!(query_state(&b), QpState::Err);
 }
 
+/// Threads ringing the doorbells of their own QPs at once (a device
+/// worker takes one doorbell at a time from its latch and the rest from
+/// its queue): every thread's WRITEs all complete, in order, and land.
+fn qps_ringing_at_once(mode: ExecMode) {
+    let ctx = open(mode);
+    let pd = ctx.alloc_pd().unwrap();
+    let pairs: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let cq = ctx.create_cq(64).unwrap();
+            let a = create_qp(&pd, &cq, &cq, cap(32, 1, 64), false);
+            let b = create_qp(&pd, &cq, &cq, cap(32, 1, 64), false);
+            connect(&ctx, &a, b.qp_num(), &Conn::default());
+            connect(&ctx, &b, a.qp_num(), &Conn::default());
+            let mr = pd.alloc_mr(8 * 16, ALL_ACCESS).unwrap();
+            (cq, a, b, mr)
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for (t, (cq, a, _b, mr)) in pairs.iter().enumerate() {
+            let ctx = &ctx;
+            s.spawn(move || {
+                let mut wc = [WorkCompletion::default(); 4];
+                for round in 0..PER_THREAD {
+                    let v = (t as u64) << 32 | round;
+                    let bytes = v.to_le_bytes();
+                    // Batches of 16, the last one signaled.
+                    let wrs: Vec<SendWr> = (0..16u64)
+                        .map(|i| SendWr {
+                            wr_id: round,
+                            op: SendOp::RdmaWrite {
+                                remote: RemoteAddr {
+                                    addr: mr.addr() + 8 * i,
+                                    rkey: mr.rkey(),
+                                },
+                            },
+                            payload: Payload::Inline(&bytes),
+                            flags: if i == 15 { send_flags::SIGNALED } else { 0 },
+                        })
+                        .collect();
+                    a.post_send(&wrs).unwrap();
+                    let start = Instant::now();
+                    let n = loop {
+                        let n = cq.poll(&mut wc).unwrap();
+                        if n > 0 {
+                            break n;
+                        }
+                        assert!(
+                            start.elapsed().as_secs() < 10,
+                            "thread {t}: round {round} stalled"
+                        );
+                        ctx.hal().relax();
+                    };
+                    assert_eq!(n, 1);
+                    assert_ok(&wc[0], round, WcOpcode::RdmaWrite);
+                    let mut got = [0u8; 8 * 16];
+                    mr.read(0, &mut got).unwrap();
+                    assert!(
+                        got.chunks(8).all(|c| c == bytes),
+                        "thread {t} round {round}"
+                    );
+                }
+            });
+        }
+    });
+}
+
 both_modes!(
     concurrent_posters,
     concurrent_receivers_and_pollers,
-    qp_churn
+    qp_churn,
+    qps_ringing_at_once
 );

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -186,6 +186,9 @@ pub(crate) struct Shared {
     cfg: EmuConfig,
     clock: Clock,
     queue: ArrayQueue<Work>,
+    /// Thread mode: the doorbell register the worker polls, for one send
+    /// or receive queue doorbell; the queue takes the others.
+    latch: Latch,
     shutdown: AtomicBool,
     notify: Arc<Notify>,
     /// The wire must be polled on every step ([`Wire::polled`]): a worker
@@ -278,6 +281,15 @@ impl Shared {
         }
         match self.mode {
             ExecMode::Inline => self.drive(Some(Work::Doorbell(off, v))),
+            // A send or receive queue's doorbell only points the device
+            // at a doorbell record, which is authoritative: it may take
+            // the latch, out of order with the queue's.
+            ExecMode::Thread
+                if matches!(off % UAR_PAGE_SIZE, SQ_DB | RQ_DB | SRQ_DB)
+                    && self.latch.put(off, v) =>
+            {
+                self.notify.nudge();
+            }
             ExecMode::Thread => self.push(Work::Doorbell(off, v)),
         }
     }
@@ -359,6 +371,10 @@ impl Shared {
             Drain::One => 1,
             Drain::All => QUEUE_DEPTH,
         };
+        if let Some((off, v)) = self.latch.take() {
+            doorbell(&mut st, off, v);
+            had_work = true;
+        }
         for _ in 0..take {
             let Some(w) = self.queue.pop() else { break };
             run(&mut st, w);
@@ -422,6 +438,7 @@ impl Shared {
             && !kicked
             && !self.polled_wire
             && self.queue.is_empty()
+            && !self.latch.full()
             && !self.notify.rx_pending.load(Ordering::Acquire)
             && self.clock.now_ns() < self.deadline.load(Ordering::Acquire)
         {
@@ -429,7 +446,7 @@ impl Shared {
             return false;
         }
         let drain = !*more || *streak >= STREAK;
-        let had_work = drain && !self.queue.is_empty();
+        let had_work = self.latch.full() || (drain && !self.queue.is_empty());
         let d = if drain { Drain::One } else { Drain::No };
         *more = self.step(None, d, Turn::Run);
         run_list();
@@ -441,7 +458,9 @@ impl Shared {
     /// `None` if it has work, else up to its earliest deadline on a real
     /// clock (a virtual clock's jump wakes the worker itself).
     pub(crate) fn nap(&self) -> Option<Duration> {
-        let busy = !self.queue.is_empty() || self.notify.rx_pending.load(Ordering::Acquire);
+        let busy = !self.queue.is_empty()
+            || self.latch.full()
+            || self.notify.rx_pending.load(Ordering::Acquire);
         if busy && !self.shutdown.load(Ordering::Acquire) {
             return None;
         }
@@ -452,6 +471,60 @@ impl Shared {
             u64::MAX => Duration::MAX,
             d => Duration::from_nanos(d.saturating_sub(self.clock.now_ns())),
         })
+    }
+}
+
+/// One doorbell write held for the device worker: its offset and value,
+/// on one cache line. The queue's push costs the ringing thread two lines
+/// the worker keeps reading (the queue's tail and a slot), the latch one.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Latch {
+    /// [`EMPTY`], [`WRITING`] or [`FULL`].
+    state: AtomicU8,
+    off: AtomicU64,
+    value: AtomicU64,
+}
+
+const EMPTY: u8 = 0;
+const WRITING: u8 = 1;
+const FULL: u8 = 2;
+
+impl Latch {
+    /// Holds the doorbell `v` at `off`, unless another one is held.
+    fn put(&self, off: usize, v: u64) -> bool {
+        let claimed =
+            self.state
+                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed);
+        if claimed.is_err() {
+            return false;
+        }
+        self.off.store(off as u64, Ordering::Relaxed);
+        self.value.store(v, Ordering::Relaxed);
+        // Release: offset and value before the state says they are there.
+        self.state.store(FULL, Ordering::Release);
+        true
+    }
+
+    /// Whether a doorbell is held (or being written).
+    fn full(&self) -> bool {
+        self.state.load(Ordering::Acquire) != EMPTY
+    }
+
+    /// The doorbell held, if one is (one being written waits for the next
+    /// look).
+    fn take(&self) -> Option<(usize, u64)> {
+        // Acquire: pairs with the release in `put`.
+        if self.state.load(Ordering::Acquire) != FULL {
+            return None;
+        }
+        let got = (
+            self.off.load(Ordering::Relaxed) as usize,
+            self.value.load(Ordering::Relaxed),
+        );
+        // Release: read before the next writer may claim it.
+        self.state.store(EMPTY, Ordering::Release);
+        Some(got)
     }
 }
 
@@ -637,6 +710,7 @@ impl EmuBuilder {
             cfg: self.config,
             clock: self.clock,
             queue: ArrayQueue::new(QUEUE_DEPTH),
+            latch: Latch::default(),
             shutdown: AtomicBool::new(false),
             notify: notify.clone(),
             polled_wire: wire_polled,
