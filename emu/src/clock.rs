@@ -5,7 +5,7 @@
 //! [`VirtualClock`] that only moves when a test advances it, so that
 //! timeouts, retries and back-offs are deterministic and take no wall time.
 //! Advancing a virtual clock wakes every device that uses it: an inline
-//! device runs its due timers in the advancing thread, a device thread on
+//! device runs its due timers in the advancing thread, a device worker on
 //! its next turn.
 
 use std::fmt;

@@ -11,8 +11,10 @@ pub enum ExecMode {
     /// A register or doorbell write executes the work it triggers (commands,
     /// WQEs) synchronously in the writing thread before returning.
     Inline,
-    /// Writes that trigger work are queued to a device thread, started by
-    /// [`crate::EmuDevice::new`] and stopped when the device is dropped.
+    /// Writes that trigger work are queued to a device worker, a thread
+    /// shared by the process's thread-mode devices (at most half the cores,
+    /// or `RNIC_EMU_WORKERS`), which the device joins when it is built and
+    /// leaves when it is dropped.
     Thread,
 }
 

@@ -1,5 +1,5 @@
 //! The device: its locks, its wire, one step of work, the inline driver
-//! and the device thread, and the BAR access entry points.
+//! a worker's turn at a NIC, and the BAR access entry points.
 //!
 //! A step takes the state lock, receives a batch from the wire, runs the
 //! work item it was given (a register or doorbell write), then one turn
@@ -528,7 +528,7 @@ impl Latch {
     }
 }
 
-/// How much of the work queued to the device thread a step runs first.
+/// How much of the work queued to the device worker a step runs first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Drain {
     No,
@@ -538,7 +538,7 @@ enum Drain {
 
 /// Whether a step runs a turn of the device (frames received, timers, send
 /// queues) after its work: an application thread writing a register in
-/// thread mode leaves that to the device thread.
+/// thread mode leaves that to the device worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Turn {
     Run,
@@ -667,8 +667,9 @@ impl EmuBuilder {
     /// `RNIC_PCAP` set in the environment the port's frames are captured
     /// to a pcap file: in `$RNIC_PCAP/rnic-<MAC>.pcap` if it names a
     /// directory, else to `$RNIC_PCAP` with `{mac}` replaced by the MAC.
-    /// In [`ExecMode::Thread`] this starts the device thread, which stops
-    /// when the device is dropped (with the last [`EmuHal`] handle).
+    /// In [`ExecMode::Thread`] this puts the device on one of the process's
+    /// device workers, which it leaves when the device is dropped (with the
+    /// last [`EmuHal`] handle); the last device to leave a worker stops it.
     pub fn build(self) -> Result<Arc<EmuDevice>, BuildError> {
         self.config.validate().map_err(BuildError::Config)?;
         let mut wire = self.wire.unwrap_or_else(|| Box::new(Loopback::default()));
@@ -721,7 +722,7 @@ impl EmuBuilder {
         });
         let _ = notify.shared.set(Arc::downgrade(&shared));
         // A virtual clock that jumps runs due timers: inline devices at once
-        // in the advancing thread, device threads on their next turn.
+        // in the advancing thread, device workers on their next turn.
         let weak = Arc::downgrade(&shared);
         let on_clock: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
             if let Some(s) = weak.upgrade() {
@@ -795,7 +796,7 @@ impl EmuDevice {
 
     /// Lets the device make progress: in inline mode, runs its due timers
     /// and the frames waiting on its wire, and whatever that makes runnable,
-    /// in the calling thread; in thread mode, wakes the device thread.
+    /// in the calling thread; in thread mode, wakes the device worker.
     pub fn poll(&self) {
         match self.shared.mode {
             ExecMode::Inline => {

@@ -98,7 +98,7 @@ unsafe impl Hal for EmuHal {
 
     fn relax(&self) {
         match self.dev.shared().mode() {
-            // Let the device thread run on a machine with few cores.
+            // Let the device worker run on a machine with few cores.
             ExecMode::Thread => std::thread::yield_now(),
             // The waiting thread lends itself to the device: frames that
             // arrived and timers that fell due run now.

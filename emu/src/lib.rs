@@ -22,7 +22,8 @@
 //!
 //! The work a register or doorbell write triggers, and what frames and
 //! timers bring, runs either in the writing thread ([`ExecMode::Inline`])
-//! or on a device thread ([`ExecMode::Thread`]); both behave identically.
+//! or on a device worker, a thread shared by the process's NICs
+//! ([`ExecMode::Thread`]); both behave identically.
 //! [`EmuDevice::builder`] picks the wire ([`net::Loopback`] by default,
 //! [`net::Switch`] ports, [`net::UdpWire`]) and the clock ([`Clock`], or a
 //! [`VirtualClock`] that tests advance by hand).
@@ -69,7 +70,7 @@
 //!   than unwinding into the driver.
 //!
 //! Modules, one concern each: `config`, `device` (locking, steps, the
-//! inline driver and the device thread, BAR dispatch), `hal`, `iommu`,
+//! inline driver, a worker's turn at a NIC, BAR dispatch), `worker`, `hal`, `iommu`,
 //! `irq`, `regs` (BAR 0), `cmdq` and `cmd` (commands), `objects`
 //! (PD/MR/CQ/SRQ/QP tables), `cq` and `eq` (CQE/EQE writers), `qp` (state
 //! side effects, flush), `srq` (taking from shared receive queues), `wqe`

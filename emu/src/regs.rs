@@ -59,7 +59,7 @@ fn intr_defined() -> u32 {
 }
 
 /// Whether a BAR 0 write at `off` triggers device work (and so is queued to
-/// the device thread in thread mode).
+/// the device worker in thread mode).
 pub(crate) fn is_work(off: usize) -> bool {
     matches!(off, CTRL | CMDQ_DB | EQ_DB)
 }

@@ -186,7 +186,7 @@ impl State {
             port::receive(self, f);
         }
         // An answer already waiting in the receive queue is no timeout
-        // (a device thread that was not scheduled for a while finds both
+        // (a device worker that was not scheduled for a while finds both
         // at once): due timers wait for the backlog, a flood delaying
         // them by at most TIMER_DEFER turns.
         if backlog && self.backlog_turns < TIMER_DEFER {

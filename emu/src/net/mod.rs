@@ -46,7 +46,7 @@ pub type Waker = Arc<dyn Fn() + Send + Sync>;
 
 /// The link a NIC's port speaks: batches of frames out, batches in.
 ///
-/// A NIC calls these from its device thread (or, in inline mode, from the
+/// A NIC calls these from its device worker (or, in inline mode, from the
 /// thread driving it), never while holding its own state lock across a
 /// call into another NIC: a wire delivers into queues and calls wakers.
 pub trait Wire: Send {

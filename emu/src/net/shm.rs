@@ -8,7 +8,7 @@
 //! and publishes its consumer index. No lock and no system call: the
 //! device looks at the ring on each of its steps ([`Wire::poll`]), so
 //! while both sides are busy a frame costs two copies and two atomic
-//! stores. A device thread does so on its own; one that has gone to sleep
+//! stores. A device worker does so on its own; one that has gone to sleep
 //! sees a frame on its next nap's end (at most 50 µs later), having spun
 //! and yielded first, so a conversation with gaps shorter than that never
 //! waits. An inline device does so on every step the application makes it
