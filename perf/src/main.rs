@@ -333,6 +333,7 @@ fn calibrate(op: Op, setup: &Setup, k: &Knobs, seconds: f64, one_thread: bool) -
         Budget {
             iters: probe,
             until: None,
+            report: false,
         },
         one_thread,
     );
@@ -348,7 +349,17 @@ fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) ->
         Some(d) => calibrate(op, setup, k, d, one_thread),
         None => cli.iters,
     };
-    let (lat, cpu) = run::latency(op, setup, k, Budget { iters, until: None }, one_thread);
+    let (lat, cpu) = run::latency(
+        op,
+        setup,
+        k,
+        Budget {
+            iters,
+            until: None,
+            report: true,
+        },
+        one_thread,
+    );
     println!("{}", lat.row(k.size));
     let mut fig = Figures {
         size: k.size,
@@ -396,6 +407,7 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) -> Figures {
         until: cli
             .duration
             .map(|d| Instant::now() + Duration::from_secs_f64(d)),
+        report: true,
     };
     let (bw, cpu) = run::bandwidth(op, setup, k, budget);
     println!("{}", bw.row(cli.report_gbits));
@@ -491,9 +503,11 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
             depth: params.depth,
             cq_mod: cli.cq_mod.clamp(1, params.depth / 2),
         };
+        // The client measures; the server only answers.
         let budget = Budget {
             iters: cli.iters,
             until: None,
+            report: cli.client,
         };
         match cache {
             Some(ref cache) => rows.push(client_size(cli, op, &mut r, &k, budget, cache, seq)),

@@ -30,19 +30,76 @@ pub enum Op {
 pub struct Budget {
     pub iters: u64,
     pub until: Option<Instant>,
+    /// This thread measures: a run longer than [`QUIET`] says on stderr,
+    /// once a second, how far it has got.
+    pub report: bool,
+}
+
+/// Runs shorter than this show no progress.
+const QUIET: Duration = Duration::from_secs(2);
+/// Messages between two looks at the clock for progress.
+const PROGRESS_EVERY: u64 = 4096;
+
+thread_local! {
+    /// The measuring thread's progress: when its run started, the next
+    /// message count to look at the clock, the seconds last shown.
+    static PROGRESS: std::cell::Cell<(Instant, u64, u64)> =
+        std::cell::Cell::new((Instant::now(), 0, 0));
 }
 
 impl Budget {
+    /// The same budget for a thread that does not measure.
+    pub fn quiet(self) -> Budget {
+        Budget {
+            report: false,
+            ..self
+        }
+    }
+
     /// Whether message `i` is the last of a run of a number of messages.
     fn last(&self, i: u64) -> bool {
         self.until.is_none() && i + 1 == self.iters
     }
 
     fn more(&self, done: u64) -> bool {
+        if self.report {
+            self.progress(done);
+        }
         match self.until {
             Some(t) => done % 64 != 0 || Instant::now() < t,
             None => done < self.iters,
         }
+    }
+
+    /// Shows how far a long run has got, at most once a second.
+    fn progress(&self, done: u64) {
+        PROGRESS.with(|p| {
+            let (start, next, shown) = p.get();
+            if done == 0 {
+                p.set((Instant::now(), PROGRESS_EVERY, 0));
+                return;
+            }
+            if done < next {
+                return;
+            }
+            let t = start.elapsed();
+            let mut seconds = shown;
+            if t >= QUIET && t.as_secs() > shown {
+                seconds = t.as_secs();
+                match self.until {
+                    Some(end) => {
+                        let total = end.saturating_duration_since(start).as_secs_f64();
+                        eprintln!("rnic-perf: {seconds} of {total:.0} s, {done} messages");
+                    }
+                    None => eprintln!(
+                        "rnic-perf: {done} of {} messages ({} %), {seconds} s",
+                        self.iters,
+                        done * 100 / self.iters.max(1)
+                    ),
+                }
+            }
+            p.set((start, done + PROGRESS_EVERY, seconds));
+        });
     }
 }
 
@@ -331,7 +388,7 @@ pub fn latency(op: Op, s: &Setup, k: &Knobs, b: Budget, one_thread: bool) -> (La
             assert!(b.until.is_none(), "a ping-pong runs a number of iterations");
             let peer = sc.spawn(|| {
                 cpu::pin(1);
-                ping_pong(op, &s.b, s.a.remote(), k, b, false)
+                ping_pong(op, &s.b, s.a.remote(), k, b.quiet(), false)
             });
             cpu::pin(0);
             let (samples, cpu_a) = ping_pong(op, &s.a, s.b.remote(), k, b, true);

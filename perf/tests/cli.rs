@@ -245,3 +245,17 @@ fn perftest_spellings_are_accepted() {
     assert!(out.contains("CPU per message"), "{out}");
     assert_eq!(rows(&out).len(), 1, "{out}");
 }
+
+#[test]
+fn long_runs_show_progress() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+        .args(["write_bw", "-D", "3", "--no-baselines"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.contains(" of 3 s, ")).collect();
+    // Once a second from the second second on.
+    assert!(!lines.is_empty() && lines.len() <= 2, "{err}");
+    assert_eq!(rows(&String::from_utf8_lossy(&out.stdout)).len(), 1);
+}
