@@ -4,6 +4,7 @@
 use alloc::format;
 use alloc::sync::Weak;
 use alloc::vec::Vec;
+use core::sync::atomic::AtomicBool;
 use rnic_hw_regs::bar0::{
     self, CmdqCtrl, Ctrl, DevCaps, EqCtrl, QueueCaps, Status, Version, MAGIC, VERSION_MAJOR,
 };
@@ -74,6 +75,8 @@ pub(crate) struct Caps {
     pub(crate) ud: bool,
     /// UC QPs are implemented.
     pub(crate) uc: bool,
+    /// The device takes BlueFlame writes (spec 8.1).
+    pub(crate) bf: bool,
     /// Completion EQs `CREATE_EQ` can create.
     pub(crate) max_eq: u32,
     /// MSI-X vectors (at least 1).
@@ -106,6 +109,7 @@ impl Caps {
             log_max_eq: dev.log_max_eq(),
             ud: dev.ud(),
             uc: dev.uc(),
+            bf: dev.bf(),
             log_max_wq: queue.log_max_wq(),
             log_max_cqe: queue.log_max_cqe(),
             max_sge: queue.max_sge().into(),
@@ -183,6 +187,9 @@ pub(crate) struct Device<H: Hal> {
     /// failed): kept until the reset at shutdown stops all device DMA.
     orphans: Mutex<Vec<DeviceMem>>,
     reset_timeout_ns: u64,
+    /// BlueFlame writes are in use: the device takes them, and the
+    /// platform has not refused one.
+    pub(crate) bf: AtomicBool,
 }
 
 /// `1 << log` entries of `entry` bytes, if that fits in a `usize`.
@@ -263,6 +270,7 @@ impl<H: Hal> Device<H> {
             )
         };
         let dev = Self {
+            bf: AtomicBool::new(caps.bf),
             caps,
             cmd: CmdQueue::new(cmd_view, log_cmdq.into(), cfg.cmd_timeout_ns),
             eq: Mutex::new(EventQueue::new(eq_view, log_eq.into())),

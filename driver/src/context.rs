@@ -14,7 +14,7 @@ use rnic_hw_regs::cmd::{
 };
 use rnic_hw_regs::le32;
 use rnic_hw_regs::pci::BAR_DOORBELL;
-use rnic_hw_regs::uar::UAR_PAGE_SIZE;
+use rnic_hw_regs::uar::{BF, UAR_PAGE_SIZE};
 use rnic_queues::{Hal, Pod};
 use spin::RwLock;
 
@@ -184,6 +184,26 @@ impl<H: Hal> Shared<H> {
         self.dev
             .hal
             .mmio_write64(BAR_DOORBELL, page as usize * UAR_PAGE_SIZE + offset, value);
+    }
+
+    /// Writes `block` (an SQ doorbell and the WQE it announces) to the
+    /// BlueFlame register of page `page`, if BlueFlame writes are in use;
+    /// returns whether it did. The first write the platform refuses turns
+    /// them off: the caller rings the doorbell instead.
+    #[inline]
+    pub(crate) fn ring_blueflame(&self, page: u32, block: &[u64; 8]) -> bool {
+        if !self.dev.bf.load(Ordering::Relaxed) {
+            return false;
+        }
+        let off = page as usize * UAR_PAGE_SIZE + BF;
+        match self.dev.hal.mmio_write_block(BAR_DOORBELL, off, block) {
+            Ok(()) => true,
+            Err(e) => {
+                log::debug!("BlueFlame writes off: {e}");
+                self.dev.bf.store(false, Ordering::Relaxed);
+                false
+            }
+        }
     }
 
     /// GID `index` of `port` (QUERY_GID); all zeros for an unused entry.

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,8 +36,8 @@ use crossbeam_queue::ArrayQueue;
 use rnic_hw_regs::bar0::FatalSyndrome;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS, BAR_REGS_SIZE};
 use rnic_hw_regs::uar::{
-    CqDoorbell, EqArmDoorbell, RqDoorbell, SqDoorbell, WqDoorbell, CQ_DB, EQ_DB as UAR_EQ_DB,
-    RQ_DB, SQ_DB, SRQ_DB, UAR_PAGE_SIZE,
+    CqDoorbell, EqArmDoorbell, RqDoorbell, SqDoorbell, WqDoorbell, BF, BF_WQE_BYTES, CQ_DB,
+    EQ_DB as UAR_EQ_DB, RQ_DB, SQ_DB, SRQ_DB, UAR_PAGE_SIZE,
 };
 
 use crate::clock::Clock;
@@ -286,11 +286,37 @@ impl Shared {
             // the latch, out of order with the queue's.
             ExecMode::Thread
                 if matches!(off % UAR_PAGE_SIZE, SQ_DB | RQ_DB | SRQ_DB)
-                    && self.latch.put(off, v) =>
+                    && self.latch.put(off, v, None) =>
             {
                 self.notify.nudge();
             }
             ExecMode::Thread => self.push(Work::Doorbell(off, v)),
+        }
+    }
+
+    /// A BlueFlame write (spec 8.1): `block` is the SQ doorbell, then the
+    /// first bytes of the WQE it announces.
+    pub(crate) fn write_block(self: &Arc<Self>, bar: u8, off: usize, block: &[u64; 8]) {
+        let uar_bytes = self.cfg.uar_pages as usize * UAR_PAGE_SIZE;
+        if bar != BAR_DOORBELL || off % UAR_PAGE_SIZE != BF || off >= uar_bytes {
+            log::warn!("64-byte write to BAR {bar} offset {off:#x} ignored");
+            return;
+        }
+        let db = block[0];
+        let words: &[u64; BF_WQE_BYTES / 8] = block[1..=BF_WQE_BYTES / 8]
+            .try_into()
+            .expect("the WQE's words");
+        match self.mode {
+            ExecMode::Inline => {
+                let bf = (off, db, &bf_bytes(words));
+                if self.step_with(None, Some(bf), Drain::No, Turn::Run) {
+                    schedule(&self.notify);
+                }
+                run_list();
+            }
+            ExecMode::Thread if self.latch.put(off, db, Some(words)) => self.notify.nudge(),
+            // The latch is taken: an SQ doorbell, and the ring's WQE.
+            ExecMode::Thread => self.push(Work::Doorbell(off - BF + SQ_DB, db)),
         }
     }
 
@@ -318,7 +344,12 @@ impl Shared {
     /// has more to do. A panic in the model is caught here: the device
     /// enters the fatal state, which a reset clears.
     fn step(&self, work: Option<Work>, drain: Drain, turn: Turn) -> bool {
-        let r = catch_unwind(AssertUnwindSafe(|| self.step_inner(work, drain, turn)));
+        self.step_with(work, None, drain, turn)
+    }
+
+    /// [`Shared::step`], with a BlueFlame write to run first.
+    fn step_with(&self, work: Option<Work>, bf: Option<Bf<'_>>, drain: Drain, turn: Turn) -> bool {
+        let r = catch_unwind(AssertUnwindSafe(|| self.step_inner(work, bf, drain, turn)));
         r.unwrap_or_else(|_| {
             log::error!("panic in the device model: device fatal");
             regs::fatal(&mut self.lock(), FatalSyndrome::Internal);
@@ -326,7 +357,7 @@ impl Shared {
         })
     }
 
-    fn step_inner(&self, work: Option<Work>, drain: Drain, turn: Turn) -> bool {
+    fn step_inner(&self, work: Option<Work>, bf: Option<Bf<'_>>, drain: Drain, turn: Turn) -> bool {
         let now = self.clock.now_ns();
         let mut st = self.lock();
         let mut rx = std::mem::take(&mut st.port.rx);
@@ -371,8 +402,15 @@ impl Shared {
             Drain::One => 1,
             Drain::All => QUEUE_DEPTH,
         };
-        if let Some((off, v)) = self.latch.take() {
-            doorbell(&mut st, off, v);
+        if let Some((off, v, wqe)) = self.latch.take() {
+            match wqe {
+                Some(words) => blueflame(&mut st, off, v, &bf_bytes(&words)),
+                None => doorbell(&mut st, off, v),
+            }
+            had_work = true;
+        }
+        if let Some((off, v, bytes)) = bf {
+            blueflame(&mut st, off, v, bytes);
             had_work = true;
         }
         for _ in 0..take {
@@ -475,57 +513,85 @@ impl Shared {
 }
 
 /// One doorbell write held for the device worker: its offset and value,
-/// on one cache line. The queue's push costs the ringing thread two lines
-/// the worker keeps reading (the queue's tail and a slot), the latch one.
+/// and a BlueFlame write's WQE, on one cache line. The queue's push costs
+/// the ringing thread two lines the worker keeps reading (the queue's tail
+/// and a slot), the latch one.
 #[derive(Debug, Default)]
 #[repr(align(64))]
 struct Latch {
-    /// [`EMPTY`], [`WRITING`] or [`FULL`].
-    state: AtomicU8,
-    off: AtomicU64,
+    /// 0 (empty), [`WRITING`], or [`FULL`] with the offset in the low 32
+    /// bits and [`BLUEFLAME`] if `wqe` holds a WQE.
+    tag: AtomicU64,
     value: AtomicU64,
+    wqe: [AtomicU64; BF_WQE_BYTES / 8],
 }
 
-const EMPTY: u8 = 0;
-const WRITING: u8 = 1;
-const FULL: u8 = 2;
+const _: () = assert!(std::mem::size_of::<Latch>() == 64);
+
+const WRITING: u64 = 1 << 63;
+const FULL: u64 = 1 << 62;
+const BLUEFLAME: u64 = 1 << 61;
+
+/// A doorbell the latch held: offset, value, and a BlueFlame WQE.
+type Latched = (usize, u64, Option<[u64; BF_WQE_BYTES / 8]>);
 
 impl Latch {
-    /// Holds the doorbell `v` at `off`, unless another one is held.
-    fn put(&self, off: usize, v: u64) -> bool {
-        let claimed =
-            self.state
-                .compare_exchange(EMPTY, WRITING, Ordering::Acquire, Ordering::Relaxed);
+    /// Holds the doorbell `v` at `off` (with a BlueFlame write's WQE),
+    /// unless another one is held.
+    fn put(&self, off: usize, v: u64, wqe: Option<&[u64; BF_WQE_BYTES / 8]>) -> bool {
+        let claimed = self
+            .tag
+            .compare_exchange(0, WRITING, Ordering::Acquire, Ordering::Relaxed);
         if claimed.is_err() {
             return false;
         }
-        self.off.store(off as u64, Ordering::Relaxed);
         self.value.store(v, Ordering::Relaxed);
-        // Release: offset and value before the state says they are there.
-        self.state.store(FULL, Ordering::Release);
+        let mut tag = FULL | off as u64;
+        if let Some(words) = wqe {
+            for (slot, &w) in self.wqe.iter().zip(words) {
+                slot.store(w, Ordering::Relaxed);
+            }
+            tag |= BLUEFLAME;
+        }
+        // Release: value and WQE before the tag says they are there.
+        self.tag.store(tag, Ordering::Release);
         true
     }
 
     /// Whether a doorbell is held (or being written).
     fn full(&self) -> bool {
-        self.state.load(Ordering::Acquire) != EMPTY
+        self.tag.load(Ordering::Acquire) != 0
     }
 
     /// The doorbell held, if one is (one being written waits for the next
     /// look).
-    fn take(&self) -> Option<(usize, u64)> {
+    fn take(&self) -> Option<Latched> {
         // Acquire: pairs with the release in `put`.
-        if self.state.load(Ordering::Acquire) != FULL {
+        let tag = self.tag.load(Ordering::Acquire);
+        if tag & FULL == 0 {
             return None;
         }
-        let got = (
-            self.off.load(Ordering::Relaxed) as usize,
-            self.value.load(Ordering::Relaxed),
-        );
+        let v = self.value.load(Ordering::Relaxed);
+        let wqe = (tag & BLUEFLAME != 0).then(|| {
+            let mut words = [0u64; BF_WQE_BYTES / 8];
+            for (w, slot) in words.iter_mut().zip(&self.wqe) {
+                *w = slot.load(Ordering::Relaxed);
+            }
+            words
+        });
         // Release: read before the next writer may claim it.
-        self.state.store(EMPTY, Ordering::Release);
-        Some(got)
+        self.tag.store(0, Ordering::Release);
+        Some(((tag & 0xffff_ffff) as usize, v, wqe))
     }
+}
+
+/// The bytes of a BlueFlame write's WQE, from its little-endian words.
+fn bf_bytes(words: &[u64; BF_WQE_BYTES / 8]) -> [u8; BF_WQE_BYTES] {
+    let mut b = [0u8; BF_WQE_BYTES];
+    for (chunk, w) in b.chunks_exact_mut(8).zip(words) {
+        chunk.copy_from_slice(&w.to_le_bytes());
+    }
+    b
 }
 
 /// How much of the work queued to the device worker a step runs first.
@@ -550,6 +616,19 @@ fn run(st: &mut State, w: Work) {
         Work::Reg(off, v) => regs::write(st, off, v),
         Work::Doorbell(off, v) => doorbell(st, off, v),
     }
+}
+
+/// A BlueFlame write in inline mode: its offset, SQ doorbell and WQE bytes.
+type Bf<'a> = (usize, u64, &'a [u8; BF_WQE_BYTES]);
+
+/// A BlueFlame write at BAR 2 offset `off` (the page's [`BF`]).
+fn blueflame(st: &mut State, off: usize, v: u64, bytes: &[u8; BF_WQE_BYTES]) {
+    if !st.running() {
+        log::warn!("BlueFlame write at {off:#x} ignored: device not running");
+        return;
+    }
+    let page = (off / UAR_PAGE_SIZE) as u32;
+    requester::sq_blueflame(st, page, SqDoorbell::from_bits(v), bytes);
 }
 
 /// A doorbell write at BAR 2 offset `off`.

@@ -84,6 +84,11 @@ unsafe impl Hal for EmuHal {
         self.dev.shared().write64(bar, offset, value)
     }
 
+    fn mmio_write_block(&self, bar: u8, offset: usize, block: &[u64; 8]) -> Result<(), HalError> {
+        self.dev.shared().write_block(bar, offset, block);
+        Ok(())
+    }
+
     fn now_ns(&self) -> u64 {
         self.dev.shared().now_ns()
     }

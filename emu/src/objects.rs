@@ -352,6 +352,15 @@ pub(crate) struct Srq {
     pub users: u32,
 }
 
+/// A send WQE delivered by a BlueFlame write, for the BB it names.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BfWqe {
+    /// The BB (free-running, as `Qp::sq_fetch`).
+    pub index: u32,
+    /// The WQE's first bytes: all of it (at most `BF_MAX_DS` segments).
+    pub bytes: [u8; rnic_hw_regs::uar::BF_WQE_BYTES],
+}
+
 /// A queue pair.
 #[derive(Debug)]
 pub(crate) struct Qp {
@@ -390,6 +399,9 @@ pub(crate) struct Qp {
     /// The next BB the requester takes a WQE from (`sq_ci` plus the BBs of
     /// the WQEs in flight).
     pub sq_fetch: u32,
+    /// The WQE a BlueFlame write delivered for BB `sq_fetch`, taken instead
+    /// of the ring's (spec 8.1).
+    pub bf: Option<BfWqe>,
     /// Device's free-running receive consumer index, in WQEs (a receive
     /// WQE a message is filling stays at it until the message completes).
     pub rq_ci: u32,

@@ -84,6 +84,7 @@ pub(crate) fn read(st: &State, off: usize) -> u32 {
             .with_ud(true)
             .with_uc(true)
             .with_srq(c.max_srq > 0)
+            .with_bf(true)
             .into_bits()
             .to_ne(),
         CAP_MAX_QP => c.max_qp,

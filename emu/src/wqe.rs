@@ -1,6 +1,7 @@
 //! Fetching and decoding work queue entries from host memory.
 
 use rnic_hw_regs::cqe::Syndrome;
+use rnic_hw_regs::uar::BF_WQE_BYTES;
 use rnic_hw_regs::verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::*;
 
@@ -107,7 +108,14 @@ pub(crate) fn fetch(
     let ring_bytes = (size as usize) * SEND_WQE_BB;
     let ci = qp.sq_fetch;
     let start = (ci & (size - 1)) as usize * SEND_WQE_BB;
-    let Some(ctrl) = qp.sq.read::<CtrlSeg>(iommu, start) else {
+    // A WQE a BlueFlame write delivered for this BB is taken from there,
+    // whole, instead of the ring.
+    let bf = qp.bf.take().filter(|b| b.index == ci);
+    let ring_ctrl = match &bf {
+        Some(b) => Some(from_bytes::<CtrlSeg>(&b.bytes)),
+        None => qp.sq.read::<CtrlSeg>(iommu, start),
+    };
+    let Some(ctrl) = ring_ctrl else {
         return Err(WqeError {
             wr_id: 0,
             bbs: 1,
@@ -143,6 +151,10 @@ pub(crate) fn fetch(
     w.bbs = bbs;
     w.qp_type = qp.qp_type;
     let len = ds * SEG_SIZE;
+    if let Some(b) = bf.filter(|_| len <= BF_WQE_BYTES) {
+        w.buf[..len].copy_from_slice(&b.bytes[..len]);
+        return Ok(());
+    }
     // A WQE may wrap from the last BB of the ring to the first.
     let first = len.min(ring_bytes - start);
     let fault = || WqeError {

@@ -146,7 +146,7 @@ pub struct Version {
 /// Major interface version described by this crate.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor interface version described by this crate.
-pub const VERSION_MINOR: u16 = 3;
+pub const VERSION_MINOR: u16 = 4;
 
 /// `CAP_DEV`: device-wide capabilities.
 #[bitfield(u32, repr = le32, from = le32::from_ne, into = le32::to_ne)]
@@ -171,7 +171,10 @@ pub struct DevCaps {
     pub ud: bool,
     /// The device implements UC QPs.
     pub uc: bool,
-    #[bits(8)]
+    /// The device takes BlueFlame writes ([`crate::uar::BF`], from version
+    /// 1.4).
+    pub bf: bool,
+    #[bits(7)]
     __: u8,
 }
 

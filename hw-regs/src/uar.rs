@@ -32,6 +32,18 @@ pub const SRQ_DB: usize = 0x018;
 /// Offset of [`EqArmDoorbell`] within a doorbell page (completion EQs made
 /// by CREATE_EQ; device 1.1 has none and ignores it).
 pub const EQ_DB: usize = 0x020;
+/// Offset of the BlueFlame register within a doorbell page (from version
+/// 1.4, when `CAP_DEV.bf`): one 64-byte write of an SQ doorbell and the
+/// send WQE it announces, [`BF_SIZE`] bytes.
+pub const BF: usize = 0x100;
+/// Bytes of one BlueFlame write: the [`SqDoorbell`] (8), then the first
+/// [`BF_WQE_BYTES`] of the WQE.
+pub const BF_SIZE: usize = 64;
+/// WQE bytes a BlueFlame write carries: WQEs of at most [`BF_MAX_DS`]
+/// segments go whole.
+pub const BF_WQE_BYTES: usize = 48;
+/// Segments of a WQE a BlueFlame write carries whole.
+pub const BF_MAX_DS: usize = BF_WQE_BYTES / 16;
 
 /// Work queue doorbell, the layout of both [`SQ_DB`] and [`RQ_DB`]: the
 /// QP's queue has new WQEs up to the producer index in its doorbell record.
@@ -142,7 +154,10 @@ assert_eq_size!(CqDbRec, u64);
 assert_eq_size!(WqDoorbell, u64);
 assert_eq_size!(CqDoorbell, u64);
 assert_eq_size!(EqArmDoorbell, u64);
-static_assertions::const_assert!(EQ_DB + 8 <= UAR_PAGE_SIZE);
+static_assertions::const_assert!(EQ_DB + 8 <= BF);
+static_assertions::const_assert!(BF % BF_SIZE == 0 && BF + BF_SIZE <= UAR_PAGE_SIZE);
+static_assertions::const_assert!(8 + BF_WQE_BYTES <= BF_SIZE);
+static_assertions::const_assert_eq!(BF_MAX_DS, 3);
 
 #[cfg(test)]
 mod tests {

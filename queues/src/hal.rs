@@ -127,6 +127,17 @@ pub unsafe trait Hal: Send + Sync {
     /// with one 64-bit store.
     fn mmio_write64(&self, bar: u8, offset: usize, value: u64);
 
+    /// Writes the 64 bytes `block` (little-endian words) to BAR `bar` at
+    /// byte `offset`, 64-byte aligned, as one burst the device receives
+    /// whole: a BlueFlame write (write-combined on hardware, mlx5's BF).
+    /// `Err(HalError::Unsupported)` where the platform cannot (the
+    /// default): the caller rings the doorbell instead. Ordered as
+    /// [`Hal::mmio_write64`] is.
+    fn mmio_write_block(&self, bar: u8, offset: usize, block: &[u64; 8]) -> Result<(), HalError> {
+        let _ = (bar, offset, block);
+        Err(HalError::Unsupported)
+    }
+
     /// Monotonic time in nanoseconds, for timeouts.
     fn now_ns(&self) -> u64;
 

@@ -6,7 +6,7 @@
 //! batch there; the requests before it are still published and rung.
 
 use alloc::format;
-use rnic_hw_regs::uar::{RqDoorbell, SqDoorbell, RQ_DB, SQ_DB};
+use rnic_hw_regs::uar::{RqDoorbell, SqDoorbell, BF_MAX_DS, BF_WQE_BYTES, RQ_DB, SQ_DB};
 use rnic_hw_regs::verbs::{QpState, QpType};
 use rnic_hw_regs::wqe::wqe_bbs;
 use rnic_queues::{DbRec, Hal};
@@ -92,6 +92,7 @@ impl<H: Hal> Qp<H> {
         sq.ring.retire_to(tail as u16);
         let mut result = Ok(());
         let start = sq.ring.pi();
+        let mut last_ds = 0;
         for (index, wr) in wrs.iter().enumerate() {
             let uc_refused = self.qp_type == QpType::Uc
                 && (matches!(wr.op, SendOp::RdmaRead { .. } | SendOp::SendWithInv { .. })
@@ -134,6 +135,7 @@ impl<H: Hal> Qp<H> {
             }
             let pi = sq.ring.pi();
             write_send(&mut sq.ring, pi, wr, ds);
+            last_ds = ds;
             sq.ring.advance(bbs);
             sq.wr_head = sq.wr_head.wrapping_add(1);
             self.shared
@@ -146,9 +148,26 @@ impl<H: Hal> Qp<H> {
             // before the record, which is written before the doorbell.
             sq.dbrec.publish(pi);
             let db = SqDoorbell::new().with_qpn(self.qpn).with_pi(pi as u16);
-            self.pd
-                .ctx
-                .ring_doorbell(self.uar_page, SQ_DB, db.into_bits());
+            // One small WQE goes with its doorbell, as a BlueFlame write:
+            // the device need not read it, nor the record (spec 8.1).
+            let one = pi.wrapping_sub(start) == 1 && last_ds <= BF_MAX_DS;
+            let sent = one && {
+                let mut block = [0u64; 8];
+                block[0] = db.into_bits();
+                let wqe = sq.ring.slot(start).cast::<u64>();
+                for (i, w) in block[1..=BF_WQE_BYTES / 8].iter_mut().enumerate() {
+                    // SAFETY: the slot is one 64-byte-aligned BB of the
+                    // ring, which this thread wrote under the SQ lock; the
+                    // words read are inside it.
+                    *w = unsafe { wqe.add(i).read_volatile() };
+                }
+                self.pd.ctx.ring_blueflame(self.uar_page, &block)
+            };
+            if !sent {
+                self.pd
+                    .ctx
+                    .ring_doorbell(self.uar_page, SQ_DB, db.into_bits());
+            }
         }
         result
     }

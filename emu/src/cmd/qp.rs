@@ -148,6 +148,7 @@ pub(super) fn create(
             attrs: QpAttrs::default(),
             sq_ci: 0,
             sq_fetch: 0,
+            bf: None,
             rq_ci: 0,
             sq_pi: 0,
             rq_pi: 0,

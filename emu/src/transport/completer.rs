@@ -515,6 +515,7 @@ pub(crate) fn clear(st: &mut State, qpn: u32) {
         }
         qp.req.send_at = 0;
         qp.req.rd_atomic = 0;
+        qp.bf = None;
         qp.timers.retx = None;
         qp.timers.rnr = None;
         qp.sq_fetch = qp.sq_ci;

@@ -12,15 +12,17 @@
 use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
-use rnic_hw_regs::uar::SqDoorbell;
+use rnic_hw_regs::le32;
+use rnic_hw_regs::uar::{SqDoorbell, BF_MAX_DS, BF_WQE_BYTES};
 use rnic_hw_regs::verbs::{access, QpState, QpType, WcStatus};
-use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
+use rnic_hw_regs::wqe::{CtrlWord, MAX_SEND_WQE_DS};
 
 use super::{
     completer, mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS,
     QUANTUM,
 };
 use crate::mw;
+use crate::objects::BfWqe;
 use crate::port;
 use crate::qp::{self, Wq};
 use crate::sgl;
@@ -60,6 +62,41 @@ pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
         }
     }
     st.kick(qpn);
+}
+
+/// A BlueFlame write on doorbell page `page` (spec 8.1): the SQ doorbell
+/// `db` and the first bytes of the WQE it announces. When that WQE is the
+/// next one the QP takes, whole and with its index, and nothing else is
+/// known to be posted, the device takes it from `bytes` and counts it
+/// published without reading the ring or the doorbell record; otherwise
+/// the write is an SQ doorbell.
+pub(crate) fn sq_blueflame(st: &mut State, page: u32, db: SqDoorbell, bytes: &[u8; BF_WQE_BYTES]) {
+    let taken = st.objs.qps.get_mut(db.qpn()).is_some_and(|qp| {
+        let ctrl = CtrlWord::from_bits(le32::from_ne(u32::from_le_bytes([
+            bytes[0], bytes[1], bytes[2], bytes[3],
+        ])));
+        // The doorbell names the producer index after the WQE, of one BB.
+        let index = qp.sq_fetch;
+        let usable = qp.uar_page == page
+            && qp.state == QpState::Rts
+            && qp::known(qp, Wq::Sq) == 0
+            && db.pi() == index.wrapping_add(1) as u16
+            && ctrl.wqe_index() == index as u8
+            && (1..=BF_MAX_DS).contains(&(ctrl.ds() as usize));
+        if usable {
+            qp.bf = Some(BfWqe {
+                index,
+                bytes: *bytes,
+            });
+            qp.sq_pi = index.wrapping_add(1);
+        }
+        usable
+    });
+    if taken {
+        st.kick(db.qpn());
+    } else {
+        sq_doorbell(st, page, db);
+    }
 }
 
 /// One turn of QP `qpn`'s send side: READ responses and ACKs its responder
