@@ -1,0 +1,243 @@
+//! The devices `ibv_get_device_list` lists, from the environment.
+//!
+//! `RNIC_DEVICES` holds one device per `;`-separated item, each a
+//! `,`-separated list of `key=value`; `RNIC_DEVICES_FILE` names a file with
+//! one device per line (`#` starts a comment). Without either there is one
+//! device, `rnic0`, on a loopback wire. Keys:
+//!
+//! - `name`: the device's name (default `rnic<index>`);
+//! - `mac`: its MAC address (default `02:00:00:00:00:<index + 1>`);
+//! - `ipv4`: the address of its IPv4 GID (default `192.0.2.<index + 1>`);
+//! - `wire`: `loopback` (default), `udp:LOCAL=REMOTE` (two socket
+//!   addresses: a NIC in another process, or a VM's), `shm-create:PATH` or
+//!   `shm-open:PATH` (the shared-memory wire between two processes of one
+//!   host: one creates the file, the other opens it).
+//!
+//! ```text
+//! RNIC_DEVICES='name=rnic0,wire=udp:127.0.0.1:47001=127.0.0.1:47002,mac=02:00:00:00:00:01,ipv4=192.0.2.1'
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// One configured device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// `ibv_get_device_name`'s answer.
+    pub name: String,
+    /// The port's MAC address, from which the node GUID derives.
+    pub mac: [u8; 6],
+    /// The address of the port's IPv4 GID.
+    pub ipv4: [u8; 4],
+    /// Where its frames go.
+    pub wire: WireSpec,
+}
+
+/// A device's wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireSpec {
+    /// Frames come back to the NIC.
+    Loopback,
+    /// A UDP socket at `local` sending to `remote`.
+    Udp {
+        /// The socket's own address.
+        local: SocketAddr,
+        /// Where it sends.
+        remote: SocketAddr,
+    },
+    /// The shared-memory wire in a file.
+    Shm {
+        /// The file.
+        path: PathBuf,
+        /// This side creates it (the other opens it).
+        create: bool,
+    },
+}
+
+impl DeviceSpec {
+    /// The node GUID: the MAC's modified EUI-64, as RoCE NICs derive it,
+    /// in network byte order.
+    pub fn guid(&self) -> [u8; 8] {
+        let m = self.mac;
+        [m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
+    }
+
+    fn default_at(index: usize) -> DeviceSpec {
+        let n = (index + 1) as u8;
+        DeviceSpec {
+            name: format!("rnic{index}"),
+            mac: [0x02, 0, 0, 0, 0, n],
+            ipv4: [192, 0, 2, n],
+            wire: WireSpec::Loopback,
+        }
+    }
+}
+
+/// The devices the environment configures (see the module documentation).
+pub fn from_env() -> Result<Vec<DeviceSpec>, String> {
+    if let Ok(list) = std::env::var("RNIC_DEVICES") {
+        return parse(list.split(';'));
+    }
+    if let Some(path) = std::env::var_os("RNIC_DEVICES_FILE") {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("RNIC_DEVICES_FILE {}: {e}", PathBuf::from(&path).display()))?;
+        return parse(text.lines().map(|l| l.split('#').next().unwrap_or("")));
+    }
+    Ok(vec![DeviceSpec::default_at(0)])
+}
+
+/// Parses device items (empty ones are skipped).
+pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>, String> {
+    let mut devs: Vec<DeviceSpec> = Vec::new();
+    for item in items.map(str::trim).filter(|i| !i.is_empty()) {
+        let mut d = DeviceSpec::default_at(devs.len());
+        for kv in item.split(',').map(str::trim) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("device {}: `{kv}` is not key=value", d.name))?;
+            match k {
+                "name" => d.name = name(v)?,
+                "mac" => d.mac = mac(v)?,
+                "ipv4" => {
+                    d.ipv4 = v
+                        .parse::<std::net::Ipv4Addr>()
+                        .map_err(|e| format!("device {}: ipv4 `{v}`: {e}", d.name))?
+                        .octets()
+                }
+                "wire" => {
+                    d.wire = wire(v).map_err(|e| format!("device {}: wire `{v}`: {e}", d.name))?
+                }
+                _ => {
+                    return Err(format!(
+                        "device {}: unknown key `{k}` (name, mac, ipv4, wire)",
+                        d.name
+                    ))
+                }
+            }
+        }
+        if devs.iter().any(|o| o.name == d.name) {
+            return Err(format!("two devices are named {}", d.name));
+        }
+        devs.push(d);
+    }
+    Ok(devs)
+}
+
+fn name(v: &str) -> Result<String, String> {
+    let ok = !v.is_empty()
+        && v.len() < crate::abi::SYSFS_NAME_MAX
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(v.to_owned())
+    } else {
+        Err(format!(
+            "device name `{v}`: 1 to 63 letters, digits, `_` or `-`"
+        ))
+    }
+}
+
+fn mac(v: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = v.split(':').collect();
+    let mut m = [0u8; 6];
+    if parts.len() != 6 {
+        return Err(format!("mac `{v}`: six hex bytes, `:`-separated"));
+    }
+    for (b, p) in m.iter_mut().zip(&parts) {
+        *b =
+            u8::from_str_radix(p, 16).map_err(|_| format!("mac `{v}`: `{p}` is not a hex byte"))?;
+    }
+    if m[0] & 1 != 0 {
+        return Err(format!("mac `{v}` is a multicast address"));
+    }
+    Ok(m)
+}
+
+fn wire(v: &str) -> Result<WireSpec, String> {
+    if v == "loopback" {
+        return Ok(WireSpec::Loopback);
+    }
+    if let Some(addrs) = v.strip_prefix("udp:") {
+        let (l, r) = addrs
+            .split_once('=')
+            .ok_or("udp:LOCAL=REMOTE, two socket addresses")?;
+        let sock = |s: &str| s.parse::<SocketAddr>().map_err(|e| format!("`{s}`: {e}"));
+        return Ok(WireSpec::Udp {
+            local: sock(l)?,
+            remote: sock(r)?,
+        });
+    }
+    for (prefix, create) in [("shm-create:", true), ("shm-open:", false)] {
+        if let Some(path) = v.strip_prefix(prefix) {
+            if path.is_empty() {
+                return Err("a file path after the colon".into());
+            }
+            return Ok(WireSpec::Shm {
+                path: path.into(),
+                create,
+            });
+        }
+    }
+    Err("loopback, udp:LOCAL=REMOTE, shm-create:PATH or shm-open:PATH".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_from_items() {
+        let d = parse(
+            [
+                "",
+                "wire=udp:127.0.0.1:47001=127.0.0.1:47002, mac=02:aa:bb:cc:dd:ee",
+                "name=second,ipv4=10.0.0.7,wire=shm-open:/tmp/w",
+            ]
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].name, "rnic0");
+        assert_eq!(d[0].mac, [0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]);
+        assert_eq!(
+            d[0].guid(),
+            [0x00, 0xaa, 0xbb, 0xff, 0xfe, 0xcc, 0xdd, 0xee]
+        );
+        assert_eq!(
+            d[0].wire,
+            WireSpec::Udp {
+                local: "127.0.0.1:47001".parse().unwrap(),
+                remote: "127.0.0.1:47002".parse().unwrap()
+            }
+        );
+        assert_eq!(d[1].name, "second");
+        assert_eq!(d[1].ipv4, [10, 0, 0, 7]);
+        assert_eq!(d[1].mac, [2, 0, 0, 0, 0, 2], "the second default MAC");
+        assert_eq!(
+            d[1].wire,
+            WireSpec::Shm {
+                path: "/tmp/w".into(),
+                create: false
+            }
+        );
+    }
+
+    #[test]
+    fn bad_items_say_what_is_wrong() {
+        for (item, says) in [
+            ("mac=01:00:00:00:00:01", "multicast"),
+            ("mac=02:00:00", "six hex bytes"),
+            ("wire=tcp:1", "loopback, udp"),
+            ("wire=udp:127.0.0.1:1", "LOCAL=REMOTE"),
+            ("name=a b", "letters"),
+            ("colour=red", "unknown key"),
+            ("ipv4=300.1.1.1", "ipv4"),
+            ("mac", "key=value"),
+        ] {
+            let e = parse([item].into_iter()).unwrap_err();
+            assert!(e.contains(says), "{item}: {e}");
+        }
+        let e = parse(["name=x", "name=x"].into_iter()).unwrap_err();
+        assert!(e.contains("two devices"), "{e}");
+    }
+}

@@ -1,0 +1,150 @@
+//! The device list: `ibv_get_device_list` and the calls on its entries.
+
+use std::ffi::{c_char, c_int};
+use std::sync::OnceLock;
+
+use crate::abi::{
+    set_str, DeviceOps, IbvDevice, NODE_CA, SYSFS_NAME_MAX, SYSFS_PATH_MAX, TRANSPORT_IB,
+};
+use crate::config::{self, DeviceSpec};
+use crate::errno;
+
+/// A configured device: the `struct ibv_device` programs see, first, so
+/// that a pointer to one is a pointer to the other.
+#[repr(C)]
+pub(crate) struct Device {
+    pub ibv: IbvDevice,
+    pub spec: DeviceSpec,
+}
+
+// SAFETY: the only pointers in a Device are the null entry points of
+// `DeviceOps`; the rest is plain data, never changed after the list is
+// made.
+unsafe impl Send for Device {}
+// SAFETY: as for Send; shared access only reads.
+unsafe impl Sync for Device {}
+
+impl Device {
+    fn new(spec: DeviceSpec) -> Device {
+        let mut ibv = IbvDevice {
+            ops: DeviceOps {
+                dummy1: std::ptr::null_mut(),
+                dummy2: std::ptr::null_mut(),
+            },
+            node_type: NODE_CA,
+            transport_type: TRANSPORT_IB,
+            name: [0; SYSFS_NAME_MAX],
+            dev_name: [0; SYSFS_NAME_MAX],
+            dev_path: [0; SYSFS_PATH_MAX],
+            ibdev_path: [0; SYSFS_PATH_MAX],
+        };
+        // No kernel device stands behind it: no uverbs name, no sysfs path.
+        set_str(&mut ibv.name, &spec.name);
+        Device { ibv, spec }
+    }
+}
+
+/// The configured devices, made once per process (never changed after:
+/// their addresses are the `struct ibv_device *` programs hold).
+fn devices() -> Result<&'static [Device], &'static str> {
+    static DEVICES: OnceLock<Result<Vec<Device>, String>> = OnceLock::new();
+    let made = DEVICES.get_or_init(|| {
+        config::from_env()
+            .map(|specs| specs.into_iter().map(Device::new).collect())
+            .inspect_err(|e| eprintln!("rnic libibverbs: {e}"))
+    });
+    match made {
+        Ok(d) => Ok(d),
+        Err(e) => Err(e),
+    }
+}
+
+/// The device `dev` points to, if it is one of ours.
+fn ours(dev: *const IbvDevice) -> Option<&'static Device> {
+    let list = devices().ok()?;
+    list.iter().find(|d| std::ptr::eq(&d.ibv, dev))
+}
+
+/// `ibv_get_device_list`: a NULL-terminated array of the configured
+/// devices, and their number in `*num_devices` (if not NULL). NULL with
+/// `errno` `EINVAL` if the configuration is bad (the reason goes to
+/// stderr once), `ENOMEM` if the array cannot be allocated.
+///
+/// # Safety
+///
+/// `num_devices` is NULL or points to writable memory for an `int`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut IbvDevice {
+    let list = match devices() {
+        Ok(l) => l,
+        Err(_) => {
+            errno::set(libc::EINVAL);
+            return std::ptr::null_mut();
+        }
+    };
+    // SAFETY: calloc with a count and an element size; checked for NULL.
+    let array = unsafe { libc::calloc(list.len() + 1, size_of::<*mut IbvDevice>()) }
+        .cast::<*mut IbvDevice>();
+    if array.is_null() {
+        errno::set(libc::ENOMEM);
+        return std::ptr::null_mut();
+    }
+    for (i, d) in list.iter().enumerate() {
+        // SAFETY: `i < list.len()`, inside the array of `len + 1` entries;
+        // the last stays NULL. The devices live as long as the process, and
+        // programs only read them.
+        unsafe { *array.add(i) = (&d.ibv as *const IbvDevice).cast_mut() };
+    }
+    if !num_devices.is_null() {
+        // SAFETY: the caller's promise.
+        unsafe { *num_devices = list.len() as c_int };
+    }
+    array
+}
+
+/// `ibv_free_device_list`: frees an array from [`ibv_get_device_list`]
+/// (the devices stay valid, as in libibverbs while one is open).
+///
+/// # Safety
+///
+/// `list` is NULL or came from `ibv_get_device_list` and is not freed yet.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut IbvDevice) {
+    // SAFETY: the caller's promise: calloc's memory, or NULL.
+    unsafe { libc::free(list.cast()) }
+}
+
+/// `ibv_get_device_name`: the device's name; NULL with `errno` `EINVAL`
+/// for a pointer that is not one of the listed devices.
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is only compared.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut IbvDevice) -> *const c_char {
+    match ours(device) {
+        Some(d) => d.ibv.name.as_ptr(),
+        None => {
+            errno::set(libc::EINVAL);
+            std::ptr::null()
+        }
+    }
+}
+
+/// `ibv_get_device_guid`: the node GUID in network byte order (the MAC's
+/// modified EUI-64); 0 with `errno` `EINVAL` for a pointer that is not one
+/// of the listed devices.
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is only compared.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut IbvDevice) -> u64 {
+    match ours(device) {
+        Some(d) => u64::from_ne_bytes(d.spec.guid()),
+        None => {
+            errno::set(libc::EINVAL);
+            0
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! `errno`, as libibverbs sets it.
+
+/// Sets the calling thread's `errno`.
+pub(crate) fn set(e: i32) {
+    // SAFETY: `__errno_location` returns the calling thread's errno, valid
+    // for the thread's life.
+    unsafe { *libc::__errno_location() = e };
+}

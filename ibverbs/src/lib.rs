@@ -1,0 +1,21 @@
+//! `rnic-ibverbs`: a drop-in `libibverbs.so.1`, so that unmodified RDMA
+//! programs (rdma-core's utilities, perftest, applications written
+//! against libibverbs) run over rnic with `LD_LIBRARY_PATH`, without
+//! rdma-core, a kernel module or a provider.
+//!
+//! `ibverbs/build.sh` links this crate's static library into
+//! `target/ibverbs/libibverbs.so.1` with libibverbs' symbol versions
+//! (`ibverbs/libibverbs.map`). The structures programs see are laid out
+//! exactly as rdma-core 44's `infiniband/verbs.h` ([`abi`], checked
+//! against the header by the tests). The devices come from a
+//! configuration ([`config`]). docs/ibverbs.md says what is served so
+//! far.
+
+pub mod abi;
+pub mod config;
+mod device;
+mod errno;
+
+pub use device::{
+    ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
+};
