@@ -1,4 +1,4 @@
-//! The device: its locks, its wire, one step of work, the inline driver
+//! The device: its locks, its wire, one step of work, the inline driver,
 //! a worker's turn at a NIC, and the BAR access entry points.
 //!
 //! A step takes the state lock, receives a batch from the wire, runs the
@@ -13,12 +13,14 @@
 //! Inline mode: the thread that writes a register or doorbell runs the
 //! step, then every step the frames it sent made runnable, on this or any
 //! other inline NIC (a thread-local run list), until nothing is left or
-//! [`INLINE_BUDGET`] steps ran. Thread mode: doorbells and commands
-//! (`CMDQ_DB`) are queued to the NIC's device worker (a thread shared by
-//! NICs, [`crate::worker`]), which runs the NIC's steps until nothing is
-//! left, at most [`STREAK`] of them between two work items, then takes the
-//! next item, so that commands and doorbells are served while a send queue
-//! keeps itself busy. Every other BAR 0 write runs in the writing thread,
+//! [`INLINE_BUDGET`] steps ran. Thread mode: a send, receive or SRQ
+//! doorbell, or a BlueFlame write, goes to the NIC's latch when it is free
+//! (one cache line the worker polls, taken at the start of every step);
+//! other doorbells and commands (`CMDQ_DB`) are queued to the NIC's device
+//! worker (a thread shared by NICs, [`crate::worker`]), which runs the
+//! NIC's steps until nothing is left, at most [`STREAK`] of them between
+//! two work items, then takes the next item, so that commands and
+//! doorbells are served while a send queue keeps itself busy. Every other BAR 0 write runs in the writing thread,
 //! after everything queued before it, so that register writes take effect
 //! in order and a read sees them all, as PCIe orders them.
 
