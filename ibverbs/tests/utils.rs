@@ -169,6 +169,33 @@ fn ibv_devices_lists_the_configured_devices() {
 }
 
 #[test]
+fn devices_from_a_file() {
+    let path = std::env::temp_dir().join(format!("rnic-devices-{}", std::process::id()));
+    std::fs::write(
+        &path,
+        "# two NICs\nname=left,mac=02:00:00:00:00:0a  # the first\n\nname=right,wire=loopback\n",
+    )
+    .unwrap();
+    let o = Command::new("ibv_devices")
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env_remove("RNIC_DEVICES")
+        .env("RNIC_DEVICES_FILE", &path)
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("left") && out.contains("000000fffe00000a"),
+        "{out}"
+    );
+    assert!(
+        out.contains("right") && out.contains("000000fffe000002"),
+        "{out}"
+    );
+}
+
+#[test]
 fn a_bad_configuration_fails_as_libibverbs_fails() {
     let o = run("ibv_devices", &[], Some("mac=02:00"));
     let (out, err) = text(&o);
