@@ -52,3 +52,113 @@ pub(crate) fn set_str(dst: &mut [c_char], s: &str) {
     }
     dst[n..].fill(0);
 }
+
+/// Entries of `struct ibv_context_ops`: the compatibility slots and the
+/// data-path calls the header's inline functions make through it.
+pub const CONTEXT_OPS: usize = 32;
+
+/// `struct ibv_context`.
+#[repr(C)]
+pub struct IbvContext {
+    /// The device it was opened on.
+    pub device: *mut IbvDevice,
+    /// `struct ibv_context_ops`.
+    pub ops: [*mut c_void; CONTEXT_OPS],
+    /// No kernel command channel: -1.
+    pub cmd_fd: c_int,
+    /// The asynchronous event channel's descriptor (-1: none yet).
+    pub async_fd: c_int,
+    /// Completion vectors.
+    pub num_comp_vectors: c_int,
+    /// libibverbs' own lock, unused here.
+    pub mutex: libc::pthread_mutex_t,
+    /// NULL: not a `struct verbs_context`, so the header's inline helpers
+    /// call the exported functions.
+    pub abi_compat: *mut c_void,
+}
+
+/// `struct ibv_device_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IbvDeviceAttr {
+    /// Firmware version, a C string.
+    pub fw_ver: [c_char; 64],
+    /// Network byte order.
+    pub node_guid: u64,
+    /// Network byte order.
+    pub sys_image_guid: u64,
+    /// Largest MR.
+    pub max_mr_size: u64,
+    /// Page sizes supported.
+    pub page_size_cap: u64,
+    /// PCI vendor ID.
+    pub vendor_id: u32,
+    /// PCI device ID.
+    pub vendor_part_id: u32,
+    /// Hardware revision.
+    pub hw_ver: u32,
+    /// QPs.
+    pub max_qp: c_int,
+    /// Work requests per queue.
+    pub max_qp_wr: c_int,
+    /// `IBV_DEVICE_*` flags.
+    pub device_cap_flags: u32,
+    /// SGEs per request.
+    pub max_sge: c_int,
+    /// SGEs per RDMA READ.
+    pub max_sge_rd: c_int,
+    /// CQs.
+    pub max_cq: c_int,
+    /// CQEs per CQ.
+    pub max_cqe: c_int,
+    /// MRs.
+    pub max_mr: c_int,
+    /// PDs.
+    pub max_pd: c_int,
+    /// READ/atomics a QP takes as responder.
+    pub max_qp_rd_atom: c_int,
+    /// EE contexts' (none).
+    pub max_ee_rd_atom: c_int,
+    /// READ/atomic resources of the device.
+    pub max_res_rd_atom: c_int,
+    /// READ/atomics a QP issues.
+    pub max_qp_init_rd_atom: c_int,
+    /// EE contexts' (none).
+    pub max_ee_init_rd_atom: c_int,
+    /// `enum ibv_atomic_cap`.
+    pub atomic_cap: c_int,
+    /// EE contexts (none).
+    pub max_ee: c_int,
+    /// RD domains (none).
+    pub max_rdd: c_int,
+    /// Memory windows.
+    pub max_mw: c_int,
+    /// Raw IPv6 QPs (none).
+    pub max_raw_ipv6_qp: c_int,
+    /// Raw Ethertype QPs (none).
+    pub max_raw_ethy_qp: c_int,
+    /// Multicast groups (none).
+    pub max_mcast_grp: c_int,
+    /// QPs per multicast group (none).
+    pub max_mcast_qp_attach: c_int,
+    /// QPs attached to multicast groups (none).
+    pub max_total_mcast_qp_attach: c_int,
+    /// Address handles.
+    pub max_ah: c_int,
+    /// FMRs (none).
+    pub max_fmr: c_int,
+    /// FMR maps (none).
+    pub max_map_per_fmr: c_int,
+    /// SRQs.
+    pub max_srq: c_int,
+    /// Work requests per SRQ.
+    pub max_srq_wr: c_int,
+    /// SGEs per SRQ request.
+    pub max_srq_sge: c_int,
+    /// P_Keys per port.
+    pub max_pkeys: u16,
+    /// Local CA ACK delay.
+    pub local_ca_ack_delay: u8,
+    /// Ports.
+    pub phys_port_cnt: u8,
+}

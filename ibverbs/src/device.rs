@@ -60,7 +60,7 @@ fn devices() -> Result<&'static [Device], &'static str> {
 }
 
 /// The device `dev` points to, if it is one of ours.
-fn ours(dev: *const IbvDevice) -> Option<&'static Device> {
+pub(crate) fn ours(dev: *const IbvDevice) -> Option<&'static Device> {
     let list = devices().ok()?;
     list.iter().find(|d| std::ptr::eq(&d.ibv, dev))
 }

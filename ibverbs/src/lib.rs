@@ -13,9 +13,11 @@
 
 pub mod abi;
 pub mod config;
+mod context;
 mod device;
 mod errno;
 
+pub use context::{ibv_close_device, ibv_open_device, ibv_query_device};
 pub use device::{
     ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
 };

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use rnic_ibverbs::abi::IbvDevice;
+use rnic_ibverbs::abi::{IbvContext, IbvDevice, IbvDeviceAttr};
 
 /// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
 /// run by ibverbs/build.sh (in a target directory of its own: the one this
@@ -87,55 +87,182 @@ fn exports_exactly_the_mapped_symbols_with_their_versions() {
     assert!(String::from_utf8_lossy(&d.stdout).contains("[libibverbs.so.1]"));
 }
 
-#[test]
-fn struct_ibv_device_is_laid_out_as_the_header() {
-    let probe = r#"
-#include <stddef.h>
-#include <stdio.h>
-#include <infiniband/verbs.h>
-#define F(field) printf("%s %zu\n", #field, offsetof(struct ibv_device, field))
-int main(void) {
-    printf("size %zu\n", sizeof(struct ibv_device));
-    F(_ops); F(node_type); F(transport_type); F(name); F(dev_name); F(dev_path); F(ibdev_path);
-    return 0;
-}
-"#;
-    let dir = std::env::temp_dir().join(format!("rnic-ibv-probe-{}", std::process::id()));
+/// Compiles the C program `code` with gcc (against the system's
+/// infiniband/verbs.h; `link` adds the rnic library) and runs it with the
+/// rnic libibverbs and `RNIC_DEVICES` `devices`.
+fn c_program(code: &str, link: bool, devices: Option<&str>) -> Output {
+    let dir =
+        std::env::temp_dir().join(format!("rnic-ibv-c-{}-{}", std::process::id(), code.len()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("probe.c"), probe).unwrap();
-    let st = Command::new("gcc")
-        .arg(dir.join("probe.c"))
-        .arg("-o")
-        .arg(dir.join("probe"))
-        .status()
-        .expect("gcc");
-    assert!(st.success(), "the probe needs libibverbs-dev's headers");
-    let out = Command::new(dir.join("probe")).output().unwrap();
+    std::fs::write(dir.join("p.c"), code).unwrap();
+    let mut cc = Command::new("gcc");
+    cc.arg(dir.join("p.c")).arg("-o").arg(dir.join("p"));
+    if link {
+        cc.arg("-L").arg(lib_dir()).arg("-libverbs");
+    }
+    assert!(
+        cc.status().expect("gcc").success(),
+        "the C program needs libibverbs-dev"
+    );
+    let out = run(dir.join("p").to_str().unwrap(), &[], devices);
     std::fs::remove_dir_all(&dir).unwrap();
-    let header: Vec<(String, usize)> = String::from_utf8_lossy(&out.stdout)
+    out
+}
+
+/// `name offset` lines from a layout probe of `ty`'s `fields` (and `size`).
+fn layout(ty: &str, fields: &[&str]) -> Vec<(String, usize)> {
+    let mut code = String::from(
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+    );
+    code += &format!("printf(\"size %zu\\n\", sizeof({ty}));\n");
+    for f in fields {
+        code += &format!("printf(\"{f} %zu\\n\", offsetof({ty}, {f}));\n");
+    }
+    code += "return 0; }\n";
+    let out = c_program(&code, false, None);
+    String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| {
             let (k, v) = l.split_once(' ').unwrap();
             (k.to_owned(), v.parse().unwrap())
         })
-        .collect();
-    let ours = [
-        ("size", size_of::<IbvDevice>()),
-        ("_ops", std::mem::offset_of!(IbvDevice, ops)),
-        ("node_type", std::mem::offset_of!(IbvDevice, node_type)),
-        (
-            "transport_type",
-            std::mem::offset_of!(IbvDevice, transport_type),
-        ),
-        ("name", std::mem::offset_of!(IbvDevice, name)),
-        ("dev_name", std::mem::offset_of!(IbvDevice, dev_name)),
-        ("dev_path", std::mem::offset_of!(IbvDevice, dev_path)),
-        ("ibdev_path", std::mem::offset_of!(IbvDevice, ibdev_path)),
-    ];
+        .collect()
+}
+
+/// Asserts that `ours` (name, size or offset) matches the header's.
+fn same_layout(ty: &str, ours: &[(&str, usize)]) {
+    let fields: Vec<&str> = ours[1..].iter().map(|(f, _)| *f).collect();
+    let header = layout(ty, &fields);
+    assert_eq!(header.len(), ours.len());
     for ((k, v), (name, want)) in ours.iter().zip(&header) {
-        assert_eq!((k, v), (&name.as_str(), want), "struct ibv_device.{k}");
+        assert_eq!((k, v), (&name.as_str(), want), "{ty}.{k}");
     }
-    assert_eq!(ours.len(), header.len());
+}
+
+#[test]
+fn structures_are_laid_out_as_the_header() {
+    use std::mem::offset_of;
+    same_layout(
+        "struct ibv_device",
+        &[
+            ("size", size_of::<IbvDevice>()),
+            ("_ops", offset_of!(IbvDevice, ops)),
+            ("node_type", offset_of!(IbvDevice, node_type)),
+            ("transport_type", offset_of!(IbvDevice, transport_type)),
+            ("name", offset_of!(IbvDevice, name)),
+            ("dev_name", offset_of!(IbvDevice, dev_name)),
+            ("dev_path", offset_of!(IbvDevice, dev_path)),
+            ("ibdev_path", offset_of!(IbvDevice, ibdev_path)),
+        ],
+    );
+    same_layout(
+        "struct ibv_context",
+        &[
+            ("size", size_of::<IbvContext>()),
+            ("device", offset_of!(IbvContext, device)),
+            ("ops", offset_of!(IbvContext, ops)),
+            ("cmd_fd", offset_of!(IbvContext, cmd_fd)),
+            ("async_fd", offset_of!(IbvContext, async_fd)),
+            ("num_comp_vectors", offset_of!(IbvContext, num_comp_vectors)),
+            ("mutex", offset_of!(IbvContext, mutex)),
+            ("abi_compat", offset_of!(IbvContext, abi_compat)),
+        ],
+    );
+    macro_rules! attr {
+        ($($f:ident),*) => {
+            [("size", size_of::<IbvDeviceAttr>()), $((stringify!($f), offset_of!(IbvDeviceAttr, $f))),*]
+        };
+    }
+    same_layout(
+        "struct ibv_device_attr",
+        &attr!(
+            fw_ver,
+            node_guid,
+            sys_image_guid,
+            max_mr_size,
+            page_size_cap,
+            vendor_id,
+            vendor_part_id,
+            hw_ver,
+            max_qp,
+            max_qp_wr,
+            device_cap_flags,
+            max_sge,
+            max_sge_rd,
+            max_cq,
+            max_cqe,
+            max_mr,
+            max_pd,
+            max_qp_rd_atom,
+            max_ee_rd_atom,
+            max_res_rd_atom,
+            max_qp_init_rd_atom,
+            max_ee_init_rd_atom,
+            atomic_cap,
+            max_ee,
+            max_rdd,
+            max_mw,
+            max_raw_ipv6_qp,
+            max_raw_ethy_qp,
+            max_mcast_grp,
+            max_mcast_qp_attach,
+            max_total_mcast_qp_attach,
+            max_ah,
+            max_fmr,
+            max_map_per_fmr,
+            max_srq,
+            max_srq_wr,
+            max_srq_sge,
+            max_pkeys,
+            local_ca_ack_delay,
+            phys_port_cnt
+        ),
+    );
+}
+
+#[test]
+fn open_query_and_close_from_c() {
+    let code = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <infiniband/verbs.h>
+int main(void) {
+    int n;
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list || n != 2) return 10;
+    struct ibv_context *ctx = ibv_open_device(list[1]);
+    if (!ctx) { perror("ibv_open_device"); return 11; }
+    if (ctx->device != list[1]) return 12;
+    struct ibv_device_attr a;
+    int rc = ibv_query_device(ctx, &a);
+    if (rc) { printf("query %d\n", rc); return 13; }
+    printf("fw %s guid %016llx ports %u max_qp %d max_cqe %d max_sge %d atomic %d\n",
+           a.fw_ver, (unsigned long long)be64toh(a.node_guid), a.phys_port_cnt,
+           a.max_qp, a.max_cqe, a.max_sge, a.atomic_cap);
+    if (ibv_query_device(NULL, &a) != EINVAL) return 14;
+    if (ibv_query_device(ctx, NULL) != EINVAL) return 15;
+    if (ibv_close_device(ctx)) return 16;
+    if (ibv_close_device(ctx) != -1 || errno != EINVAL) return 17;
+    if (ibv_open_device((struct ibv_device *)&a) || errno != EINVAL) return 18;
+    ibv_free_device_list(list);
+    return 0;
+}
+"#;
+    let o = c_program(code, true, Some("name=a;name=b,mac=02:11:22:33:44:55"));
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let words: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(words[2..4], ["guid", "001122fffe334455"], "{out}");
+    assert_eq!(words[4..6], ["ports", "1"], "{out}");
+    let num = |k: &str| -> i64 {
+        let i = words.iter().position(|w| *w == k).unwrap();
+        words[i + 1].parse().unwrap()
+    };
+    assert!(
+        num("max_qp") > 0 && num("max_cqe") > 0 && num("max_sge") > 0,
+        "{out}"
+    );
+    assert_eq!(num("atomic"), 1, "IBV_ATOMIC_HCA: {out}");
 }
 
 #[test]

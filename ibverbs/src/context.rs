@@ -1,0 +1,216 @@
+//! Opening a device: `ibv_open_device`, `ibv_close_device` and the calls
+//! on a context.
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex};
+
+use rnic_driver::{Context as DriverContext, Error};
+use rnic_emu::net::{ShmWire, UdpWire};
+use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+
+use crate::abi::{set_str, IbvContext, IbvDevice, IbvDeviceAttr, CONTEXT_OPS};
+use crate::config::{DeviceSpec, WireSpec};
+use crate::device::ours;
+use crate::errno;
+
+/// An open device: the `struct ibv_context` programs see, first, then the
+/// emulated NIC and the driver's context on it.
+#[repr(C)]
+struct Context {
+    ibv: IbvContext,
+    ctx: DriverContext<EmuHal>,
+    /// Dropped after the driver's context, which resets the NIC.
+    _nic: Arc<EmuDevice>,
+}
+
+/// The contexts open now: a pointer a program passes is one of them, or
+/// is refused.
+static OPEN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+fn open_list() -> std::sync::MutexGuard<'static, Vec<usize>> {
+    OPEN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The open context `ctx` points to, if it is one.
+fn open_context(ctx: *mut IbvContext) -> Option<&'static Context> {
+    let open = open_list();
+    // SAFETY: the pointer is one `ibv_open_device` returned and
+    // `ibv_close_device` has not freed (it is in the list, which close
+    // leaves first).
+    open.contains(&(ctx as usize))
+        .then(|| unsafe { &*ctx.cast::<Context>() })
+}
+
+/// The emulated NIC a configured device stands for, in device-worker
+/// mode (programs poll and wait as on hardware).
+fn nic(spec: &DeviceSpec) -> Result<Arc<EmuDevice>, String> {
+    let cfg = EmuConfig {
+        mac: spec.mac,
+        ipv4: spec.ipv4,
+        ..EmuConfig::default()
+    };
+    let b = EmuDevice::builder(cfg).mode(ExecMode::Thread);
+    let b = match &spec.wire {
+        WireSpec::Loopback => b,
+        WireSpec::Udp { local, remote } => {
+            b.wire(UdpWire::bind(*local, *remote).map_err(|e| format!("udp {local}: {e}"))?)
+        }
+        WireSpec::Shm { path, create } => {
+            let w = if *create {
+                ShmWire::create(path)
+            } else {
+                ShmWire::open(path)
+            };
+            b.wire(w.map_err(|e| format!("shm {}: {e}", path.display()))?)
+        }
+    };
+    b.build().map_err(|e| e.to_string())
+}
+
+/// `ibv_open_device`: brings up the device's NIC and opens a context on
+/// it. NULL with `errno` `EINVAL` for a pointer that is not a listed
+/// device, or the driver's `errno` if the NIC cannot be brought up (the
+/// reason goes to stderr).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is only compared.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvContext {
+    let Some(d) = ours(device) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let nic = match nic(&d.spec) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
+            errno::set(libc::ENODEV);
+            return std::ptr::null_mut();
+        }
+    };
+    let ctx = match DriverContext::open(nic.hal()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
+            errno::set(e.errno());
+            return std::ptr::null_mut();
+        }
+    };
+    let ibv = IbvContext {
+        device,
+        ops: [std::ptr::null_mut::<c_void>(); CONTEXT_OPS],
+        cmd_fd: -1,
+        async_fd: -1,
+        num_comp_vectors: 1,
+        // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
+        // on glibc.
+        mutex: unsafe { std::mem::zeroed() },
+        abi_compat: std::ptr::null_mut(),
+    };
+    let c = Box::into_raw(Box::new(Context {
+        ibv,
+        ctx,
+        _nic: nic,
+    }));
+    open_list().push(c as usize);
+    c.cast()
+}
+
+/// `ibv_close_device`: closes the context and resets its NIC. 0, or -1
+/// with `errno` `EINVAL` for a pointer that is not an open context.
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is only compared
+/// until it is known to be an open context.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_int {
+    let mut open = open_list();
+    let Some(at) = open.iter().position(|&c| c == context as usize) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    open.swap_remove(at);
+    drop(open);
+    // SAFETY: it was open, so it came from Box::into_raw in
+    // ibv_open_device, and it has left the list: nothing else frees it.
+    drop(unsafe { Box::from_raw(context.cast::<Context>()) });
+    0
+}
+
+/// `ibv_query_device`: the device's attributes. 0, or an `errno` value
+/// (`EINVAL` for a context that is not open or a NULL `device_attr`).
+///
+/// # Safety
+///
+/// `device_attr` is NULL or points to writable memory for a
+/// `struct ibv_device_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_device(
+    context: *mut IbvContext,
+    device_attr: *mut IbvDeviceAttr,
+) -> c_int {
+    let Some(c) = context_and_out(context, device_attr) else {
+        return libc::EINVAL;
+    };
+    let a = match c.ctx.query_device() {
+        Ok(a) => a,
+        Err(e) => return errno_of(&e),
+    };
+    let int = |v: u32| v.min(c_int::MAX as u32) as c_int;
+    // SAFETY: plain integers and arrays: zero is a valid value.
+    let mut out: IbvDeviceAttr = unsafe { std::mem::zeroed() };
+    let fw = a.fw_ver;
+    set_str(
+        &mut out.fw_ver,
+        &format!("{}.{}.{}", fw >> 32, (fw >> 16) & 0xffff, fw & 0xffff),
+    );
+    out.node_guid = u64::from_ne_bytes(a.node_guid);
+    out.sys_image_guid = u64::from_ne_bytes(a.sys_image_guid);
+    out.max_mr_size = a.max_mr_size;
+    out.page_size_cap = a.page_size_cap;
+    out.vendor_id = a.vendor_id;
+    out.vendor_part_id = a.vendor_part_id;
+    out.hw_ver = a.hw_ver;
+    out.max_qp = int(a.max_qp);
+    out.max_qp_wr = int(a.max_qp_wr);
+    out.device_cap_flags = a.device_cap_flags;
+    out.max_sge = int(a.max_sge);
+    out.max_sge_rd = int(a.max_sge_rd);
+    out.max_cq = int(a.max_cq);
+    out.max_cqe = int(a.max_cqe);
+    out.max_mr = int(a.max_mr);
+    out.max_pd = int(a.max_pd);
+    out.max_qp_rd_atom = int(a.max_qp_rd_atom);
+    out.max_res_rd_atom = int(a.max_qp_rd_atom.saturating_mul(a.max_qp));
+    out.max_qp_init_rd_atom = int(a.max_qp_init_rd_atom);
+    out.atomic_cap = int(a.atomic_cap);
+    // Memory windows take their keys from the MR table.
+    out.max_mw = int(a.max_mr);
+    // Address handles are the driver's own objects: one per QP is what
+    // the device can use at once.
+    out.max_ah = int(a.max_qp);
+    out.max_srq = int(a.max_srq);
+    out.max_srq_wr = int(a.max_srq_wr);
+    out.max_srq_sge = int(a.max_srq_sge);
+    out.max_pkeys = 1;
+    out.local_ca_ack_delay = a.local_ca_ack_delay.min(u8::MAX.into()) as u8;
+    out.phys_port_cnt = a.phys_port_cnt.min(u8::MAX.into()) as u8;
+    // SAFETY: checked non-NULL; the caller's promise for the rest.
+    unsafe { device_attr.write(out) };
+    0
+}
+
+/// The open context `context` and a non-NULL `out`, or None.
+fn context_and_out<T>(context: *mut IbvContext, out: *mut T) -> Option<&'static Context> {
+    if out.is_null() {
+        return None;
+    }
+    open_context(context)
+}
+
+/// The `errno` value of a driver error.
+fn errno_of(e: &Error) -> c_int {
+    e.errno()
+}
