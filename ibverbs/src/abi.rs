@@ -162,3 +162,62 @@ pub struct IbvDeviceAttr {
     /// Ports.
     pub phys_port_cnt: u8,
 }
+
+/// `struct ibv_port_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvPortAttr {
+    /// `enum ibv_port_state`.
+    pub state: c_int,
+    /// `enum ibv_mtu`.
+    pub max_mtu: c_int,
+    /// `enum ibv_mtu`.
+    pub active_mtu: c_int,
+    /// GID table entries.
+    pub gid_tbl_len: c_int,
+    /// `IBV_PORT_*` flags.
+    pub port_cap_flags: u32,
+    /// Largest message.
+    pub max_msg_sz: u32,
+    /// Bad P_Key counter.
+    pub bad_pkey_cntr: u32,
+    /// Q_Key violation counter.
+    pub qkey_viol_cntr: u32,
+    /// P_Key table entries.
+    pub pkey_tbl_len: u16,
+    /// LID (0 on RoCE).
+    pub lid: u16,
+    /// Subnet manager LID (0 on RoCE).
+    pub sm_lid: u16,
+    /// LMC.
+    pub lmc: u8,
+    /// VLs.
+    pub max_vl_num: u8,
+    /// Subnet manager SL.
+    pub sm_sl: u8,
+    /// Subnet timeout.
+    pub subnet_timeout: u8,
+    /// Init type reply.
+    pub init_type_reply: u8,
+    /// `IBV_WIDTH_*`.
+    pub active_width: u8,
+    /// `IBV_SPEED_*`.
+    pub active_speed: u8,
+    /// Physical state (5: LinkUp).
+    pub phys_state: u8,
+    /// `IBV_LINK_LAYER_*`.
+    pub link_layer: u8,
+    /// `IBV_QPF_*` flags.
+    pub flags: u8,
+    /// `IBV_PORT_*2` flags.
+    pub port_cap_flags2: u16,
+}
+
+/// Bytes of `struct _compat_ibv_port_attr`, the layout the exported
+/// `ibv_query_port` fills (the header's inline wrapper zeroes the rest
+/// of a `struct ibv_port_attr` first): everything before
+/// `port_cap_flags2`.
+pub const COMPAT_PORT_ATTR_LEN: usize = std::mem::offset_of!(IbvPortAttr, port_cap_flags2);
+
+/// `IBV_GID_TYPE_SYSFS_ROCE_V2` (rdma-core's `enum ibv_gid_type_sysfs`).
+pub const GID_TYPE_SYSFS_ROCE_V2: c_int = 1;

@@ -8,7 +8,10 @@ use rnic_driver::{Context as DriverContext, Error};
 use rnic_emu::net::{ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
-use crate::abi::{set_str, IbvContext, IbvDevice, IbvDeviceAttr, CONTEXT_OPS};
+use crate::abi::{
+    set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvPortAttr, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS,
+    GID_TYPE_SYSFS_ROCE_V2,
+};
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
 use crate::errno;
@@ -213,4 +216,125 @@ fn context_and_out<T>(context: *mut IbvContext, out: *mut T) -> Option<&'static 
 /// The `errno` value of a driver error.
 fn errno_of(e: &Error) -> c_int {
     e.errno()
+}
+
+/// `ibv_query_port` (the exported function under the header's inline
+/// wrapper): the port's attributes, the `struct _compat_ibv_port_attr`
+/// part of them. 0, or an `errno` value (`EINVAL` for a context that is
+/// not open, a NULL `port_attr` or a port that does not exist).
+///
+/// # Safety
+///
+/// `port_attr` is NULL or points to writable memory for
+/// [`COMPAT_PORT_ATTR_LEN`] bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut IbvContext,
+    port_num: u8,
+    port_attr: *mut IbvPortAttr,
+) -> c_int {
+    let Some(c) = context_and_out(context, port_attr) else {
+        return libc::EINVAL;
+    };
+    let p = match c.ctx.query_port(port_num) {
+        Ok(p) => p,
+        Err(e) => return errno_of(&e),
+    };
+    let out = IbvPortAttr {
+        state: p.state.raw().into(),
+        max_mtu: p.max_mtu.raw().into(),
+        active_mtu: p.active_mtu.raw().into(),
+        gid_tbl_len: p.gid_tbl_len.min(c_int::MAX as u32) as c_int,
+        port_cap_flags: p.port_cap_flags,
+        max_msg_sz: p.max_msg_sz,
+        bad_pkey_cntr: p.bad_pkey_cntr,
+        qkey_viol_cntr: p.qkey_viol_cntr,
+        pkey_tbl_len: p.pkey_tbl_len,
+        lid: p.lid,
+        sm_lid: p.sm_lid,
+        lmc: p.lmc,
+        max_vl_num: p.max_vl_num,
+        sm_sl: p.sm_sl,
+        subnet_timeout: p.subnet_timeout,
+        init_type_reply: 0,
+        active_width: p.active_width,
+        active_speed: p.active_speed,
+        phys_state: p.phys_state,
+        link_layer: p.link_layer.raw(),
+        flags: 0,
+        port_cap_flags2: 0,
+    };
+    // SAFETY: `out` is a plain struct of at least COMPAT_PORT_ATTR_LEN
+    // bytes; `port_attr` is non-NULL and, by the caller's promise, that
+    // long (an older program's struct is no longer).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&out as *const IbvPortAttr).cast::<u8>(),
+            port_attr.cast::<u8>(),
+            COMPAT_PORT_ATTR_LEN,
+        )
+    };
+    0
+}
+
+/// `ibv_query_gid`: GID `index` of port `port_num` (all zeros for an
+/// unused entry). 0, or -1 with `errno` (`EINVAL` for a context that is
+/// not open, a NULL `gid`, or a port or index out of range).
+///
+/// # Safety
+///
+/// `gid` is NULL or points to 16 writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid(
+    context: *mut IbvContext,
+    port_num: u8,
+    index: c_int,
+    gid: *mut [u8; 16],
+) -> c_int {
+    let Some(c) = context_and_out(context, gid) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    let Ok(index) = u32::try_from(index) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    match c.ctx.query_gid(port_num, index) {
+        Ok(g) => {
+            // SAFETY: non-NULL, and 16 bytes by the caller's promise.
+            unsafe { gid.write(g) };
+            0
+        }
+        Err(e) => {
+            errno::set(errno_of(&e));
+            -1
+        }
+    }
+}
+
+/// `ibv_query_gid_type` (`IBVERBS_PRIVATE_34`, for rdma-core's
+/// utilities): every GID of an rnic port is a RoCE v2 GID. 0, or -1 with
+/// `errno` `EINVAL` as [`ibv_query_gid`].
+///
+/// # Safety
+///
+/// `gid_type` is NULL or points to a writable `int`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    context: *mut IbvContext,
+    port_num: u8,
+    index: u32,
+    gid_type: *mut c_int,
+) -> c_int {
+    let Some(c) = context_and_out(context, gid_type) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    if let Err(e) = c.ctx.query_gid(port_num, index) {
+        errno::set(errno_of(&e));
+        return -1;
+    }
+    // SAFETY: non-NULL, and an int by the caller's promise.
+    unsafe { gid_type.write(GID_TYPE_SYSFS_ROCE_V2) };
+    0
 }

@@ -16,8 +16,13 @@ pub mod config;
 mod context;
 mod device;
 mod errno;
+mod sysfs;
 
-pub use context::{ibv_close_device, ibv_open_device, ibv_query_device};
+pub use context::{
+    ibv_close_device, ibv_open_device, ibv_query_device, ibv_query_gid, ibv_query_gid_type,
+    ibv_query_port,
+};
 pub use device::{
     ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
 };
+pub use sysfs::ibv_read_sysfs_file;

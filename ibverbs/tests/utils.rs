@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use rnic_ibverbs::abi::{IbvContext, IbvDevice, IbvDeviceAttr};
+use rnic_ibverbs::abi::{IbvContext, IbvDevice, IbvDeviceAttr, IbvPortAttr, COMPAT_PORT_ATTR_LEN};
 
 /// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
 /// run by ibverbs/build.sh (in a target directory of its own: the one this
@@ -55,13 +55,17 @@ fn exports_exactly_the_mapped_symbols_with_their_versions() {
     let table = String::from_utf8_lossy(&o.stdout);
     let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("libibverbs.map"))
         .unwrap();
-    let mapped: Vec<&str> = map
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.starts_with("ibv_") && l.ends_with(';'))
-        .map(|l| l.trim_end_matches(';'))
-        .collect();
-    assert!(!mapped.is_empty());
+    // (version node, symbol) for every symbol the map exports.
+    let mut node = "";
+    let mut mapped: Vec<(&str, &str)> = Vec::new();
+    for l in map.lines().map(str::trim) {
+        if let Some(name) = l.strip_suffix('{').map(str::trim) {
+            node = name;
+        } else if l.starts_with("ibv_") && l.ends_with(';') {
+            mapped.push((node, l.trim_end_matches(';')));
+        }
+    }
+    assert!(mapped.len() >= 10, "{mapped:?}");
     // Defined functions: `DF .text`; their version is the next-to-last
     // column.
     let defined: Vec<(&str, &str)> = table
@@ -72,10 +76,10 @@ fn exports_exactly_the_mapped_symbols_with_their_versions() {
             Some((cols[cols.len() - 2], *cols.last()?))
         })
         .collect();
-    for s in &mapped {
+    for &(version, sym) in &mapped {
         assert!(
-            defined.contains(&("IBVERBS_1.1", s)),
-            "{s}@@IBVERBS_1.1 missing:\n{table}"
+            defined.contains(&(version, sym)),
+            "{sym}@@{version} missing:\n{table}"
         );
     }
     assert_eq!(
@@ -218,6 +222,75 @@ fn structures_are_laid_out_as_the_header() {
             phys_port_cnt
         ),
     );
+}
+
+#[test]
+fn port_attributes_are_laid_out_as_the_header() {
+    use std::mem::offset_of;
+    macro_rules! port {
+        ($($f:ident),*) => {
+            [("size", size_of::<IbvPortAttr>()), $((stringify!($f), offset_of!(IbvPortAttr, $f))),*]
+        };
+    }
+    same_layout(
+        "struct ibv_port_attr",
+        &port!(
+            state,
+            max_mtu,
+            active_mtu,
+            gid_tbl_len,
+            port_cap_flags,
+            max_msg_sz,
+            bad_pkey_cntr,
+            qkey_viol_cntr,
+            pkey_tbl_len,
+            lid,
+            sm_lid,
+            lmc,
+            max_vl_num,
+            sm_sl,
+            subnet_timeout,
+            init_type_reply,
+            active_width,
+            active_speed,
+            phys_state,
+            link_layer,
+            flags,
+            port_cap_flags2
+        ),
+    );
+    // The exported ibv_query_port fills the old layout, which ends before
+    // port_cap_flags2.
+    assert_eq!(COMPAT_PORT_ATTR_LEN, 48);
+}
+
+#[test]
+fn ibv_devinfo_describes_the_device() {
+    let o = run(
+        "ibv_devinfo",
+        &["-v"],
+        Some("name=rnic0,mac=02:11:22:33:44:55,ipv4=10.1.2.3"),
+    );
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let has = |want: &str| {
+        assert!(
+            out.lines()
+                .any(|l| l.split_whitespace().collect::<Vec<_>>().join(" ") == want),
+            "`{want}` missing:\n{out}"
+        )
+    };
+    has("hca_id: rnic0");
+    has("transport: InfiniBand (0)");
+    has("node_guid: 0011:22ff:fe33:4455");
+    has("phys_port_cnt: 1");
+    has("state: PORT_ACTIVE (4)");
+    has("active_mtu: 4096 (5)");
+    has("link_layer: Ethernet");
+    has("phys_state: LINK_UP (5)");
+    has("GID[ 0]: ::ffff:10.1.2.3, RoCE v2");
+    has("GID[ 1]: fe80::11:22ff:fe33:4455, RoCE v2");
+    assert!(!err.contains("Failed"), "{err}");
 }
 
 #[test]
