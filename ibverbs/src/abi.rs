@@ -221,3 +221,33 @@ pub const COMPAT_PORT_ATTR_LEN: usize = std::mem::offset_of!(IbvPortAttr, port_c
 
 /// `IBV_GID_TYPE_SYSFS_ROCE_V2` (rdma-core's `enum ibv_gid_type_sysfs`).
 pub const GID_TYPE_SYSFS_ROCE_V2: c_int = 1;
+
+/// `struct ibv_pd`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvPd {
+    /// The context it was allocated on.
+    pub context: *mut IbvContext,
+    /// The PD number.
+    pub handle: u32,
+}
+
+/// `struct ibv_mr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvMr {
+    /// The context of its PD.
+    pub context: *mut IbvContext,
+    /// Its PD.
+    pub pd: *mut IbvPd,
+    /// The registered memory's start.
+    pub addr: *mut c_void,
+    /// Its length.
+    pub length: usize,
+    /// The MR's handle: its lkey.
+    pub handle: u32,
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key.
+    pub rkey: u32,
+}

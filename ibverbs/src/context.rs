@@ -19,9 +19,9 @@ use crate::errno;
 /// An open device: the `struct ibv_context` programs see, first, then the
 /// emulated NIC and the driver's context on it.
 #[repr(C)]
-struct Context {
+pub(crate) struct Context {
     ibv: IbvContext,
-    ctx: DriverContext<EmuHal>,
+    pub ctx: DriverContext<EmuHal>,
     /// Dropped after the driver's context, which resets the NIC.
     _nic: Arc<EmuDevice>,
 }
@@ -35,7 +35,7 @@ fn open_list() -> std::sync::MutexGuard<'static, Vec<usize>> {
 }
 
 /// The open context `ctx` points to, if it is one.
-fn open_context(ctx: *mut IbvContext) -> Option<&'static Context> {
+pub(crate) fn open_context(ctx: *mut IbvContext) -> Option<&'static Context> {
     let open = open_list();
     // SAFETY: the pointer is one `ibv_open_device` returned and
     // `ibv_close_device` has not freed (it is in the list, which close

@@ -16,6 +16,8 @@ pub mod config;
 mod context;
 mod device;
 mod errno;
+mod live;
+mod pd;
 mod sysfs;
 
 pub use context::{
@@ -25,4 +27,5 @@ pub use context::{
 pub use device::{
     ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
 };
+pub use pd::{ibv_alloc_pd, ibv_dealloc_pd, ibv_dereg_mr, ibv_reg_mr, ibv_reg_mr_iova2};
 pub use sysfs::ibv_read_sysfs_file;

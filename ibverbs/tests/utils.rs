@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use rnic_ibverbs::abi::{IbvContext, IbvDevice, IbvDeviceAttr, IbvPortAttr, COMPAT_PORT_ATTR_LEN};
+use rnic_ibverbs::abi::{
+    IbvContext, IbvDevice, IbvDeviceAttr, IbvMr, IbvPd, IbvPortAttr, COMPAT_PORT_ATTR_LEN,
+};
 
 /// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
 /// run by ibverbs/build.sh (in a target directory of its own: the one this
@@ -262,6 +264,76 @@ fn port_attributes_are_laid_out_as_the_header() {
     // The exported ibv_query_port fills the old layout, which ends before
     // port_cap_flags2.
     assert_eq!(COMPAT_PORT_ATTR_LEN, 48);
+}
+
+#[test]
+fn pd_and_mr_are_laid_out_as_the_header() {
+    use std::mem::offset_of;
+    same_layout(
+        "struct ibv_pd",
+        &[
+            ("size", size_of::<IbvPd>()),
+            ("context", offset_of!(IbvPd, context)),
+            ("handle", offset_of!(IbvPd, handle)),
+        ],
+    );
+    same_layout(
+        "struct ibv_mr",
+        &[
+            ("size", size_of::<IbvMr>()),
+            ("context", offset_of!(IbvMr, context)),
+            ("pd", offset_of!(IbvMr, pd)),
+            ("addr", offset_of!(IbvMr, addr)),
+            ("length", offset_of!(IbvMr, length)),
+            ("handle", offset_of!(IbvMr, handle)),
+            ("lkey", offset_of!(IbvMr, lkey)),
+            ("rkey", offset_of!(IbvMr, rkey)),
+        ],
+    );
+}
+
+#[test]
+fn pd_and_mr_from_c() {
+    let code = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <infiniband/verbs.h>
+#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    CHECK(ctx, 1);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    CHECK(pd && pd->context == ctx, 2);
+    char *buf = malloc(8192);
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, 8192, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    CHECK(mr, 3);
+    CHECK(mr->pd == pd && mr->context == ctx && mr->addr == buf && mr->length == 8192, 4);
+    CHECK(mr->lkey != 0 && mr->rkey == mr->lkey, 5);
+    CHECK(ibv_dealloc_pd(pd) == EBUSY, 6);
+    /* Remote write needs local write (IBA o10-36.2.1). */
+    CHECK(!ibv_reg_mr(pd, buf, 64, IBV_ACCESS_REMOTE_WRITE) && errno == EINVAL, 7);
+    CHECK(!ibv_reg_mr(NULL, buf, 64, 0) && errno == EINVAL, 8);
+    struct ibv_mr *relaxed = ibv_reg_mr(pd, buf, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_RELAXED_ORDERING);
+    CHECK(relaxed && ibv_dereg_mr(relaxed) == 0, 15);
+    CHECK(!ibv_reg_mr_iova2(pd, buf, 64, 4096, IBV_ACCESS_LOCAL_WRITE) && errno == EOPNOTSUPP, 16);
+    CHECK(ibv_dereg_mr(mr) == 0, 9);
+    CHECK(ibv_dereg_mr(mr) == EINVAL, 10);
+    CHECK(ibv_dealloc_pd(pd) == 0, 11);
+    CHECK(ibv_dealloc_pd(pd) == EINVAL, 12);
+    CHECK(!ibv_alloc_pd(NULL) && errno == EINVAL, 13);
+    CHECK(ibv_close_device(ctx) == 0, 14);
+    ibv_free_device_list(list);
+    free(buf);
+    printf("ok\n");
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert_eq!(out.trim(), "ok");
 }
 
 #[test]

@@ -1,0 +1,217 @@
+//! Protection domains and memory regions: `ibv_alloc_pd`,
+//! `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_dereg_mr`.
+
+use std::ffi::{c_int, c_void};
+use std::ptr::NonNull;
+
+use rnic_driver::{Mr as DriverMr, Pd as DriverPd};
+use rnic_emu::EmuHal;
+
+use crate::abi::{IbvContext, IbvMr, IbvPd};
+use crate::context::open_context;
+use crate::errno;
+use crate::live::Live;
+
+/// A PD: the `struct ibv_pd` programs see, first. The driver's PD is
+/// taken out only while it is being deallocated.
+#[repr(C)]
+pub(crate) struct Pd {
+    pub ibv: IbvPd,
+    pub pd: Option<DriverPd<EmuHal>>,
+}
+
+/// An MR: the `struct ibv_mr` programs see, first.
+#[repr(C)]
+struct Mr {
+    ibv: IbvMr,
+    mr: Option<DriverMr<EmuHal>>,
+}
+
+/// `IBV_ACCESS_OPTIONAL_RANGE`, bits 20 to 29: access flags a device may
+/// ignore.
+const ACCESS_OPTIONAL_RANGE: u32 = ((1 << 30) - 1) & !((1 << 20) - 1);
+
+static PDS: Live = Live::new();
+static MRS: Live = Live::new();
+
+/// The live PD `pd` points to.
+pub(crate) fn live_pd(pd: *mut IbvPd) -> Option<&'static Pd> {
+    // SAFETY: a live PD came from Box::into_raw in ibv_alloc_pd and is
+    // freed only after it leaves the list.
+    PDS.contains(pd).then(|| unsafe { &*pd.cast::<Pd>() })
+}
+
+/// `ibv_alloc_pd`: NULL with `errno` (`EINVAL` for a context that is not
+/// open, else the driver's: `ENOMEM` when the device has no PD left).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
+    let Some(c) = open_context(context) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    match c.ctx.alloc_pd() {
+        Ok(pd) => {
+            let ibv = IbvPd {
+                context,
+                handle: pd.pd_num(),
+            };
+            let p = Box::into_raw(Box::new(Pd { ibv, pd: Some(pd) }));
+            PDS.add(p);
+            p.cast()
+        }
+        Err(e) => {
+            errno::set(e.errno());
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `ibv_dealloc_pd`: 0, or an `errno` value: `EINVAL` for a pointer that
+/// is not a live PD, `EBUSY` while MRs or QPs use it (the PD stays).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
+    if !PDS.remove(pd) {
+        return libc::EINVAL;
+    }
+    let p = pd.cast::<Pd>();
+    // SAFETY: it was live, so it came from Box::into_raw, and it left the
+    // list: this thread alone holds it.
+    let driver = unsafe { (*p).pd.take() };
+    destroyed(p, &PDS, driver.map(|d| d.destroy()), |o, back| {
+        o.pd = Some(back)
+    })
+}
+
+/// Ends the deallocation of the object at `p` (out of `live`), its
+/// driver object's `destroy` outcome in hand: frees it, or, if the device
+/// refused and handed the driver object back, puts that back with `keep`
+/// and the object back in `live`. 0 or the `errno` value.
+fn destroyed<T, D>(
+    p: *mut T,
+    live: &Live,
+    outcome: Option<Result<(), rnic_driver::DestroyError<D>>>,
+    keep: impl FnOnce(&mut T, D),
+) -> c_int {
+    let code = match outcome {
+        Some(Ok(())) | None => 0,
+        Some(Err(e)) => {
+            let code = e.error.errno();
+            if let Some(back) = e.object {
+                // SAFETY: `p` is the box this thread took off `live`.
+                keep(unsafe { &mut *p }, back);
+                live.add(p);
+                return code;
+            }
+            code
+        }
+    };
+    // SAFETY: as above; nothing refers to it any more.
+    drop(unsafe { Box::from_raw(p) });
+    code
+}
+
+/// `ibv_reg_mr`: registers `length` bytes at `addr` with `access`
+/// (`IBV_ACCESS_*`). NULL with `errno`: `EINVAL` for a PD that is not
+/// live, a NULL `addr` with a nonzero length or flags the device does not
+/// implement; the driver's otherwise.
+///
+/// # Safety
+///
+/// As in libibverbs: the memory stays valid until the MR is deregistered.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> *mut IbvMr {
+    let Some(p) = live_pd(pd) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let Some(ptr) = NonNull::new(addr.cast::<u8>()) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let Some(driver) = p.pd.as_ref() else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    // Optional flags (relaxed ordering and the like) may be ignored.
+    let access = access as u32 & !ACCESS_OPTIONAL_RANGE;
+    // SAFETY: the caller's promise: the memory stays valid until the MR
+    // is deregistered (its box owns the driver's MR).
+    match unsafe { driver.reg_mr(ptr, length, access) } {
+        Ok(mr) => {
+            let ibv = IbvMr {
+                context: p.ibv.context,
+                pd,
+                addr,
+                length,
+                handle: mr.lkey(),
+                lkey: mr.lkey(),
+                rkey: mr.rkey(),
+            };
+            let m = Box::into_raw(Box::new(Mr { ibv, mr: Some(mr) }));
+            MRS.add(m);
+            m.cast()
+        }
+        Err(e) => {
+            errno::set(e.errno());
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `ibv_reg_mr_iova2` (`IBVERBS_1.8`, which the header's inline
+/// `ibv_reg_mr` calls unless its flags are a compile-time constant): as
+/// [`ibv_reg_mr`], for `iova == addr`; another `iova` gets NULL with
+/// `errno` `EOPNOTSUPP` (rnic's MRs are addressed by the virtual address
+/// they were registered at).
+///
+/// # Safety
+///
+/// As for [`ibv_reg_mr`].
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut IbvMr {
+    if iova != addr as u64 {
+        errno::set(libc::EOPNOTSUPP);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the caller's promise, passed on.
+    unsafe { ibv_reg_mr(pd, addr, length, access as c_int) }
+}
+
+/// `ibv_dereg_mr`: 0, or an `errno` value (`EINVAL` for a pointer that is
+/// not a live MR; the driver's if the device refuses, and the MR stays).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
+    if !MRS.remove(mr) {
+        return libc::EINVAL;
+    }
+    let m = mr.cast::<Mr>();
+    // SAFETY: it was live, so it came from Box::into_raw, and it left the
+    // list: this thread alone holds it.
+    let driver = unsafe { (*m).mr.take() };
+    destroyed(m, &MRS, driver.map(|d| d.destroy()), |o, back| {
+        o.mr = Some(back)
+    })
+}
