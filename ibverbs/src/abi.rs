@@ -251,3 +251,63 @@ pub struct IbvMr {
     /// Remote key.
     pub rkey: u32,
 }
+
+/// Index of `poll_cq` in `struct ibv_context_ops`.
+pub const OP_POLL_CQ: usize = 11;
+/// Index of `req_notify_cq` in `struct ibv_context_ops`.
+pub const OP_REQ_NOTIFY_CQ: usize = 12;
+
+/// `struct ibv_cq`.
+#[repr(C)]
+pub struct IbvCq {
+    /// The context it was created on.
+    pub context: *mut IbvContext,
+    /// Its completion channel (NULL: none).
+    pub channel: *mut c_void,
+    /// The program's pointer, handed back with its events.
+    pub cq_context: *mut c_void,
+    /// The CQ number.
+    pub handle: u32,
+    /// CQEs it holds.
+    pub cqe: c_int,
+    /// libibverbs' lock for event counting.
+    pub mutex: libc::pthread_mutex_t,
+    /// libibverbs' condition for event counting.
+    pub cond: libc::pthread_cond_t,
+    /// Completion events acknowledged.
+    pub comp_events_completed: u32,
+    /// Asynchronous events acknowledged.
+    pub async_events_completed: u32,
+}
+
+/// `struct ibv_wc`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvWc {
+    /// The work request's ID.
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: c_int,
+    /// `enum ibv_wc_opcode`.
+    pub opcode: c_int,
+    /// Device-specific detail of an error.
+    pub vendor_err: u32,
+    /// Bytes transferred.
+    pub byte_len: u32,
+    /// Immediate data (network byte order) or the invalidated rkey.
+    pub imm_data: u32,
+    /// Local QP number.
+    pub qp_num: u32,
+    /// Source QP number (UD).
+    pub src_qp: u32,
+    /// `IBV_WC_*` flags.
+    pub wc_flags: u32,
+    /// P_Key index (UD).
+    pub pkey_index: u16,
+    /// Source LID.
+    pub slid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Destination LID path bits.
+    pub dlid_path_bits: u8,
+}

@@ -10,7 +10,7 @@ use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 use crate::abi::{
     set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvPortAttr, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS,
-    GID_TYPE_SYSFS_ROCE_V2,
+    GID_TYPE_SYSFS_ROCE_V2, OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
 };
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
@@ -100,9 +100,14 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
             return std::ptr::null_mut();
         }
     };
+    // The data-path calls the header's inline functions make through the
+    // context; the other entries are compatibility slots, NULL.
+    let mut ops = [std::ptr::null_mut::<c_void>(); CONTEXT_OPS];
+    ops[OP_POLL_CQ] = crate::cq::poll_cq as *mut c_void;
+    ops[OP_REQ_NOTIFY_CQ] = crate::cq::req_notify_cq as *mut c_void;
     let ibv = IbvContext {
         device,
-        ops: [std::ptr::null_mut::<c_void>(); CONTEXT_OPS],
+        ops,
         cmd_fd: -1,
         async_fd: -1,
         num_comp_vectors: 1,

@@ -14,6 +14,7 @@
 pub mod abi;
 pub mod config;
 mod context;
+mod cq;
 mod device;
 mod errno;
 mod live;
@@ -24,6 +25,7 @@ pub use context::{
     ibv_close_device, ibv_open_device, ibv_query_device, ibv_query_gid, ibv_query_gid_type,
     ibv_query_port,
 };
+pub use cq::{ibv_create_cq, ibv_destroy_cq, ibv_wc_status_str};
 pub use device::{
     ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
 };

@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use rnic_ibverbs::abi::{
-    IbvContext, IbvDevice, IbvDeviceAttr, IbvMr, IbvPd, IbvPortAttr, COMPAT_PORT_ATTR_LEN,
+    IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvMr, IbvPd, IbvPortAttr, IbvWc,
+    COMPAT_PORT_ATTR_LEN, OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
 };
 
 /// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
@@ -334,6 +335,127 @@ int main(void) {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
     assert_eq!(out.trim(), "ok");
+}
+
+#[test]
+fn cq_wc_and_ops_are_laid_out_as_the_header() {
+    use std::mem::offset_of;
+    macro_rules! of {
+        ($t:ty, $($f:ident),*) => {
+            [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
+        };
+    }
+    same_layout(
+        "struct ibv_cq",
+        &of!(
+            IbvCq,
+            context,
+            channel,
+            cq_context,
+            handle,
+            cqe,
+            mutex,
+            cond,
+            comp_events_completed,
+            async_events_completed
+        ),
+    );
+    same_layout(
+        "struct ibv_wc",
+        &of!(
+            IbvWc,
+            wr_id,
+            status,
+            opcode,
+            vendor_err,
+            byte_len,
+            imm_data,
+            qp_num,
+            src_qp,
+            wc_flags,
+            pkey_index,
+            slid,
+            sl,
+            dlid_path_bits
+        ),
+    );
+    let ops = offset_of!(IbvContext, ops);
+    same_layout(
+        "struct ibv_context",
+        &[
+            ("size", size_of::<IbvContext>()),
+            ("ops.poll_cq", ops + 8 * OP_POLL_CQ),
+            ("ops.req_notify_cq", ops + 8 * OP_REQ_NOTIFY_CQ),
+        ],
+    );
+}
+
+#[test]
+fn cq_from_c() {
+    let code = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <infiniband/verbs.h>
+#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    CHECK(ctx, 1);
+    int tag;
+    struct ibv_cq *cq = ibv_create_cq(ctx, 100, &tag, NULL, 0);
+    CHECK(cq && cq->context == ctx && cq->cq_context == &tag && cq->cqe >= 100, 2);
+    struct ibv_wc wc[4];
+    CHECK(ibv_poll_cq(cq, 4, wc) == 0, 3);
+    CHECK(ibv_poll_cq(cq, -1, wc) == -1 && errno == EINVAL, 4);
+    CHECK(ibv_req_notify_cq(cq, 0) == 0 && ibv_req_notify_cq(cq, 1) == 0, 5);
+    CHECK(!ibv_create_cq(ctx, -1, NULL, NULL, 0) && errno == EINVAL, 6);
+    CHECK(!ibv_create_cq(ctx, 1 << 30, NULL, NULL, 0) && errno == EINVAL, 7);
+    CHECK(!ibv_create_cq(ctx, 16, NULL, (struct ibv_comp_channel *)&tag, 0) && errno == EOPNOTSUPP, 8);
+    CHECK(!ibv_create_cq(NULL, 16, NULL, NULL, 0) && errno == EINVAL, 9);
+    CHECK(ibv_destroy_cq(cq) == 0, 10);
+    CHECK(ibv_destroy_cq(cq) == EINVAL, 11);
+    CHECK(ibv_close_device(ctx) == 0, 12);
+    printf("ok\n");
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert_eq!(out.trim(), "ok");
+}
+
+#[test]
+fn wc_status_strings_are_libibverbs_own() {
+    let code = r#"
+#include <stdio.h>
+#include <infiniband/verbs.h>
+int main(void) {
+    for (int s = -1; s < 26; s++) printf("%d %s\n", s, ibv_wc_status_str(s));
+    return 0;
+}
+"#;
+    // The same program, over rdma-core's libibverbs and over ours.
+    let dir = std::env::temp_dir().join(format!("rnic-ibv-wcstr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("p.c"), code).unwrap();
+    let st = Command::new("gcc")
+        .arg(dir.join("p.c"))
+        .args(["-o"])
+        .arg(dir.join("p"))
+        .arg("-libverbs")
+        .status()
+        .unwrap();
+    assert!(st.success(), "needs libibverbs-dev");
+    let theirs = Command::new(dir.join("p"))
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let ours = run(dir.join("p").to_str().unwrap(), &[], None);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (theirs, ours) = (text(&theirs).0, text(&ours).0);
+    assert!(theirs.contains("5 Work Request Flushed Error"), "{theirs}");
+    assert_eq!(ours, theirs);
 }
 
 #[test]

@@ -1,0 +1,235 @@
+//! Completion queues: `ibv_create_cq`, `ibv_destroy_cq`, and the
+//! context's `poll_cq` and `req_notify_cq`, which the header's inline
+//! `ibv_poll_cq` and `ibv_req_notify_cq` call.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use rnic_driver::{Cq as DriverCq, WorkCompletion};
+use rnic_emu::EmuHal;
+
+use crate::abi::{IbvContext, IbvCq, IbvWc};
+use crate::context::open_context;
+use crate::errno;
+use crate::live::Live;
+
+/// A CQ: the `struct ibv_cq` programs see, first.
+#[repr(C)]
+struct Cq {
+    ibv: IbvCq,
+    cq: Option<DriverCq<EmuHal>>,
+}
+
+static CQS: Live = Live::new();
+
+/// Completions converted per call to the driver's poll.
+const POLL_BATCH: usize = 32;
+
+/// `ibv_create_cq`: a CQ of at least `cqe` entries. NULL with `errno`:
+/// `EINVAL` for a context that is not open or `cqe` below 1;
+/// `EOPNOTSUPP` for a completion channel (not served yet); the driver's
+/// (`EINVAL` beyond the device's largest CQ, `ENOMEM`).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the context is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_cq(
+    context: *mut IbvContext,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut c_void,
+    comp_vector: c_int,
+) -> *mut IbvCq {
+    let _ = comp_vector;
+    let Some(c) = open_context(context) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    if !channel.is_null() {
+        errno::set(libc::EOPNOTSUPP);
+        return std::ptr::null_mut();
+    }
+    let Ok(n) = u32::try_from(cqe) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    match c.ctx.create_cq(n) {
+        Ok(cq) => {
+            let ibv = IbvCq {
+                context,
+                channel,
+                cq_context,
+                handle: cq.cq_num(),
+                cqe: cq.cqe().min(c_int::MAX as u32) as c_int,
+                // SAFETY: zeroed is PTHREAD_MUTEX_INITIALIZER and
+                // PTHREAD_COND_INITIALIZER on glibc.
+                mutex: unsafe { std::mem::zeroed() },
+                // SAFETY: as above.
+                cond: unsafe { std::mem::zeroed() },
+                comp_events_completed: 0,
+                async_events_completed: 0,
+            };
+            let p = Box::into_raw(Box::new(Cq { ibv, cq: Some(cq) }));
+            CQS.add(p);
+            p.cast()
+        }
+        Err(e) => {
+            errno::set(e.errno());
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `ibv_destroy_cq`: 0, or an `errno` value (`EINVAL` for a pointer that
+/// is not a live CQ; `EBUSY` while QPs use it, and the CQ stays).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
+    if !CQS.remove(cq) {
+        return libc::EINVAL;
+    }
+    let p = cq.cast::<Cq>();
+    // SAFETY: it was live, so it came from Box::into_raw, and it left the
+    // list: this thread alone holds it.
+    let driver = unsafe { (*p).cq.take() };
+    match driver.map(|d| d.destroy()) {
+        Some(Err(e)) => {
+            let code = e.error.errno();
+            if let Some(back) = e.object {
+                // SAFETY: as above.
+                unsafe { (*p).cq = Some(back) };
+                CQS.add(p);
+                return code;
+            }
+            // SAFETY: as above; the driver's CQ is gone.
+            drop(unsafe { Box::from_raw(p) });
+            code
+        }
+        _ => {
+            // SAFETY: as above.
+            drop(unsafe { Box::from_raw(p) });
+            0
+        }
+    }
+}
+
+/// The context's `poll_cq` (reached through the header's inline
+/// `ibv_poll_cq`): up to `num_entries` completions into `wc`. Their
+/// number, or -1 with `errno` (`EINVAL` for a negative count or a NULL
+/// `wc`; the driver's error, such as a CQ in error).
+///
+/// # Safety
+///
+/// `cq` is a CQ of this library (the inline caller has read its context
+/// through it), and `wc` points to `num_entries` writable entries.
+pub(crate) unsafe extern "C" fn poll_cq(
+    cq: *mut IbvCq,
+    num_entries: c_int,
+    wc: *mut IbvWc,
+) -> c_int {
+    if num_entries < 0 || (wc.is_null() && num_entries > 0) {
+        errno::set(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: the caller's promise: one of our CQs, alive while it is used.
+    let Some(driver) = (unsafe { &*cq.cast::<Cq>() }).cq.as_ref() else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    let mut got = 0usize;
+    let mut batch = [WorkCompletion::default(); POLL_BATCH];
+    while got < num_entries as usize {
+        let want = (num_entries as usize - got).min(POLL_BATCH);
+        let n = match driver.poll(&mut batch[..want]) {
+            Ok(n) => n,
+            Err(e) if got == 0 => {
+                errno::set(e.errno());
+                return -1;
+            }
+            Err(_) => break,
+        };
+        for (i, w) in batch[..n].iter().enumerate() {
+            // SAFETY: `got + i < num_entries`, inside the caller's array.
+            unsafe { wc.add(got + i).write(convert(w)) };
+        }
+        got += n;
+        if n < want {
+            break;
+        }
+    }
+    got as c_int
+}
+
+/// The context's `req_notify_cq` (the header's inline
+/// `ibv_req_notify_cq`): arms the CQ for its next completion event
+/// (solicited ones only if `solicited_only`). 0, or an `errno` value.
+///
+/// # Safety
+///
+/// As for [`poll_cq`].
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_int) -> c_int {
+    // SAFETY: the caller's promise, as for poll_cq.
+    match (unsafe { &*cq.cast::<Cq>() }).cq.as_ref() {
+        Some(driver) => {
+            driver.arm(solicited_only != 0);
+            0
+        }
+        None => libc::EINVAL,
+    }
+}
+
+fn convert(w: &WorkCompletion) -> IbvWc {
+    IbvWc {
+        wr_id: w.wr_id,
+        status: w.status.raw().into(),
+        opcode: w.opcode.raw().into(),
+        vendor_err: w.vendor_err,
+        byte_len: w.byte_len,
+        imm_data: w.imm_data.map_or(0, u32::from_ne_bytes),
+        qp_num: w.qp_num,
+        src_qp: w.src_qp,
+        wc_flags: w.flags,
+        pkey_index: w.pkey_index,
+        slid: w.slid,
+        sl: w.sl,
+        dlid_path_bits: 0,
+    }
+}
+
+/// `ibv_wc_status_str`: libibverbs' text for a completion status.
+#[no_mangle]
+pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
+    const TEXT: [&std::ffi::CStr; 24] = [
+        c"success",
+        c"local length error",
+        c"local QP operation error",
+        c"local EE context operation error",
+        c"local protection error",
+        c"Work Request Flushed Error",
+        c"memory management operation error",
+        c"bad response error",
+        c"local access error",
+        c"remote invalid request error",
+        c"remote access error",
+        c"remote operation error",
+        c"transport retry counter exceeded",
+        c"RNR retry counter exceeded",
+        c"local RDD violation error",
+        c"remote invalid RD request",
+        c"aborted error",
+        c"invalid EE context number",
+        c"invalid EE context state",
+        c"fatal error",
+        c"response timeout error",
+        c"general error",
+        c"TM error",
+        c"TM software rendezvous",
+    ];
+    usize::try_from(status)
+        .ok()
+        .and_then(|i| TEXT.get(i))
+        .map_or(c"unknown".as_ptr(), |s| s.as_ptr())
+}
