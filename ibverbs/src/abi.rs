@@ -311,3 +311,70 @@ pub struct IbvWc {
     /// Destination LID path bits.
     pub dlid_path_bits: u8,
 }
+
+/// `struct ibv_qp_cap`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvQpCap {
+    /// Outstanding send work requests.
+    pub max_send_wr: u32,
+    /// Outstanding receive work requests.
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send request.
+    pub max_inline_data: u32,
+}
+
+/// `struct ibv_qp_init_attr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvQpInitAttr {
+    /// The program's pointer, handed back with its events.
+    pub qp_context: *mut c_void,
+    /// CQ of send completions.
+    pub send_cq: *mut IbvCq,
+    /// CQ of receive completions.
+    pub recv_cq: *mut IbvCq,
+    /// The SRQ receives come from (NULL: the QP's own RQ).
+    pub srq: *mut c_void,
+    /// Requested capacities; the ones provided are written back.
+    pub cap: IbvQpCap,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    /// Every send request completes with a CQE.
+    pub sq_sig_all: c_int,
+}
+
+/// `struct ibv_qp`.
+#[repr(C)]
+pub struct IbvQp {
+    /// The context of its PD.
+    pub context: *mut IbvContext,
+    /// The program's pointer.
+    pub qp_context: *mut c_void,
+    /// Its PD.
+    pub pd: *mut IbvPd,
+    /// CQ of send completions.
+    pub send_cq: *mut IbvCq,
+    /// CQ of receive completions.
+    pub recv_cq: *mut IbvCq,
+    /// Its SRQ (NULL: none).
+    pub srq: *mut c_void,
+    /// The QP number.
+    pub handle: u32,
+    /// The QP number.
+    pub qp_num: u32,
+    /// `enum ibv_qp_state` as last set.
+    pub state: c_int,
+    /// `enum ibv_qp_type`.
+    pub qp_type: c_int,
+    /// libibverbs' lock for event counting.
+    pub mutex: libc::pthread_mutex_t,
+    /// libibverbs' condition for event counting.
+    pub cond: libc::pthread_cond_t,
+    /// Asynchronous events acknowledged.
+    pub events_completed: u32,
+}

@@ -21,6 +21,15 @@ struct Cq {
 
 static CQS: Live = Live::new();
 
+/// The driver's CQ behind the live CQ `cq` (`None` inside: being
+/// destroyed).
+pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<EmuHal>>> {
+    // SAFETY: a live CQ came from Box::into_raw in ibv_create_cq and is
+    // freed only after it leaves the list.
+    CQS.contains(cq)
+        .then(|| unsafe { (*cq.cast::<Cq>()).cq.as_ref() })
+}
+
 /// Completions converted per call to the driver's poll.
 const POLL_BATCH: usize = 32;
 

@@ -9,8 +9,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use rnic_ibverbs::abi::{
-    IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvMr, IbvPd, IbvPortAttr, IbvWc,
-    COMPAT_PORT_ATTR_LEN, OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
+    IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvMr, IbvPd, IbvPortAttr, IbvQp, IbvQpCap,
+    IbvQpInitAttr, IbvWc, COMPAT_PORT_ATTR_LEN, OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
 };
 
 /// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
@@ -415,6 +415,119 @@ int main(void) {
     CHECK(ibv_destroy_cq(cq) == 0, 10);
     CHECK(ibv_destroy_cq(cq) == EINVAL, 11);
     CHECK(ibv_close_device(ctx) == 0, 12);
+    printf("ok\n");
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert_eq!(out.trim(), "ok");
+}
+
+#[test]
+fn qp_structures_are_laid_out_as_the_header() {
+    use std::mem::offset_of;
+    macro_rules! of {
+        ($t:ty, $($f:ident),*) => {
+            [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
+        };
+    }
+    same_layout(
+        "struct ibv_qp",
+        &of!(
+            IbvQp,
+            context,
+            qp_context,
+            pd,
+            send_cq,
+            recv_cq,
+            srq,
+            handle,
+            qp_num,
+            state,
+            qp_type,
+            mutex,
+            cond,
+            events_completed
+        ),
+    );
+    same_layout(
+        "struct ibv_qp_cap",
+        &of!(
+            IbvQpCap,
+            max_send_wr,
+            max_recv_wr,
+            max_send_sge,
+            max_recv_sge,
+            max_inline_data
+        ),
+    );
+    same_layout(
+        "struct ibv_qp_init_attr",
+        &of!(
+            IbvQpInitAttr,
+            qp_context,
+            send_cq,
+            recv_cq,
+            srq,
+            cap,
+            qp_type,
+            sq_sig_all
+        ),
+    );
+}
+
+#[test]
+fn qp_from_c() {
+    let code = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+    CHECK(ctx && pd && cq, 1);
+    int tag;
+    struct ibv_qp_init_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_context = &tag;
+    a.send_cq = cq;
+    a.recv_cq = cq;
+    a.cap.max_send_wr = 10;
+    a.cap.max_recv_wr = 20;
+    a.cap.max_send_sge = 1;
+    a.cap.max_recv_sge = 1;
+    a.cap.max_inline_data = 32;
+    a.qp_type = IBV_QPT_RC;
+    struct ibv_qp *qp = ibv_create_qp(pd, &a);
+    CHECK(qp, 2);
+    CHECK(qp->qp_num != 0 && qp->state == IBV_QPS_RESET && qp->qp_type == IBV_QPT_RC, 3);
+    CHECK(qp->pd == pd && qp->context == ctx && qp->send_cq == cq && qp->qp_context == &tag, 4);
+    CHECK(a.cap.max_send_wr >= 10 && a.cap.max_recv_wr >= 20 && a.cap.max_inline_data >= 32, 5);
+    CHECK(ibv_destroy_cq(cq) == EBUSY && ibv_dealloc_pd(pd) == EBUSY, 6);
+    a.qp_type = IBV_QPT_UD;
+    struct ibv_qp *ud = ibv_create_qp(pd, &a);
+    CHECK(ud && ud->qp_type == IBV_QPT_UD && ud->qp_num != qp->qp_num, 7);
+    a.qp_type = IBV_QPT_XRC_SEND;
+    CHECK(!ibv_create_qp(pd, &a) && errno == EOPNOTSUPP, 8);
+    a.qp_type = 7;
+    CHECK(!ibv_create_qp(pd, &a) && errno == EINVAL, 9);
+    CHECK(!ibv_create_qp(pd, NULL) && errno == EINVAL, 10);
+    a.qp_type = IBV_QPT_RC;
+    a.send_cq = (struct ibv_cq *)&tag;
+    CHECK(!ibv_create_qp(pd, &a) && errno == EINVAL, 11);
+    a.send_cq = cq;
+    a.cap.max_send_wr = 1 << 30;
+    CHECK(!ibv_create_qp(pd, &a) && errno == EINVAL, 12);
+    CHECK(ibv_destroy_qp(qp) == 0 && ibv_destroy_qp(ud) == 0, 13);
+    CHECK(ibv_destroy_qp(qp) == EINVAL, 14);
+    CHECK(ibv_destroy_cq(cq) == 0 && ibv_dealloc_pd(pd) == 0, 15);
+    CHECK(ibv_close_device(ctx) == 0, 16);
     printf("ok\n");
     return 0;
 }
