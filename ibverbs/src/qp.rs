@@ -131,8 +131,11 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
     let q = qp.cast::<Qp>();
     // SAFETY: it was live, so it came from Box::into_raw, and it left the
     // list: this thread alone holds it.
-    let driver = unsafe { (*q).qp.take() };
-    if let Some(Err(e)) = driver.map(|d| d.destroy()) {
+    let outcome = match unsafe { (*q).qp.take() } {
+        Some(d) => d.destroy(),
+        None => Ok(()),
+    };
+    if let Err(e) = outcome {
         let code = e.error.errno();
         if let Some(back) = e.object {
             // SAFETY: as above.
