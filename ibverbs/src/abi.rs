@@ -378,3 +378,105 @@ pub struct IbvQp {
     /// Asynchronous events acknowledged.
     pub events_completed: u32,
 }
+
+/// `union ibv_gid`: 16 bytes, aligned as its two `__be64` halves.
+#[repr(C, align(8))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IbvGid {
+    /// The GID, network byte order.
+    pub raw: [u8; 16],
+}
+
+/// `struct ibv_global_route`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvGlobalRoute {
+    /// Destination GID.
+    pub dgid: IbvGid,
+    /// Flow label.
+    pub flow_label: u32,
+    /// Source GID index.
+    pub sgid_index: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+}
+
+/// `struct ibv_ah_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvAhAttr {
+    /// The GRH.
+    pub grh: IbvGlobalRoute,
+    /// Destination LID (0 on RoCE).
+    pub dlid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// Source path bits.
+    pub src_path_bits: u8,
+    /// Static rate.
+    pub static_rate: u8,
+    /// The GRH is used (always on RoCE).
+    pub is_global: u8,
+    /// Port.
+    pub port_num: u8,
+}
+
+/// `struct ibv_qp_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvQpAttr {
+    /// `enum ibv_qp_state`.
+    pub qp_state: c_int,
+    /// `enum ibv_qp_state`.
+    pub cur_qp_state: c_int,
+    /// `enum ibv_mtu`.
+    pub path_mtu: c_int,
+    /// `enum ibv_mig_state`.
+    pub path_mig_state: c_int,
+    /// Q_Key.
+    pub qkey: u32,
+    /// Receive PSN.
+    pub rq_psn: u32,
+    /// Send PSN.
+    pub sq_psn: u32,
+    /// Destination QP.
+    pub dest_qp_num: u32,
+    /// `IBV_ACCESS_REMOTE_*`.
+    pub qp_access_flags: u32,
+    /// Capacities (query).
+    pub cap: IbvQpCap,
+    /// Primary path.
+    pub ah_attr: IbvAhAttr,
+    /// Alternate path.
+    pub alt_ah_attr: IbvAhAttr,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Alternate P_Key index.
+    pub alt_pkey_index: u16,
+    /// Ask for SQ-drained events.
+    pub en_sqd_async_notify: u8,
+    /// The send queue is draining (query).
+    pub sq_draining: u8,
+    /// READ/atomics as requester.
+    pub max_rd_atomic: u8,
+    /// READ/atomics as responder.
+    pub max_dest_rd_atomic: u8,
+    /// Minimum RNR NAK timer.
+    pub min_rnr_timer: u8,
+    /// Port.
+    pub port_num: u8,
+    /// Local ACK timeout.
+    pub timeout: u8,
+    /// Retry count.
+    pub retry_cnt: u8,
+    /// RNR retry count.
+    pub rnr_retry: u8,
+    /// Alternate port.
+    pub alt_port_num: u8,
+    /// Alternate timeout.
+    pub alt_timeout: u8,
+    /// Rate limit in kbps.
+    pub rate_limit: u32,
+}

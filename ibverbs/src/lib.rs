@@ -31,5 +31,5 @@ pub use device::{
     ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
 };
 pub use pd::{ibv_alloc_pd, ibv_dealloc_pd, ibv_dereg_mr, ibv_reg_mr, ibv_reg_mr_iova2};
-pub use qp::{ibv_create_qp, ibv_destroy_qp};
+pub use qp::{ibv_create_qp, ibv_destroy_qp, ibv_modify_qp, ibv_query_qp};
 pub use sysfs::ibv_read_sysfs_file;

@@ -1,11 +1,14 @@
-//! Queue pairs: `ibv_create_qp`, `ibv_destroy_qp`.
+//! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
+//! `ibv_destroy_qp`.
 
 use std::ffi::c_int;
 
-use rnic_driver::{Qp as DriverQp, QpCap, QpInitAttr, QpType};
+use rnic_driver::{qp_attr, Mtu, Qp as DriverQp, QpAttr, QpCap, QpInitAttr, QpState, QpType};
 use rnic_emu::EmuHal;
 
-use crate::abi::{IbvPd, IbvQp, IbvQpCap, IbvQpInitAttr};
+use crate::abi::{
+    IbvAhAttr, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr,
+};
 use crate::cq::live_cq;
 use crate::errno;
 use crate::live::Live;
@@ -16,6 +19,32 @@ use crate::pd::live_pd;
 struct Qp {
     ibv: IbvQp,
     qp: Option<DriverQp<EmuHal>>,
+    /// `init_attr.sq_sig_all`, for `ibv_query_qp`.
+    sq_sig_all: c_int,
+}
+
+/// The live QP `qp` points to, with its driver QP.
+fn live_qp(qp: *mut IbvQp) -> Option<(&'static mut Qp, &'static DriverQp<EmuHal>)> {
+    if !QPS.contains(qp) {
+        return None;
+    }
+    // SAFETY: a live QP came from Box::into_raw in ibv_create_qp and is
+    // freed only after it leaves the list; libibverbs programs do not
+    // modify or query a QP while destroying it.
+    let q = unsafe { &mut *qp.cast::<Qp>() };
+    // SAFETY: as above; the driver QP lives in the same box.
+    let d = unsafe { (*qp.cast::<Qp>()).qp.as_ref()? };
+    Some((q, d))
+}
+
+fn cap_of(c: QpCap) -> IbvQpCap {
+    IbvQpCap {
+        max_send_wr: c.max_send_wr,
+        max_recv_wr: c.max_recv_wr,
+        max_send_sge: c.max_send_sge,
+        max_recv_sge: c.max_recv_sge,
+        max_inline_data: c.max_inline_data,
+    }
 }
 
 static QPS: Live = Live::new();
@@ -82,14 +111,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     };
     match driver_pd.create_qp(&attr) {
         Ok(qp) => {
-            let got = qp.cap();
-            init.cap = IbvQpCap {
-                max_send_wr: got.max_send_wr,
-                max_recv_wr: got.max_recv_wr,
-                max_send_sge: got.max_send_sge,
-                max_recv_sge: got.max_recv_sge,
-                max_inline_data: got.max_inline_data,
-            };
+            init.cap = cap_of(qp.cap());
             let ibv = IbvQp {
                 context: p.ibv.context,
                 qp_context: init.qp_context,
@@ -108,7 +130,11 @@ pub unsafe extern "C" fn ibv_create_qp(
                 cond: unsafe { std::mem::zeroed() },
                 events_completed: 0,
             };
-            let q = Box::into_raw(Box::new(Qp { ibv, qp: Some(qp) }));
+            let q = Box::into_raw(Box::new(Qp {
+                ibv,
+                qp: Some(qp),
+                sq_sig_all: init.sq_sig_all,
+            }));
             QPS.add(q);
             q.cast()
         }
@@ -149,5 +175,182 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
     }
     // SAFETY: as above.
     drop(unsafe { Box::from_raw(q) });
+    0
+}
+
+/// `ibv_modify_qp`: the fields of `attr` that `attr_mask` names
+/// (`IBV_QP_*`), as the driver's `modify` takes them. 0, or an `errno`
+/// value: `EINVAL` for a QP that is not live, a NULL `attr`, an unknown
+/// state or MTU, or what the driver refuses (a transition the QP cannot
+/// make, attributes missing or out of range); `EOPNOTSUPP` for the
+/// alternate path, path migration and rate limits.
+///
+/// # Safety
+///
+/// `attr` is NULL or points to a `struct ibv_qp_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    attr_mask: c_int,
+) -> c_int {
+    let Some((q, driver)) = live_qp(qp) else {
+        return libc::EINVAL;
+    };
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: non-NULL, and a struct ibv_qp_attr by the caller's promise.
+    let a = unsafe { &*attr };
+    let mask = attr_mask as u32;
+    // IBV_QP_ALT_PATH, IBV_QP_PATH_MIG_STATE, IBV_QP_RATE_LIMIT.
+    if mask & ((1 << 14) | (1 << 18) | (1 << 25)) != 0 {
+        return libc::EOPNOTSUPP;
+    }
+    let state = |v: c_int| u8::try_from(v).ok().and_then(QpState::from_raw);
+    // The states are read only where the mask names them.
+    let qp_state = match state(a.qp_state) {
+        Some(s) => s,
+        None if mask & qp_attr::STATE == 0 => QpState::Reset,
+        None => return libc::EINVAL,
+    };
+    let cur_qp_state = match state(a.cur_qp_state) {
+        Some(s) => s,
+        None if mask & qp_attr::CUR_STATE == 0 => QpState::Reset,
+        None => return libc::EINVAL,
+    };
+    let path_mtu = if mask & qp_attr::PATH_MTU != 0 {
+        match u8::try_from(a.path_mtu).ok().and_then(Mtu::from_raw) {
+            Some(m) => Some(m),
+            None => return libc::EINVAL,
+        }
+    } else {
+        None
+    };
+    let g = &a.ah_attr.grh;
+    let mut d = QpAttr {
+        qp_state,
+        cur_qp_state,
+        path_mtu,
+        qp_access_flags: a.qp_access_flags,
+        pkey_index: a.pkey_index,
+        port_num: a.port_num,
+        qkey: a.qkey,
+        min_rnr_timer: a.min_rnr_timer,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        sq_psn: a.sq_psn,
+        rq_psn: a.rq_psn,
+        dest_qp_num: a.dest_qp_num,
+        en_sqd_async_notify: a.en_sqd_async_notify != 0,
+        ..QpAttr::default()
+    };
+    d.ah_attr.dgid = g.dgid.raw;
+    d.ah_attr.flow_label = g.flow_label;
+    d.ah_attr.sgid_index = g.sgid_index;
+    d.ah_attr.hop_limit = g.hop_limit;
+    d.ah_attr.traffic_class = g.traffic_class;
+    d.ah_attr.sl = a.ah_attr.sl;
+    d.ah_attr.port_num = a.ah_attr.port_num;
+    d.ah_attr.is_global = a.ah_attr.is_global != 0;
+    match driver.modify(&d, mask) {
+        Ok(()) => {
+            if mask & qp_attr::STATE != 0 {
+                q.ibv.state = a.qp_state;
+            }
+            0
+        }
+        Err(e) => e.errno(),
+    }
+}
+
+/// `ibv_query_qp`: the QP's attributes into `attr` and its creation
+/// attributes into `init_attr` (every field, whatever `attr_mask` asks).
+/// 0, or an `errno` value (`EINVAL` for a QP that is not live or a NULL
+/// pointer).
+///
+/// # Safety
+///
+/// `attr` and `init_attr` are NULL or point to their structures.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut IbvQp,
+    attr: *mut IbvQpAttr,
+    attr_mask: c_int,
+    init_attr: *mut IbvQpInitAttr,
+) -> c_int {
+    let _ = attr_mask;
+    let Some((q, driver)) = live_qp(qp) else {
+        return libc::EINVAL;
+    };
+    if attr.is_null() || init_attr.is_null() {
+        return libc::EINVAL;
+    }
+    let a = match driver.query() {
+        Ok(a) => a,
+        Err(e) => return e.errno(),
+    };
+    let h = a.ah_attr;
+    let out = IbvQpAttr {
+        qp_state: a.qp_state.raw().into(),
+        cur_qp_state: a.qp_state.raw().into(),
+        path_mtu: a.path_mtu.map_or(0, |m| m.raw().into()),
+        // IBV_MIG_MIGRATED: no alternate path.
+        path_mig_state: 0,
+        qkey: a.qkey,
+        rq_psn: a.rq_psn,
+        sq_psn: a.sq_psn,
+        dest_qp_num: a.dest_qp_num,
+        qp_access_flags: a.qp_access_flags,
+        cap: cap_of(a.cap),
+        ah_attr: IbvAhAttr {
+            grh: IbvGlobalRoute {
+                dgid: IbvGid { raw: h.dgid },
+                flow_label: h.flow_label,
+                sgid_index: h.sgid_index,
+                hop_limit: h.hop_limit,
+                traffic_class: h.traffic_class,
+            },
+            dlid: 0,
+            sl: h.sl,
+            src_path_bits: 0,
+            static_rate: 0,
+            is_global: h.is_global.into(),
+            port_num: h.port_num,
+        },
+        alt_ah_attr: IbvAhAttr::default(),
+        pkey_index: a.pkey_index,
+        alt_pkey_index: 0,
+        en_sqd_async_notify: a.en_sqd_async_notify.into(),
+        sq_draining: a.sq_draining.into(),
+        max_rd_atomic: a.max_rd_atomic,
+        max_dest_rd_atomic: a.max_dest_rd_atomic,
+        min_rnr_timer: a.min_rnr_timer,
+        port_num: a.port_num,
+        timeout: a.timeout,
+        retry_cnt: a.retry_cnt,
+        rnr_retry: a.rnr_retry,
+        alt_port_num: 0,
+        alt_timeout: 0,
+        rate_limit: 0,
+    };
+    q.ibv.state = out.qp_state;
+    let init = IbvQpInitAttr {
+        qp_context: q.ibv.qp_context,
+        send_cq: q.ibv.send_cq,
+        recv_cq: q.ibv.recv_cq,
+        srq: q.ibv.srq,
+        cap: cap_of(a.cap),
+        qp_type: q.ibv.qp_type,
+        sq_sig_all: q.sq_sig_all,
+    };
+    // SAFETY: both non-NULL, and their structures by the caller's promise.
+    unsafe {
+        attr.write(out);
+        init_attr.write(init);
+    }
     0
 }

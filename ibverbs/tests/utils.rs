@@ -9,8 +9,9 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use rnic_ibverbs::abi::{
-    IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvMr, IbvPd, IbvPortAttr, IbvQp, IbvQpCap,
-    IbvQpInitAttr, IbvWc, COMPAT_PORT_ATTR_LEN, OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
+    IbvAhAttr, IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvGlobalRoute, IbvMr, IbvPd,
+    IbvPortAttr, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr, IbvWc, COMPAT_PORT_ATTR_LEN,
+    OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
 };
 
 /// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
@@ -476,6 +477,146 @@ fn qp_structures_are_laid_out_as_the_header() {
             sq_sig_all
         ),
     );
+}
+
+#[test]
+fn qp_attributes_are_laid_out_as_the_header() {
+    use std::mem::offset_of;
+    macro_rules! of {
+        ($t:ty, $($f:ident),*) => {
+            [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
+        };
+    }
+    same_layout(
+        "struct ibv_global_route",
+        &of!(
+            IbvGlobalRoute,
+            dgid,
+            flow_label,
+            sgid_index,
+            hop_limit,
+            traffic_class
+        ),
+    );
+    same_layout(
+        "struct ibv_ah_attr",
+        &of!(
+            IbvAhAttr,
+            grh,
+            dlid,
+            sl,
+            src_path_bits,
+            static_rate,
+            is_global,
+            port_num
+        ),
+    );
+    same_layout(
+        "struct ibv_qp_attr",
+        &of!(
+            IbvQpAttr,
+            qp_state,
+            cur_qp_state,
+            path_mtu,
+            path_mig_state,
+            qkey,
+            rq_psn,
+            sq_psn,
+            dest_qp_num,
+            qp_access_flags,
+            cap,
+            ah_attr,
+            alt_ah_attr,
+            pkey_index,
+            alt_pkey_index,
+            en_sqd_async_notify,
+            sq_draining,
+            max_rd_atomic,
+            max_dest_rd_atomic,
+            min_rnr_timer,
+            port_num,
+            timeout,
+            retry_cnt,
+            rnr_retry,
+            alt_port_num,
+            alt_timeout,
+            rate_limit
+        ),
+    );
+}
+
+#[test]
+fn qp_state_machine_from_c() {
+    let code = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
+static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT; a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc) return 100 + rc;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024; a.dest_qp_num = dest;
+    a.rq_psn = 7; a.max_dest_rd_atomic = 1; a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1; a.ah_attr.grh.dgid = *gid; a.ah_attr.grh.hop_limit = 64; a.ah_attr.port_num = 1;
+    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (rc) return 200 + rc;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS; a.timeout = 14; a.retry_cnt = 7; a.rnr_retry = 7; a.sq_psn = 7; a.max_rd_atomic = 1;
+    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    return rc ? 300 + rc : 0;
+}
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = cq; ia.recv_cq = cq; ia.qp_type = IBV_QPT_RC; ia.sq_sig_all = 1;
+    ia.cap.max_send_wr = 4; ia.cap.max_recv_wr = 4; ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1;
+    struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+    CHECK(a && b, 1);
+    union ibv_gid gid;
+    CHECK(ibv_query_gid(ctx, 1, 0, &gid) == 0, 2);
+    int rc = to_rts(a, b->qp_num, &gid);
+    CHECK(rc == 0, rc);
+    rc = to_rts(b, a->qp_num, &gid);
+    CHECK(rc == 0, rc);
+    CHECK(a->state == IBV_QPS_RTS, 3);
+    struct ibv_qp_attr q;
+    struct ibv_qp_init_attr qi;
+    CHECK(ibv_query_qp(a, &q, IBV_QP_STATE, &qi) == 0, 4);
+    CHECK(q.qp_state == IBV_QPS_RTS && q.dest_qp_num == b->qp_num && q.path_mtu == IBV_MTU_1024, 5);
+    CHECK(q.sq_psn == 7 && q.timeout == 14 && q.ah_attr.is_global && !memcmp(&q.ah_attr.grh.dgid, &gid, 16), 6);
+    CHECK(qi.send_cq == cq && qi.qp_type == IBV_QPT_RC && qi.sq_sig_all == 1 && qi.cap.max_send_wr >= 4, 7);
+    struct ibv_qp_attr bad;
+    memset(&bad, 0, sizeof bad);
+    /* RTS -> INIT is no transition. */
+    bad.qp_state = IBV_QPS_INIT;
+    CHECK(ibv_modify_qp(a, &bad, IBV_QP_STATE) == EINVAL && a->state == IBV_QPS_RTS, 8);
+    bad.qp_state = 99;
+    CHECK(ibv_modify_qp(a, &bad, IBV_QP_STATE) == EINVAL, 9);
+    CHECK(ibv_modify_qp(a, &bad, IBV_QP_ALT_PATH) == EOPNOTSUPP, 10);
+    CHECK(ibv_modify_qp(NULL, &bad, IBV_QP_STATE) == EINVAL && ibv_query_qp(a, NULL, 0, &qi) == EINVAL, 11);
+    bad.qp_state = IBV_QPS_ERR;
+    CHECK(ibv_modify_qp(a, &bad, IBV_QP_STATE) == 0 && a->state == IBV_QPS_ERR, 12);
+    CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0, 13);
+    printf("ok\n");
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert_eq!(out.trim(), "ok");
 }
 
 #[test]
