@@ -480,3 +480,154 @@ pub struct IbvQpAttr {
     /// Rate limit in kbps.
     pub rate_limit: u32,
 }
+
+/// Index of `post_send` in `struct ibv_context_ops`.
+pub const OP_POST_SEND: usize = 25;
+/// Index of `post_recv` in `struct ibv_context_ops`.
+pub const OP_POST_RECV: usize = 26;
+
+/// `struct ibv_sge`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvSge {
+    /// Start address.
+    pub addr: u64,
+    /// Length.
+    pub length: u32,
+    /// Local key.
+    pub lkey: u32,
+}
+
+/// `wr.rdma` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct WrRdma {
+    /// Remote address.
+    pub remote_addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// `wr.atomic` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct WrAtomic {
+    /// Remote address.
+    pub remote_addr: u64,
+    /// Compare (CMP_AND_SWP) or add (FETCH_AND_ADD) value.
+    pub compare_add: u64,
+    /// Swap value.
+    pub swap: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// `wr.ud` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct WrUd {
+    /// Address handle.
+    pub ah: *mut c_void,
+    /// Destination QP.
+    pub remote_qpn: u32,
+    /// Destination Q_Key.
+    pub remote_qkey: u32,
+}
+
+/// The `wr` union of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union WrUnion {
+    /// RDMA operations.
+    pub rdma: WrRdma,
+    /// Atomics.
+    pub atomic: WrAtomic,
+    /// UD sends.
+    pub ud: WrUd,
+}
+
+/// `struct ibv_mw_bind_info`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IbvMwBindInfo {
+    /// The MR the window lies in.
+    pub mr: *mut IbvMr,
+    /// Start.
+    pub addr: u64,
+    /// Length.
+    pub length: u64,
+    /// `IBV_ACCESS_REMOTE_*`.
+    pub mw_access_flags: u32,
+}
+
+/// `bind_mw` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct WrBindMw {
+    /// The window.
+    pub mw: *mut c_void,
+    /// The window's new rkey.
+    pub rkey: u32,
+    /// What it binds.
+    pub bind_info: IbvMwBindInfo,
+}
+
+/// `tso` of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct WrTso {
+    /// Header.
+    pub hdr: *mut c_void,
+    /// Header size.
+    pub hdr_sz: u16,
+    /// Segment size.
+    pub mss: u16,
+}
+
+/// The last, anonymous union of `struct ibv_send_wr`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union WrExt {
+    /// Memory window binds.
+    pub bind_mw: WrBindMw,
+    /// TCP segmentation offload (raw packet QPs).
+    pub tso: WrTso,
+}
+
+/// `struct ibv_send_wr`.
+#[repr(C)]
+pub struct IbvSendWr {
+    /// Echoed in the completion.
+    pub wr_id: u64,
+    /// The next request of the list (NULL: the last).
+    pub next: *mut IbvSendWr,
+    /// Gather list.
+    pub sg_list: *mut IbvSge,
+    /// Its entries.
+    pub num_sge: c_int,
+    /// `enum ibv_wr_opcode`.
+    pub opcode: c_int,
+    /// `IBV_SEND_*`.
+    pub send_flags: u32,
+    /// Immediate data (network byte order) or the rkey to invalidate.
+    pub imm_data: u32,
+    /// The operation's own fields.
+    pub wr: WrUnion,
+    /// `qp_type.xrc.remote_srqn`.
+    pub qp_type: u32,
+    /// Bind or TSO fields.
+    pub ext: WrExt,
+}
+
+/// `struct ibv_recv_wr`.
+#[repr(C)]
+pub struct IbvRecvWr {
+    /// Echoed in the completion.
+    pub wr_id: u64,
+    /// The next request of the list (NULL: the last).
+    pub next: *mut IbvRecvWr,
+    /// Scatter list.
+    pub sg_list: *mut IbvSge,
+    /// Its entries.
+    pub num_sge: c_int,
+}

@@ -620,6 +620,196 @@ int main(void) {
 }
 
 #[test]
+fn work_requests_are_laid_out_as_the_header() {
+    use rnic_ibverbs::abi::{IbvRecvWr, IbvSendWr, IbvSge, WrAtomic, WrRdma, WrUd};
+    use std::mem::offset_of;
+    let wr = offset_of!(IbvSendWr, wr);
+    same_layout(
+        "struct ibv_send_wr",
+        &[
+            ("size", size_of::<IbvSendWr>()),
+            ("wr_id", offset_of!(IbvSendWr, wr_id)),
+            ("next", offset_of!(IbvSendWr, next)),
+            ("sg_list", offset_of!(IbvSendWr, sg_list)),
+            ("num_sge", offset_of!(IbvSendWr, num_sge)),
+            ("opcode", offset_of!(IbvSendWr, opcode)),
+            ("send_flags", offset_of!(IbvSendWr, send_flags)),
+            ("imm_data", offset_of!(IbvSendWr, imm_data)),
+            ("wr.rdma.remote_addr", wr + offset_of!(WrRdma, remote_addr)),
+            ("wr.rdma.rkey", wr + offset_of!(WrRdma, rkey)),
+            (
+                "wr.atomic.compare_add",
+                wr + offset_of!(WrAtomic, compare_add),
+            ),
+            ("wr.atomic.swap", wr + offset_of!(WrAtomic, swap)),
+            ("wr.atomic.rkey", wr + offset_of!(WrAtomic, rkey)),
+            ("wr.ud.ah", wr + offset_of!(WrUd, ah)),
+            ("wr.ud.remote_qkey", wr + offset_of!(WrUd, remote_qkey)),
+            ("qp_type", offset_of!(IbvSendWr, qp_type)),
+            ("bind_mw", offset_of!(IbvSendWr, ext)),
+        ],
+    );
+    same_layout(
+        "struct ibv_recv_wr",
+        &[
+            ("size", size_of::<IbvRecvWr>()),
+            ("wr_id", offset_of!(IbvRecvWr, wr_id)),
+            ("next", offset_of!(IbvRecvWr, next)),
+            ("sg_list", offset_of!(IbvRecvWr, sg_list)),
+            ("num_sge", offset_of!(IbvRecvWr, num_sge)),
+        ],
+    );
+    same_layout(
+        "struct ibv_sge",
+        &[
+            ("size", size_of::<IbvSge>()),
+            ("addr", offset_of!(IbvSge, addr)),
+            ("length", offset_of!(IbvSge, length)),
+            ("lkey", offset_of!(IbvSge, lkey)),
+        ],
+    );
+    let ops = offset_of!(IbvContext, ops);
+    use rnic_ibverbs::abi::{OP_POST_RECV, OP_POST_SEND};
+    same_layout(
+        "struct ibv_context",
+        &[
+            ("size", size_of::<IbvContext>()),
+            ("ops.post_send", ops + 8 * OP_POST_SEND),
+            ("ops.post_recv", ops + 8 * OP_POST_RECV),
+        ],
+    );
+}
+
+#[test]
+fn data_path_from_c() {
+    let code = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/verbs.h>
+#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
+static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT; a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return 1;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024; a.dest_qp_num = dest; a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 12; a.ah_attr.is_global = 1; a.ah_attr.grh.dgid = *gid; a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) return 2;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS; a.timeout = 14; a.retry_cnt = 7; a.rnr_retry = 7; a.max_rd_atomic = 1;
+    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) return 3;
+    return 0;
+}
+/* One completion from `cq`, waiting up to 5 s. */
+static int one(struct ibv_cq *cq, struct ibv_wc *wc) {
+    time_t end = time(NULL) + 5;
+    while (time(NULL) < end) {
+        int n = ibv_poll_cq(cq, 1, wc);
+        if (n) return n;
+    }
+    return 0;
+}
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_cq *ca = ibv_create_cq(ctx, 16, NULL, NULL, 0), *cb = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 8; ia.cap.max_recv_wr = 8;
+    ia.cap.max_send_sge = 2; ia.cap.max_recv_sge = 2; ia.cap.max_inline_data = 64;
+    ia.send_cq = ca; ia.recv_cq = ca;
+    struct ibv_qp *a = ibv_create_qp(pd, &ia);
+    ia.send_cq = cb; ia.recv_cq = cb;
+    struct ibv_qp *b = ibv_create_qp(pd, &ia);
+    CHECK(a && b, 1);
+    union ibv_gid gid;
+    ibv_query_gid(ctx, 1, 0, &gid);
+    CHECK(!to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 2);
+    static char src[4096], dst[4096];
+    struct ibv_mr *ms = ibv_reg_mr(pd, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *md = ibv_reg_mr(pd, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE |
+        IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+    CHECK(ms && md, 3);
+    struct ibv_wc wc;
+    /* SEND of two SGEs into a receive of one. */
+    for (int i = 0; i < 300; i++) src[i] = (char)i;
+    struct ibv_sge rs = { (uintptr_t)dst, 1000, md->lkey };
+    struct ibv_recv_wr rw = { .wr_id = 11, .sg_list = &rs, .num_sge = 1 }, *bad_r;
+    CHECK(ibv_post_recv(b, &rw, &bad_r) == 0, 4);
+    struct ibv_sge ss[2] = { { (uintptr_t)src, 100, ms->lkey }, { (uintptr_t)src + 100, 200, ms->lkey } };
+    struct ibv_send_wr sw, *bad;
+    memset(&sw, 0, sizeof sw);
+    sw.wr_id = 21; sw.sg_list = ss; sw.num_sge = 2; sw.opcode = IBV_WR_SEND; sw.send_flags = IBV_SEND_SIGNALED;
+    CHECK(ibv_post_send(a, &sw, &bad) == 0, 5);
+    CHECK(one(ca, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND && wc.wr_id == 21, 6);
+    CHECK(one(cb, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == 11, 7);
+    CHECK(wc.byte_len == 300 && wc.qp_num == b->qp_num && !memcmp(dst, src, 300), 8);
+    /* Inline RDMA WRITE with immediate. */
+    char msg[] = "inline bytes";
+    struct ibv_sge is = { (uintptr_t)msg, sizeof msg, 0 };
+    CHECK(ibv_post_recv(b, &rw, &bad_r) == 0, 9);
+    memset(&sw, 0, sizeof sw);
+    sw.wr_id = 22; sw.sg_list = &is; sw.num_sge = 1; sw.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    sw.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE; sw.imm_data = htobe32(0x12345678);
+    sw.wr.rdma.remote_addr = (uintptr_t)dst + 2000; sw.wr.rdma.rkey = md->rkey;
+    CHECK(ibv_post_send(a, &sw, &bad) == 0, 10);
+    CHECK(one(ca, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE, 11);
+    CHECK(one(cb, &wc) == 1 && wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && (wc.wc_flags & IBV_WC_WITH_IMM), 12);
+    CHECK(be32toh(wc.imm_data) == 0x12345678 && !strcmp(dst + 2000, msg), 13);
+    /* RDMA READ back, then FETCH_AND_ADD. */
+    struct ibv_sge back = { (uintptr_t)src + 1000, sizeof msg, ms->lkey };
+    memset(&sw, 0, sizeof sw);
+    sw.wr_id = 23; sw.sg_list = &back; sw.num_sge = 1; sw.opcode = IBV_WR_RDMA_READ; sw.send_flags = IBV_SEND_SIGNALED;
+    sw.wr.rdma.remote_addr = (uintptr_t)dst + 2000; sw.wr.rdma.rkey = md->rkey;
+    CHECK(ibv_post_send(a, &sw, &bad) == 0, 14);
+    CHECK(one(ca, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_READ, 15);
+    CHECK(!strcmp(src + 1000, msg), 16);
+    unsigned long long *counter = (unsigned long long *)(dst + 3000);
+    *counter = 40;
+    struct ibv_sge old = { (uintptr_t)src + 2048, 8, ms->lkey };
+    memset(&sw, 0, sizeof sw);
+    sw.wr_id = 24; sw.sg_list = &old; sw.num_sge = 1; sw.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    sw.send_flags = IBV_SEND_SIGNALED; sw.wr.atomic.remote_addr = (uintptr_t)counter;
+    sw.wr.atomic.rkey = md->rkey; sw.wr.atomic.compare_add = 2;
+    CHECK(ibv_post_send(a, &sw, &bad) == 0, 17);
+    CHECK(one(ca, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_FETCH_ADD, 18);
+    CHECK(*(unsigned long long *)(src + 2048) == 40 && *counter == 42, 19);
+    /* A list whose second request is bad: the first is posted, bad_wr names the second. */
+    struct ibv_send_wr two[2];
+    memset(two, 0, sizeof two);
+    two[0].wr_id = 25; two[0].sg_list = &is; two[0].num_sge = 1; two[0].opcode = IBV_WR_RDMA_WRITE;
+    two[0].send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    two[0].wr.rdma.remote_addr = (uintptr_t)dst; two[0].wr.rdma.rkey = md->rkey;
+    two[0].next = &two[1];
+    two[1] = two[0]; two[1].next = NULL; two[1].opcode = 42;
+    CHECK(ibv_post_send(a, two, &bad) == EINVAL && bad == &two[1], 20);
+    CHECK(one(ca, &wc) == 1 && wc.wr_id == 25 && wc.status == IBV_WC_SUCCESS, 21);
+    /* A remote key that is wrong: an error completion. */
+    memset(&sw, 0, sizeof sw);
+    sw.wr_id = 26; sw.sg_list = &is; sw.num_sge = 1; sw.opcode = IBV_WR_RDMA_WRITE;
+    sw.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    sw.wr.rdma.remote_addr = (uintptr_t)dst; sw.wr.rdma.rkey = md->rkey ^ 0x100;
+    CHECK(ibv_post_send(a, &sw, &bad) == 0, 22);
+    CHECK(one(ca, &wc) == 1 && wc.wr_id == 26 && wc.status == IBV_WC_REM_ACCESS_ERR, 23);
+    printf("%s\n", ibv_wc_status_str(wc.status));
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert_eq!(out.trim(), "remote access error");
+}
+
+#[test]
 fn qp_from_c() {
     let code = r#"
 #include <errno.h>
