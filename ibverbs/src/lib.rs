@@ -12,6 +12,7 @@
 //! far.
 
 pub mod abi;
+mod channel;
 pub mod config;
 mod context;
 mod cq;
@@ -22,14 +23,15 @@ mod pd;
 mod qp;
 mod sysfs;
 
+pub use channel::{ibv_create_comp_channel, ibv_destroy_comp_channel, ibv_get_cq_event};
 pub use context::{
     ibv_close_device, ibv_open_device, ibv_query_device, ibv_query_gid, ibv_query_gid_type,
     ibv_query_port,
 };
-pub use cq::{ibv_create_cq, ibv_destroy_cq, ibv_wc_status_str};
+pub use cq::{ibv_ack_cq_events, ibv_create_cq, ibv_destroy_cq, ibv_wc_status_str};
 pub use device::{
     ibv_free_device_list, ibv_get_device_guid, ibv_get_device_list, ibv_get_device_name,
 };
 pub use pd::{ibv_alloc_pd, ibv_dealloc_pd, ibv_dereg_mr, ibv_reg_mr, ibv_reg_mr_iova2};
-pub use qp::{ibv_create_qp, ibv_destroy_qp, ibv_modify_qp, ibv_query_qp};
+pub use qp::{ibv_create_qp, ibv_destroy_qp, ibv_modify_qp, ibv_qp_to_qp_ex, ibv_query_qp};
 pub use sysfs::ibv_read_sysfs_file;

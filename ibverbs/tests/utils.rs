@@ -1042,3 +1042,63 @@ fn a_bad_configuration_fails_as_libibverbs_fails() {
     assert!(err.contains("rnic libibverbs: mac `02:00`"), "{err}");
     assert!(err.contains("Invalid argument"), "{err}");
 }
+
+/// A port nobody listens on now, TCP and UDP.
+fn free_port() -> u16 {
+    loop {
+        let p = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_between_two_processes() {
+    let (tcp, ua, ub) = (free_port(), free_port(), free_port());
+    let dev = |me: u16, peer: u16, n: u8| {
+        format!("wire=udp:127.0.0.1:{me}=127.0.0.1:{peer},mac=02:00:00:00:00:0{n},ipv4=192.0.2.{n}")
+    };
+    let args = ["-g", "0", "-n", "100", "-s", "2048", "-p"];
+    let port = tcp.to_string();
+    let server = Command::new("ibv_rc_pingpong")
+        .args(args)
+        .arg(&port)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("RNIC_DEVICES", dev(ua, ub, 1))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("ibv_rc_pingpong (scripts/setup.sh installs ibverbs-utils)");
+    // The client retries its connection until the server listens.
+    let mut client = None;
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let o = Command::new("ibv_rc_pingpong")
+            .args(args)
+            .arg(&port)
+            .arg("127.0.0.1")
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .env("RNIC_DEVICES", dev(ub, ua, 2))
+            .output()
+            .unwrap();
+        let connected = !String::from_utf8_lossy(&o.stderr).contains("Couldn't connect");
+        if connected {
+            client = Some(o);
+            break;
+        }
+    }
+    let client = client.expect("the client never reached the server");
+    let server = server.wait_with_output().unwrap();
+    for (who, o) in [("client", &client), ("server", &server)] {
+        let (out, err) = text(o);
+        assert!(o.status.success(), "{who}: {out}{err}");
+        assert!(out.contains("100 iters in"), "{who}: {out}");
+        // Both ways: 2 × 100 × 2048 bytes.
+        assert!(out.contains("409600 bytes in"), "{who}: {out}");
+    }
+}
