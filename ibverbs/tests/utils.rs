@@ -1059,13 +1059,24 @@ fn free_port() -> u16 {
 
 #[test]
 fn ibv_rc_pingpong_between_two_processes() {
+    pingpong("ibv_rc_pingpong");
+}
+
+#[test]
+fn ibv_uc_pingpong_between_two_processes() {
+    pingpong("ibv_uc_pingpong");
+}
+
+/// rdma-core's `program` (an `ibv_*_pingpong`) as a server and a client
+/// process whose devices share a UDP wire: 100 iterations of 2048 bytes.
+fn pingpong(program: &str) {
     let (tcp, ua, ub) = (free_port(), free_port(), free_port());
     let dev = |me: u16, peer: u16, n: u8| {
         format!("wire=udp:127.0.0.1:{me}=127.0.0.1:{peer},mac=02:00:00:00:00:0{n},ipv4=192.0.2.{n}")
     };
     let args = ["-g", "0", "-n", "100", "-s", "2048", "-p"];
     let port = tcp.to_string();
-    let server = Command::new("ibv_rc_pingpong")
+    let server = Command::new(program)
         .args(args)
         .arg(&port)
         .env("LD_LIBRARY_PATH", lib_dir())
@@ -1073,12 +1084,12 @@ fn ibv_rc_pingpong_between_two_processes() {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("ibv_rc_pingpong (scripts/setup.sh installs ibverbs-utils)");
+        .expect("scripts/setup.sh installs ibverbs-utils");
     // The client retries its connection until the server listens.
     let mut client = None;
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let o = Command::new("ibv_rc_pingpong")
+        let o = Command::new(program)
             .args(args)
             .arg(&port)
             .arg("127.0.0.1")
@@ -1096,8 +1107,8 @@ fn ibv_rc_pingpong_between_two_processes() {
     let server = server.wait_with_output().unwrap();
     for (who, o) in [("client", &client), ("server", &server)] {
         let (out, err) = text(o);
-        assert!(o.status.success(), "{who}: {out}{err}");
-        assert!(out.contains("100 iters in"), "{who}: {out}");
+        assert!(o.status.success(), "{program} {who}: {out}{err}");
+        assert!(out.contains("100 iters in"), "{program} {who}: {out}");
         // Both ways: 2 × 100 × 2048 bytes.
         assert!(out.contains("409600 bytes in"), "{who}: {out}");
     }
