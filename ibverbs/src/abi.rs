@@ -631,3 +631,15 @@ pub struct IbvRecvWr {
     /// Its entries.
     pub num_sge: c_int,
 }
+
+/// `struct ibv_ah`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvAh {
+    /// The context of its PD.
+    pub context: *mut IbvContext,
+    /// Its PD.
+    pub pd: *mut IbvPd,
+    /// A number naming it.
+    pub handle: u32,
+}

@@ -12,6 +12,7 @@
 //! far.
 
 pub mod abi;
+mod ah;
 mod channel;
 pub mod config;
 mod context;
@@ -23,6 +24,7 @@ mod pd;
 mod qp;
 mod sysfs;
 
+pub use ah::{ibv_create_ah, ibv_destroy_ah};
 pub use channel::{ibv_create_comp_channel, ibv_destroy_comp_channel, ibv_get_cq_event};
 pub use context::{
     ibv_close_device, ibv_open_device, ibv_query_device, ibv_query_gid, ibv_query_gid_type,

@@ -394,8 +394,8 @@ unsafe fn sges(list: *const IbvSge, n: c_int, out: &mut [Sge; MAX_SGE]) -> Optio
 /// first request not posted (those before it are): `EINVAL` for an
 /// unknown opcode or flag, too many SGEs or inline bytes, or what the
 /// driver refuses; `ENOMEM` when the send queue is full; `EOPNOTSUPP` for
-/// memory-window binds and UD sends (address handles are not served
-/// yet).
+/// memory-window binds; `EINVAL` for a UD send whose AH is not live or
+/// whose opcode is not a SEND.
 ///
 /// # Safety
 ///
@@ -448,6 +448,20 @@ unsafe fn post_one(qp: &DriverQp<EmuHal>, w: &IbvSendWr) -> c_int {
         rkey: rdma.rkey,
     };
     let imm = w.imm_data.to_ne_bytes();
+    if qp.qp_type() == QpType::Ud {
+        // SAFETY: as above: a UD send's member.
+        let ud = unsafe { w.wr.ud };
+        let imm = match w.opcode {
+            2 => None,
+            3 => Some(imm),
+            _ => return libc::EINVAL,
+        };
+        let Some(dest) = crate::ah::ud_dest(ud.ah.cast(), ud.remote_qpn, ud.remote_qkey) else {
+            return libc::EINVAL;
+        };
+        // SAFETY: the caller's promise, passed on.
+        return unsafe { post(qp, w, SendOp::UdSend { dest, imm }, list) };
+    }
     let op = match w.opcode {
         0 => SendOp::RdmaWrite { remote },
         1 => SendOp::RdmaWriteWithImm { remote, imm },
@@ -474,9 +488,17 @@ unsafe fn post_one(qp: &DriverQp<EmuHal>, w: &IbvSendWr) -> c_int {
         8 => return libc::EOPNOTSUPP,
         _ => return libc::EINVAL,
     };
-    if qp.qp_type() == QpType::Ud {
-        return libc::EOPNOTSUPP;
-    }
+    // SAFETY: the caller's promise, passed on.
+    unsafe { post(qp, w, op, list) }
+}
+
+/// Posts `w` as `op` with its gather list `list` (or its inline data).
+/// 0 or an `errno` value.
+///
+/// # Safety
+///
+/// As for [`post_send`], for `w`.
+unsafe fn post(qp: &DriverQp<EmuHal>, w: &IbvSendWr, op: SendOp, list: &[Sge]) -> c_int {
     const INLINE: u32 = 1 << 3;
     if w.send_flags & !(send_flags::ALL | INLINE) != 0 {
         return libc::EINVAL;

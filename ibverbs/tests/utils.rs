@@ -1067,6 +1067,26 @@ fn ibv_uc_pingpong_between_two_processes() {
     pingpong("ibv_uc_pingpong");
 }
 
+#[test]
+fn ibv_ud_pingpong_between_two_processes() {
+    pingpong("ibv_ud_pingpong");
+}
+
+#[test]
+fn ah_is_laid_out_as_the_header() {
+    use rnic_ibverbs::abi::IbvAh;
+    use std::mem::offset_of;
+    same_layout(
+        "struct ibv_ah",
+        &[
+            ("size", size_of::<IbvAh>()),
+            ("context", offset_of!(IbvAh, context)),
+            ("pd", offset_of!(IbvAh, pd)),
+            ("handle", offset_of!(IbvAh, handle)),
+        ],
+    );
+}
+
 /// rdma-core's `program` (an `ibv_*_pingpong`) as a server and a client
 /// process whose devices share a UDP wire: 100 iterations of 2048 bytes.
 fn pingpong(program: &str) {
