@@ -643,3 +643,47 @@ pub struct IbvAh {
     /// A number naming it.
     pub handle: u32,
 }
+
+/// Index of `post_srq_recv` in `struct ibv_context_ops`.
+pub const OP_POST_SRQ_RECV: usize = 20;
+
+/// `struct ibv_srq_attr`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct IbvSrqAttr {
+    /// Receive requests it holds.
+    pub max_wr: u32,
+    /// SGEs per request.
+    pub max_sge: u32,
+    /// Limit event threshold.
+    pub srq_limit: u32,
+}
+
+/// `struct ibv_srq_init_attr`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvSrqInitAttr {
+    /// The program's pointer.
+    pub srq_context: *mut c_void,
+    /// Requested attributes; the ones provided are written back.
+    pub attr: IbvSrqAttr,
+}
+
+/// `struct ibv_srq`.
+#[repr(C)]
+pub struct IbvSrq {
+    /// The context of its PD.
+    pub context: *mut IbvContext,
+    /// The program's pointer.
+    pub srq_context: *mut c_void,
+    /// Its PD.
+    pub pd: *mut IbvPd,
+    /// The SRQ number.
+    pub handle: u32,
+    /// libibverbs' lock for event counting.
+    pub mutex: libc::pthread_mutex_t,
+    /// libibverbs' condition for event counting.
+    pub cond: libc::pthread_cond_t,
+    /// Asynchronous events acknowledged.
+    pub events_completed: u32,
+}

@@ -10,7 +10,8 @@ use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 use crate::abi::{
     set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvPortAttr, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS,
-    GID_TYPE_SYSFS_ROCE_V2, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_REQ_NOTIFY_CQ,
+    GID_TYPE_SYSFS_ROCE_V2, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
+    OP_REQ_NOTIFY_CQ,
 };
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
@@ -107,6 +108,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     ops[OP_REQ_NOTIFY_CQ] = crate::cq::req_notify_cq as *mut c_void;
     ops[OP_POST_SEND] = crate::qp::post_send as *mut c_void;
     ops[OP_POST_RECV] = crate::qp::post_recv as *mut c_void;
+    ops[OP_POST_SRQ_RECV] = crate::srq::post_srq_recv as *mut c_void;
     let ibv = IbvContext {
         device,
         ops,

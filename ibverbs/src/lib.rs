@@ -22,6 +22,7 @@ mod errno;
 mod live;
 mod pd;
 mod qp;
+mod srq;
 mod sysfs;
 
 pub use ah::{ibv_create_ah, ibv_destroy_ah};
@@ -36,4 +37,5 @@ pub use device::{
 };
 pub use pd::{ibv_alloc_pd, ibv_dealloc_pd, ibv_dereg_mr, ibv_reg_mr, ibv_reg_mr_iova2};
 pub use qp::{ibv_create_qp, ibv_destroy_qp, ibv_modify_qp, ibv_qp_to_qp_ex, ibv_query_qp};
+pub use srq::{ibv_create_srq, ibv_destroy_srq, ibv_modify_srq, ibv_query_srq};
 pub use sysfs::ibv_read_sysfs_file;

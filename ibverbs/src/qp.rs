@@ -84,9 +84,14 @@ pub unsafe extern "C" fn ibv_create_qp(
     let (Some(scq), Some(rcq)) = (live_cq(init.send_cq), live_cq(init.recv_cq)) else {
         return fail(libc::EINVAL);
     };
-    if !init.srq.is_null() {
-        return fail(libc::EOPNOTSUPP);
-    }
+    let srq = if init.srq.is_null() {
+        None
+    } else {
+        match crate::srq::live_srq(init.srq.cast()) {
+            Some(Some(s)) => Some(s),
+            _ => return fail(libc::EINVAL),
+        }
+    };
     let qp_type = match init.qp_type {
         2 => QpType::Rc,
         3 => QpType::Uc,
@@ -102,7 +107,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     let attr = QpInitAttr {
         send_cq,
         recv_cq,
-        srq: None,
+        srq,
         cap: QpCap {
             max_send_wr: c.max_send_wr,
             max_recv_wr: c.max_recv_wr,
@@ -122,7 +127,7 @@ pub unsafe extern "C" fn ibv_create_qp(
                 pd,
                 send_cq: init.send_cq,
                 recv_cq: init.recv_cq,
-                srq: std::ptr::null_mut(),
+                srq: init.srq,
                 handle: qp.qp_num(),
                 qp_num: qp.qp_num(),
                 state: 0,
@@ -360,7 +365,7 @@ pub unsafe extern "C" fn ibv_query_qp(
 }
 
 /// SGEs one request may carry here (the device allows fewer).
-const MAX_SGE: usize = 64;
+pub(crate) const MAX_SGE: usize = 64;
 /// Inline bytes one request may carry here (a QP allows fewer).
 const MAX_INLINE: usize = 1024;
 
@@ -369,7 +374,11 @@ const MAX_INLINE: usize = 1024;
 /// # Safety
 ///
 /// `list` points to `n` entries if `n > 0`.
-unsafe fn sges(list: *const IbvSge, n: c_int, out: &mut [Sge; MAX_SGE]) -> Option<&[Sge]> {
+pub(crate) unsafe fn sges(
+    list: *const IbvSge,
+    n: c_int,
+    out: &mut [Sge; MAX_SGE],
+) -> Option<&[Sge]> {
     let n = usize::try_from(n).ok().filter(|&n| n <= MAX_SGE)?;
     if n == 0 {
         return Some(&[]);

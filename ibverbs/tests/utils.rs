@@ -1073,6 +1073,55 @@ fn ibv_ud_pingpong_between_two_processes() {
 }
 
 #[test]
+fn ibv_srq_pingpong_between_two_processes() {
+    pingpong("ibv_srq_pingpong");
+}
+
+#[test]
+fn srq_is_laid_out_as_the_header() {
+    use rnic_ibverbs::abi::{IbvSrq, IbvSrqAttr, IbvSrqInitAttr, OP_POST_SRQ_RECV};
+    use std::mem::offset_of;
+    same_layout(
+        "struct ibv_srq",
+        &[
+            ("size", size_of::<IbvSrq>()),
+            ("context", offset_of!(IbvSrq, context)),
+            ("srq_context", offset_of!(IbvSrq, srq_context)),
+            ("pd", offset_of!(IbvSrq, pd)),
+            ("handle", offset_of!(IbvSrq, handle)),
+            ("mutex", offset_of!(IbvSrq, mutex)),
+            ("cond", offset_of!(IbvSrq, cond)),
+            ("events_completed", offset_of!(IbvSrq, events_completed)),
+        ],
+    );
+    same_layout(
+        "struct ibv_srq_attr",
+        &[
+            ("size", size_of::<IbvSrqAttr>()),
+            ("max_wr", offset_of!(IbvSrqAttr, max_wr)),
+            ("max_sge", offset_of!(IbvSrqAttr, max_sge)),
+            ("srq_limit", offset_of!(IbvSrqAttr, srq_limit)),
+        ],
+    );
+    same_layout(
+        "struct ibv_srq_init_attr",
+        &[
+            ("size", size_of::<IbvSrqInitAttr>()),
+            ("srq_context", offset_of!(IbvSrqInitAttr, srq_context)),
+            ("attr", offset_of!(IbvSrqInitAttr, attr)),
+        ],
+    );
+    let ops = offset_of!(IbvContext, ops);
+    same_layout(
+        "struct ibv_context",
+        &[
+            ("size", size_of::<IbvContext>()),
+            ("ops.post_srq_recv", ops + 8 * OP_POST_SRQ_RECV),
+        ],
+    );
+}
+
+#[test]
 fn ah_is_laid_out_as_the_header() {
     use rnic_ibverbs::abi::IbvAh;
     use std::mem::offset_of;

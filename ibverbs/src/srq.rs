@@ -1,0 +1,226 @@
+//! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq`,
+//! `ibv_query_srq`, `ibv_destroy_srq`, and the context's `post_srq_recv`.
+
+use std::ffi::c_int;
+
+use rnic_driver::{RecvWr, Sge, Srq as DriverSrq, SrqAttr};
+use rnic_emu::EmuHal;
+
+use crate::abi::{IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr};
+use crate::errno;
+use crate::live::Live;
+use crate::pd::live_pd;
+use crate::qp::{sges, MAX_SGE};
+
+/// An SRQ: the `struct ibv_srq` programs see, first.
+#[repr(C)]
+struct Srq {
+    ibv: IbvSrq,
+    srq: Option<DriverSrq<EmuHal>>,
+}
+
+static SRQS: Live = Live::new();
+
+/// The driver's SRQ behind the live SRQ `srq` (`None` inside: being
+/// destroyed).
+pub(crate) fn live_srq(srq: *mut IbvSrq) -> Option<Option<&'static DriverSrq<EmuHal>>> {
+    // SAFETY: a live SRQ came from Box::into_raw in ibv_create_srq and is
+    // freed only after it leaves the list.
+    SRQS.contains(srq)
+        .then(|| unsafe { (*srq.cast::<Srq>()).srq.as_ref() })
+}
+
+fn attr_of(a: SrqAttr) -> IbvSrqAttr {
+    IbvSrqAttr {
+        max_wr: a.max_wr,
+        max_sge: a.max_sge,
+        srq_limit: a.srq_limit,
+    }
+}
+
+/// `ibv_create_srq`: an SRQ of at least the asked capacities, written
+/// back to `srq_init_attr->attr`. NULL with `errno` (`EINVAL` for a PD
+/// that is not live or a NULL attribute pointer; the driver's: beyond the
+/// device's limits, none left, a device without SRQs).
+///
+/// # Safety
+///
+/// `srq_init_attr` is NULL or points to a `struct ibv_srq_init_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_srq(
+    pd: *mut IbvPd,
+    srq_init_attr: *mut IbvSrqInitAttr,
+) -> *mut IbvSrq {
+    let fail = |e| {
+        errno::set(e);
+        std::ptr::null_mut()
+    };
+    let Some(p) = live_pd(pd) else {
+        return fail(libc::EINVAL);
+    };
+    let Some(driver_pd) = p.pd.as_ref() else {
+        return fail(libc::EINVAL);
+    };
+    if srq_init_attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, and the structure by the caller's promise.
+    let init = unsafe { &mut *srq_init_attr };
+    let want = SrqAttr {
+        max_wr: init.attr.max_wr,
+        max_sge: init.attr.max_sge,
+        srq_limit: init.attr.srq_limit,
+    };
+    match driver_pd.create_srq(&want) {
+        Ok(srq) => {
+            init.attr = attr_of(srq.attr());
+            let ibv = IbvSrq {
+                context: p.ibv.context,
+                srq_context: init.srq_context,
+                pd,
+                handle: srq.srq_num(),
+                // SAFETY: zeroed is PTHREAD_MUTEX_INITIALIZER and
+                // PTHREAD_COND_INITIALIZER on glibc.
+                mutex: unsafe { std::mem::zeroed() },
+                // SAFETY: as above.
+                cond: unsafe { std::mem::zeroed() },
+                events_completed: 0,
+            };
+            let s = Box::into_raw(Box::new(Srq {
+                ibv,
+                srq: Some(srq),
+            }));
+            SRQS.add(s);
+            s.cast()
+        }
+        Err(e) => fail(e.errno()),
+    }
+}
+
+/// `ibv_modify_srq`: the limit or size `srq_attr_mask` names
+/// (`IBV_SRQ_MAX_WR`, `IBV_SRQ_LIMIT`). 0, or an `errno` value.
+///
+/// # Safety
+///
+/// `srq_attr` is NULL or points to a `struct ibv_srq_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_modify_srq(
+    srq: *mut IbvSrq,
+    srq_attr: *mut IbvSrqAttr,
+    srq_attr_mask: c_int,
+) -> c_int {
+    let (Some(Some(driver)), false) = (live_srq(srq), srq_attr.is_null()) else {
+        return libc::EINVAL;
+    };
+    // SAFETY: non-NULL, and the structure by the caller's promise.
+    let a = unsafe { &*srq_attr };
+    let attr = SrqAttr {
+        max_wr: a.max_wr,
+        max_sge: a.max_sge,
+        srq_limit: a.srq_limit,
+    };
+    match driver.modify(&attr, srq_attr_mask as u32) {
+        Ok(()) => 0,
+        Err(e) => e.errno(),
+    }
+}
+
+/// `ibv_query_srq`: its attributes. 0, or an `errno` value.
+///
+/// # Safety
+///
+/// `srq_attr` is NULL or points to a writable `struct ibv_srq_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_srq(srq: *mut IbvSrq, srq_attr: *mut IbvSrqAttr) -> c_int {
+    let (Some(Some(driver)), false) = (live_srq(srq), srq_attr.is_null()) else {
+        return libc::EINVAL;
+    };
+    match driver.query() {
+        Ok(a) => {
+            // SAFETY: non-NULL, and writable by the caller's promise.
+            unsafe { srq_attr.write(attr_of(a)) };
+            0
+        }
+        Err(e) => e.errno(),
+    }
+}
+
+/// `ibv_destroy_srq`: 0, or an `errno` value (`EINVAL` for a pointer that
+/// is not a live SRQ; `EBUSY` while QPs use it, and the SRQ stays).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
+    if !SRQS.remove(srq) {
+        return libc::EINVAL;
+    }
+    let s = srq.cast::<Srq>();
+    // SAFETY: it was live, so it came from Box::into_raw, and it left the
+    // list: this thread alone holds it.
+    let outcome = match unsafe { (*s).srq.take() } {
+        Some(d) => d.destroy(),
+        None => Ok(()),
+    };
+    if let Err(e) = outcome {
+        let code = e.error.errno();
+        if let Some(back) = e.object {
+            // SAFETY: as above.
+            unsafe { (*s).srq = Some(back) };
+            SRQS.add(s);
+            return code;
+        }
+        // SAFETY: as above; the driver's SRQ is gone.
+        drop(unsafe { Box::from_raw(s) });
+        return code;
+    }
+    // SAFETY: as above.
+    drop(unsafe { Box::from_raw(s) });
+    0
+}
+
+/// The context's `post_srq_recv` (the header's inline
+/// `ibv_post_srq_recv`): posts the list `wr`, in order. 0, or an `errno`
+/// value with `*bad_wr` the first request not posted.
+///
+/// # Safety
+///
+/// `srq` is an SRQ of this library; `wr` is a valid list; `bad_wr` is
+/// NULL or writable.
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    srq: *mut IbvSrq,
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+) -> c_int {
+    // SAFETY: the caller's promise: one of our SRQs, alive while used.
+    let Some(driver) = (unsafe { &*srq.cast::<Srq>() }).srq.as_ref() else {
+        return libc::EINVAL;
+    };
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: the caller's promise: a valid list.
+        let w = unsafe { &*cur };
+        let mut buf = [Sge::default(); MAX_SGE];
+        // SAFETY: as above: its SGEs.
+        let code = match unsafe { sges(w.sg_list, w.num_sge, &mut buf) } {
+            None => libc::EINVAL,
+            Some(list) => match driver.post_recv(&[RecvWr {
+                wr_id: w.wr_id,
+                sg_list: list,
+            }]) {
+                Ok(()) => 0,
+                Err(e) => e.error.errno(),
+            },
+        };
+        if code != 0 {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's promise.
+                unsafe { *bad_wr = cur };
+            }
+            return code;
+        }
+        cur = w.next;
+    }
+    0
+}
