@@ -53,12 +53,12 @@ fn cap_of(c: QpCap) -> IbvQpCap {
 
 static QPS: Live = Live::new();
 
-/// `ibv_create_qp`: an RC, UC or UD QP in RESET, its capacities (at least
-/// those asked) written back to `qp_init_attr->cap`. NULL with `errno`:
-/// `EINVAL` for a PD or CQ that is not live, a NULL attribute pointer or
-/// an unknown type; `EOPNOTSUPP` for an SRQ (not served yet) or an XRC or
-/// raw packet QP; the driver's for capacities beyond the device's
-/// (`EINVAL`) or no QP left (`ENOMEM`).
+/// `ibv_create_qp`: an RC, UC or UD QP in RESET, on `qp_init_attr->srq`
+/// if not NULL, its capacities (at least those asked) written back to
+/// `qp_init_attr->cap`. NULL with `errno`: `EINVAL` for a PD, CQ or SRQ
+/// that is not live, a NULL attribute pointer or an unknown type;
+/// `EOPNOTSUPP` for an XRC or raw packet QP; the driver's for capacities
+/// beyond the device's (`EINVAL`) or no QP left (`ENOMEM`).
 ///
 /// # Safety
 ///
