@@ -687,3 +687,15 @@ pub struct IbvSrq {
     /// Asynchronous events acknowledged.
     pub events_completed: u32,
 }
+
+/// `struct ibv_comp_channel`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvCompChannel {
+    /// The context it was made on.
+    pub context: *mut IbvContext,
+    /// Readable when an event may be waiting.
+    pub fd: c_int,
+    /// CQs using it.
+    pub refcnt: c_int,
+}

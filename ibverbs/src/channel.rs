@@ -1,39 +1,147 @@
-//! Completion channels: not served yet. The calls exist, because
-//! programs bound at load time need them even when they never use a
-//! channel (ibv_rc_pingpong without `-e`), and fail as libibverbs does
-//! for a device that cannot make one.
+//! Completion channels: `ibv_create_comp_channel`,
+//! `ibv_destroy_comp_channel`, `ibv_get_cq_event`.
 
 use std::ffi::{c_int, c_void};
 
-use crate::abi::{IbvContext, IbvCq};
+use rnic_driver::CompChannel;
+use rnic_emu::EmuHal;
+
+use crate::abi::{IbvCompChannel, IbvContext, IbvCq};
+use crate::context::open_context;
+use crate::cq::cq_by_num;
 use crate::errno;
+use crate::live::Live;
 
-/// `ibv_create_comp_channel` (`IBVERBS_1.0`): NULL with `errno`
-/// `EOPNOTSUPP`.
-#[no_mangle]
-pub extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *mut c_void {
-    let _ = context;
-    errno::set(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+/// A channel: the `struct ibv_comp_channel` programs see, first.
+#[repr(C)]
+struct Channel {
+    ibv: IbvCompChannel,
+    ch: Option<CompChannel<EmuHal>>,
 }
 
-/// `ibv_destroy_comp_channel` (`IBVERBS_1.0`): no channel exists, so
-/// `EINVAL`.
-#[no_mangle]
-pub extern "C" fn ibv_destroy_comp_channel(channel: *mut c_void) -> c_int {
-    let _ = channel;
-    libc::EINVAL
+static CHANNELS: Live = Live::new();
+
+/// How long one wait of `ibv_get_cq_event` lasts before it looks again.
+const WAIT_NS: u64 = 100_000_000;
+
+/// The driver's channel behind the live channel `ch`.
+pub(crate) fn live_channel(ch: *mut IbvCompChannel) -> Option<&'static CompChannel<EmuHal>> {
+    // SAFETY: a live channel came from Box::into_raw and is freed only
+    // after it leaves the list.
+    CHANNELS
+        .contains(ch)
+        .then(|| unsafe { (*ch.cast::<Channel>()).ch.as_ref() })
+        .flatten()
 }
 
-/// `ibv_get_cq_event` (`IBVERBS_1.1`): no channel exists, so -1 with
-/// `errno` `EINVAL`.
+/// `ibv_create_comp_channel` (`IBVERBS_1.0`): its `fd` is readable when
+/// an event may be waiting. NULL with `errno` (`EINVAL` for a context
+/// that is not open; the driver's: no EQ or vector left).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the context is checked.
 #[no_mangle]
-pub extern "C" fn ibv_get_cq_event(
-    channel: *mut c_void,
+pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *mut IbvCompChannel {
+    let Some(c) = open_context(context) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    match c.ctx.create_comp_channel() {
+        Ok(ch) => {
+            let ibv = IbvCompChannel {
+                context,
+                fd: ch.fd().unwrap_or(-1),
+                refcnt: 0,
+            };
+            let p = Box::into_raw(Box::new(Channel { ibv, ch: Some(ch) }));
+            CHANNELS.add(p);
+            p.cast()
+        }
+        Err(e) => {
+            errno::set(e.errno());
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `ibv_destroy_comp_channel` (`IBVERBS_1.0`): 0, or an `errno` value
+/// (`EINVAL` for a pointer that is not a live channel; `EBUSY` while CQs
+/// use it, and it stays).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int {
+    if !CHANNELS.remove(channel) {
+        return libc::EINVAL;
+    }
+    let p = channel.cast::<Channel>();
+    // SAFETY: it was live, so it came from Box::into_raw, and it left the
+    // list: this thread alone holds it.
+    let outcome = match unsafe { (*p).ch.take() } {
+        Some(c) => c.destroy(),
+        None => Ok(()),
+    };
+    if let Err(e) = outcome {
+        let code = e.error.errno();
+        if let Some(back) = e.object {
+            // SAFETY: as above.
+            unsafe { (*p).ch = Some(back) };
+            CHANNELS.add(p);
+            return code;
+        }
+        // SAFETY: as above; the driver's channel is gone.
+        drop(unsafe { Box::from_raw(p) });
+        return code;
+    }
+    // SAFETY: as above.
+    drop(unsafe { Box::from_raw(p) });
+    0
+}
+
+/// `ibv_get_cq_event` (`IBVERBS_1.1`): waits for the next completion
+/// event of the channel and gives its CQ and that CQ's `cq_context`. 0,
+/// or -1 with `errno` (`EINVAL` for a channel that is not live or NULL
+/// outputs; the driver's error).
+///
+/// # Safety
+///
+/// `cq` and `cq_context` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut IbvCompChannel,
     cq: *mut *mut IbvCq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    let _ = (channel, cq, cq_context);
-    errno::set(libc::EINVAL);
-    -1
+    let fail = |e| {
+        errno::set(e);
+        -1
+    };
+    let Some(ch) = live_channel(channel) else {
+        return fail(libc::EINVAL);
+    };
+    if cq.is_null() || cq_context.is_null() {
+        return fail(libc::EINVAL);
+    }
+    loop {
+        match ch.get_cq_event(WAIT_NS) {
+            Ok(Some(fired)) => {
+                let Some(ours) = cq_by_num(fired.cq_num()) else {
+                    // Destroyed meanwhile: nothing to report.
+                    continue;
+                };
+                // SAFETY: non-NULL outputs, writable by the caller's
+                // promise; `ours` is a live CQ.
+                unsafe {
+                    *cq = ours;
+                    *cq_context = (*ours).cq_context;
+                }
+                return 0;
+            }
+            Ok(None) => continue,
+            Err(e) => return fail(e.errno()),
+        }
+    }
 }

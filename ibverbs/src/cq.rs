@@ -21,6 +21,12 @@ struct Cq {
 
 static CQS: Live = Live::new();
 
+/// The live CQ whose number is `cqn`.
+pub(crate) fn cq_by_num(cqn: u32) -> Option<*mut IbvCq> {
+    // SAFETY: the list's CQs are live boxes (read under its lock).
+    CQS.find(|p: *mut IbvCq| unsafe { (*p).handle } == cqn)
+}
+
 /// The driver's CQ behind the live CQ `cq` (`None` inside: being
 /// destroyed).
 pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<EmuHal>>> {
@@ -33,10 +39,11 @@ pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<EmuHal>
 /// Completions converted per call to the driver's poll.
 const POLL_BATCH: usize = 32;
 
-/// `ibv_create_cq`: a CQ of at least `cqe` entries. NULL with `errno`:
-/// `EINVAL` for a context that is not open or `cqe` below 1;
-/// `EOPNOTSUPP` for a completion channel (not served yet); the driver's
-/// (`EINVAL` beyond the device's largest CQ, `ENOMEM`).
+/// `ibv_create_cq`: a CQ of at least `cqe` entries, its completion events
+/// on `channel` (if not NULL) from vector `comp_vector`. NULL with
+/// `errno`: `EINVAL` for a context that is not open, a channel that is
+/// not live, a negative `cqe` or vector; the driver's (`EINVAL` beyond the
+/// device's largest CQ or vectors, `ENOMEM`).
 ///
 /// # Safety
 ///
@@ -49,20 +56,26 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut c_void,
     comp_vector: c_int,
 ) -> *mut IbvCq {
-    let _ = comp_vector;
     let Some(c) = open_context(context) else {
         errno::set(libc::EINVAL);
         return std::ptr::null_mut();
     };
-    if !channel.is_null() {
-        errno::set(libc::EOPNOTSUPP);
-        return std::ptr::null_mut();
-    }
-    let Ok(n) = u32::try_from(cqe) else {
+    let ch = if channel.is_null() {
+        None
+    } else {
+        match crate::channel::live_channel(channel.cast()) {
+            Some(ch) => Some(ch),
+            None => {
+                errno::set(libc::EINVAL);
+                return std::ptr::null_mut();
+            }
+        }
+    };
+    let (Ok(n), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
         errno::set(libc::EINVAL);
         return std::ptr::null_mut();
     };
-    match c.ctx.create_cq(n) {
+    match c.ctx.create_cq_with(n, ch, vector) {
         Ok(cq) => {
             let ibv = IbvCq {
                 context,
@@ -281,6 +294,11 @@ pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: u32) {
     if !CQS.contains(cq) {
         return;
+    }
+    // Events the driver counts too: a CQ with events not acknowledged
+    // cannot be destroyed.
+    if let Some(Some(driver)) = live_cq(cq) {
+        let _ = driver.ack_events(nevents);
     }
     // SAFETY: a live CQ's box; its mutex and condition were initialised
     // when it was made and are used only through these calls.

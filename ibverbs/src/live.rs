@@ -38,4 +38,9 @@ impl Live {
             None => false,
         }
     }
+
+    /// The first live object `hit` says yes to.
+    pub(crate) fn find<T>(&self, hit: impl Fn(*mut T) -> bool) -> Option<*mut T> {
+        self.list().iter().map(|&p| p as *mut T).find(|&p| hit(p))
+    }
 }
