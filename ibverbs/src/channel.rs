@@ -74,31 +74,14 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *m
 /// None beyond what the C signature implies: the pointer is checked.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int {
-    if !CHANNELS.remove(channel) {
-        return libc::EINVAL;
+    // SAFETY: every live channel is a Box<Channel> (ibv_create_comp_channel).
+    unsafe {
+        CHANNELS.destroy(
+            channel.cast::<Channel>(),
+            |o| &mut o.ch,
+            CompChannel::destroy,
+        )
     }
-    let p = channel.cast::<Channel>();
-    // SAFETY: it was live, so it came from Box::into_raw, and it left the
-    // list: this thread alone holds it.
-    let outcome = match unsafe { (*p).ch.take() } {
-        Some(c) => c.destroy(),
-        None => Ok(()),
-    };
-    if let Err(e) = outcome {
-        let code = e.error.errno();
-        if let Some(back) = e.object {
-            // SAFETY: as above.
-            unsafe { (*p).ch = Some(back) };
-            CHANNELS.add(p);
-            return code;
-        }
-        // SAFETY: as above; the driver's channel is gone.
-        drop(unsafe { Box::from_raw(p) });
-        return code;
-    }
-    // SAFETY: as above.
-    drop(unsafe { Box::from_raw(p) });
-    0
 }
 
 /// `ibv_get_cq_event` (`IBVERBS_1.1`): waits for the next completion

@@ -110,32 +110,8 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// None beyond what the C signature implies: the pointer is checked.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
-    if !CQS.remove(cq) {
-        return libc::EINVAL;
-    }
-    let p = cq.cast::<Cq>();
-    // SAFETY: it was live, so it came from Box::into_raw, and it left the
-    // list: this thread alone holds it.
-    let driver = unsafe { (*p).cq.take() };
-    match driver.map(|d| d.destroy()) {
-        Some(Err(e)) => {
-            let code = e.error.errno();
-            if let Some(back) = e.object {
-                // SAFETY: as above.
-                unsafe { (*p).cq = Some(back) };
-                CQS.add(p);
-                return code;
-            }
-            // SAFETY: as above; the driver's CQ is gone.
-            drop(unsafe { Box::from_raw(p) });
-            code
-        }
-        _ => {
-            // SAFETY: as above.
-            drop(unsafe { Box::from_raw(p) });
-            0
-        }
-    }
+    // SAFETY: every live CQ is a Box<Cq> (ibv_create_cq).
+    unsafe { CQS.destroy(cq.cast::<Cq>(), |o| &mut o.cq, DriverCq::destroy) }
 }
 
 /// The context's `poll_cq` (reached through the header's inline

@@ -2,7 +2,10 @@
 //! passes back is checked before it is used: a stale or foreign one gets
 //! `EINVAL`, not a crash.
 
+use std::ffi::c_int;
 use std::sync::{Mutex, MutexGuard};
+
+use rnic_driver::DestroyError;
 
 /// The addresses of the live objects of one type.
 pub(crate) struct Live(Mutex<Vec<usize>>);
@@ -42,5 +45,43 @@ impl Live {
     /// The first live object `hit` says yes to.
     pub(crate) fn find<T>(&self, hit: impl Fn(*mut T) -> bool) -> Option<*mut T> {
         self.list().iter().map(|&p| p as *mut T).find(|&p| hit(p))
+    }
+
+    /// Destroys the object at `p` if it is live (`EINVAL` if not): takes
+    /// it off the list, destroys the driver object in its `slot` with
+    /// `destroy`, and frees its box; if the device refused and handed the
+    /// driver object back, puts that back and `p` back on the list, where
+    /// the program still holds it. 0, or the `errno` value.
+    ///
+    /// # Safety
+    ///
+    /// Every object on this list came from `Box::into_raw` of a `Box<T>`.
+    pub(crate) unsafe fn destroy<T, D>(
+        &self,
+        p: *mut T,
+        slot: impl Fn(&mut T) -> &mut Option<D>,
+        destroy: fn(D) -> Result<(), DestroyError<D>>,
+    ) -> c_int {
+        if !self.remove(p) {
+            return libc::EINVAL;
+        }
+        // SAFETY: it was live, so it is a box (the caller's promise), and
+        // it left the list: this thread alone holds it.
+        let obj = unsafe { &mut *p };
+        let code = match slot(obj).take().map(destroy) {
+            Some(Err(e)) => {
+                let code = e.error.errno();
+                if let Some(back) = e.object {
+                    *slot(obj) = Some(back);
+                    self.add(p);
+                    return code;
+                }
+                code
+            }
+            _ => 0,
+        };
+        // SAFETY: as above; nothing refers to it any more.
+        drop(unsafe { Box::from_raw(p) });
+        code
     }
 }

@@ -78,44 +78,8 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
 /// None beyond what the C signature implies: the pointer is checked.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
-    if !PDS.remove(pd) {
-        return libc::EINVAL;
-    }
-    let p = pd.cast::<Pd>();
-    // SAFETY: it was live, so it came from Box::into_raw, and it left the
-    // list: this thread alone holds it.
-    let driver = unsafe { (*p).pd.take() };
-    destroyed(p, &PDS, driver.map(|d| d.destroy()), |o, back| {
-        o.pd = Some(back)
-    })
-}
-
-/// Ends the deallocation of the object at `p` (out of `live`), its
-/// driver object's `destroy` outcome in hand: frees it, or, if the device
-/// refused and handed the driver object back, puts that back with `keep`
-/// and the object back in `live`. 0 or the `errno` value.
-fn destroyed<T, D>(
-    p: *mut T,
-    live: &Live,
-    outcome: Option<Result<(), rnic_driver::DestroyError<D>>>,
-    keep: impl FnOnce(&mut T, D),
-) -> c_int {
-    let code = match outcome {
-        Some(Ok(())) | None => 0,
-        Some(Err(e)) => {
-            let code = e.error.errno();
-            if let Some(back) = e.object {
-                // SAFETY: `p` is the box this thread took off `live`.
-                keep(unsafe { &mut *p }, back);
-                live.add(p);
-                return code;
-            }
-            code
-        }
-    };
-    // SAFETY: as above; nothing refers to it any more.
-    drop(unsafe { Box::from_raw(p) });
-    code
+    // SAFETY: every live PD is a Box<Pd> (ibv_alloc_pd).
+    unsafe { PDS.destroy(pd.cast::<Pd>(), |o| &mut o.pd, DriverPd::destroy) }
 }
 
 /// `ibv_reg_mr`: registers `length` bytes at `addr` with `access`
@@ -204,14 +168,6 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 /// None beyond what the C signature implies: the pointer is checked.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
-    if !MRS.remove(mr) {
-        return libc::EINVAL;
-    }
-    let m = mr.cast::<Mr>();
-    // SAFETY: it was live, so it came from Box::into_raw, and it left the
-    // list: this thread alone holds it.
-    let driver = unsafe { (*m).mr.take() };
-    destroyed(m, &MRS, driver.map(|d| d.destroy()), |o, back| {
-        o.mr = Some(back)
-    })
+    // SAFETY: every live MR is a Box<Mr> (ibv_reg_mr).
+    unsafe { MRS.destroy(mr.cast::<Mr>(), |o| &mut o.mr, DriverMr::destroy) }
 }

@@ -4,8 +4,8 @@
 use std::ffi::c_int;
 
 use rnic_driver::{
-    qp_attr, send_flags, Mtu, Payload, Qp as DriverQp, QpAttr, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, RemoteAddr, SendOp, SendWr, Sge,
+    qp_attr, send_flags, Mtu, Payload, PostError, Qp as DriverQp, QpAttr, QpCap, QpInitAttr,
+    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
 };
 use rnic_emu::EmuHal;
 
@@ -160,31 +160,8 @@ pub unsafe extern "C" fn ibv_create_qp(
 /// None beyond what the C signature implies: the pointer is checked.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
-    if !QPS.remove(qp) {
-        return libc::EINVAL;
-    }
-    let q = qp.cast::<Qp>();
-    // SAFETY: it was live, so it came from Box::into_raw, and it left the
-    // list: this thread alone holds it.
-    let outcome = match unsafe { (*q).qp.take() } {
-        Some(d) => d.destroy(),
-        None => Ok(()),
-    };
-    if let Err(e) = outcome {
-        let code = e.error.errno();
-        if let Some(back) = e.object {
-            // SAFETY: as above.
-            unsafe { (*q).qp = Some(back) };
-            QPS.add(q);
-            return code;
-        }
-        // SAFETY: as above; the driver's QP is gone.
-        drop(unsafe { Box::from_raw(q) });
-        return code;
-    }
-    // SAFETY: as above.
-    drop(unsafe { Box::from_raw(q) });
-    0
+    // SAFETY: every live QP is a Box<Qp> (ibv_create_qp).
+    unsafe { QPS.destroy(qp.cast::<Qp>(), |o| &mut o.qp, DriverQp::destroy) }
 }
 
 /// `ibv_modify_qp`: the fields of `attr` that `attr_mask` names
@@ -365,7 +342,7 @@ pub unsafe extern "C" fn ibv_query_qp(
 }
 
 /// SGEs one request may carry here (the device allows fewer).
-pub(crate) const MAX_SGE: usize = 64;
+const MAX_SGE: usize = 64;
 /// Inline bytes one request may carry here (a QP allows fewer).
 const MAX_INLINE: usize = 1024;
 
@@ -374,11 +351,7 @@ const MAX_INLINE: usize = 1024;
 /// # Safety
 ///
 /// `list` points to `n` entries if `n > 0`.
-pub(crate) unsafe fn sges(
-    list: *const IbvSge,
-    n: c_int,
-    out: &mut [Sge; MAX_SGE],
-) -> Option<&[Sge]> {
+unsafe fn sges(list: *const IbvSge, n: c_int, out: &mut [Sge; MAX_SGE]) -> Option<&[Sge]> {
     let n = usize::try_from(n).ok().filter(|&n| n <= MAX_SGE)?;
     if n == 0 {
         return Some(&[]);
@@ -512,8 +485,10 @@ unsafe fn post(qp: &DriverQp<EmuHal>, w: &IbvSendWr, op: SendOp, list: &[Sge]) -
     if w.send_flags & !(send_flags::ALL | INLINE) != 0 {
         return libc::EINVAL;
     }
-    let mut inline = [0u8; MAX_INLINE];
+    // Only an inline request pays for zeroing its buffer.
+    let mut inline;
     let payload = if w.send_flags & INLINE != 0 {
+        inline = [0u8; MAX_INLINE];
         let mut n = 0usize;
         for s in list {
             let len = s.length as usize;
@@ -561,15 +536,32 @@ pub(crate) unsafe extern "C" fn post_recv(
     let Some(driver) = (unsafe { &*qp.cast::<Qp>() }).qp.as_ref() else {
         return libc::EINVAL;
     };
+    // SAFETY: the caller's promise, passed on.
+    unsafe { post_recv_list(wr, bad_wr, |r| driver.post_recv(r)) }
+}
+
+/// Posts the receive list `wr` with `post`, one request at a time, in
+/// order. 0, or an `errno` value with `*bad_wr` the first request not
+/// posted (`EINVAL` for too many SGEs; `post`'s error).
+///
+/// # Safety
+///
+/// `wr` is a valid list as libibverbs defines it; `bad_wr` is NULL or
+/// writable.
+pub(crate) unsafe fn post_recv_list(
+    wr: *mut IbvRecvWr,
+    bad_wr: *mut *mut IbvRecvWr,
+    post: impl Fn(&[RecvWr<'_>]) -> Result<(), PostError>,
+) -> c_int {
     let mut cur = wr;
     while !cur.is_null() {
         // SAFETY: the caller's promise: a valid list.
         let w = unsafe { &*cur };
-        let mut sge_buf = [Sge::default(); MAX_SGE];
+        let mut buf = [Sge::default(); MAX_SGE];
         // SAFETY: as above: its SGEs.
-        let code = match unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) } {
+        let code = match unsafe { sges(w.sg_list, w.num_sge, &mut buf) } {
             None => libc::EINVAL,
-            Some(list) => match driver.post_recv(&[RecvWr {
+            Some(list) => match post(&[RecvWr {
                 wr_id: w.wr_id,
                 sg_list: list,
             }]) {

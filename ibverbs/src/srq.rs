@@ -3,14 +3,14 @@
 
 use std::ffi::c_int;
 
-use rnic_driver::{RecvWr, Sge, Srq as DriverSrq, SrqAttr};
+use rnic_driver::{Srq as DriverSrq, SrqAttr};
 use rnic_emu::EmuHal;
 
 use crate::abi::{IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr};
 use crate::errno;
 use crate::live::Live;
 use crate::pd::live_pd;
-use crate::qp::{sges, MAX_SGE};
+use crate::qp::post_recv_list;
 
 /// An SRQ: the `struct ibv_srq` programs see, first.
 #[repr(C)]
@@ -153,31 +153,8 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut IbvSrq, srq_attr: *mut IbvSrqAt
 /// None beyond what the C signature implies: the pointer is checked.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
-    if !SRQS.remove(srq) {
-        return libc::EINVAL;
-    }
-    let s = srq.cast::<Srq>();
-    // SAFETY: it was live, so it came from Box::into_raw, and it left the
-    // list: this thread alone holds it.
-    let outcome = match unsafe { (*s).srq.take() } {
-        Some(d) => d.destroy(),
-        None => Ok(()),
-    };
-    if let Err(e) = outcome {
-        let code = e.error.errno();
-        if let Some(back) = e.object {
-            // SAFETY: as above.
-            unsafe { (*s).srq = Some(back) };
-            SRQS.add(s);
-            return code;
-        }
-        // SAFETY: as above; the driver's SRQ is gone.
-        drop(unsafe { Box::from_raw(s) });
-        return code;
-    }
-    // SAFETY: as above.
-    drop(unsafe { Box::from_raw(s) });
-    0
+    // SAFETY: every live SRQ is a Box<Srq> (ibv_create_srq).
+    unsafe { SRQS.destroy(srq.cast::<Srq>(), |o| &mut o.srq, DriverSrq::destroy) }
 }
 
 /// The context's `post_srq_recv` (the header's inline
@@ -197,30 +174,6 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     let Some(driver) = (unsafe { &*srq.cast::<Srq>() }).srq.as_ref() else {
         return libc::EINVAL;
     };
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the caller's promise: a valid list.
-        let w = unsafe { &*cur };
-        let mut buf = [Sge::default(); MAX_SGE];
-        // SAFETY: as above: its SGEs.
-        let code = match unsafe { sges(w.sg_list, w.num_sge, &mut buf) } {
-            None => libc::EINVAL,
-            Some(list) => match driver.post_recv(&[RecvWr {
-                wr_id: w.wr_id,
-                sg_list: list,
-            }]) {
-                Ok(()) => 0,
-                Err(e) => e.error.errno(),
-            },
-        };
-        if code != 0 {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's promise.
-                unsafe { *bad_wr = cur };
-            }
-            return code;
-        }
-        cur = w.next;
-    }
-    0
+    // SAFETY: the caller's promise, passed on.
+    unsafe { post_recv_list(wr, bad_wr, |r| driver.post_recv(r)) }
 }

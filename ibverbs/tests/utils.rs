@@ -95,14 +95,54 @@ fn exports_exactly_the_mapped_symbols_with_their_versions() {
     assert!(String::from_utf8_lossy(&d.stdout).contains("[libibverbs.so.1]"));
 }
 
+/// What every C program of these tests starts with: the headers, a
+/// `CHECK(condition, code)` that returns `code` (printing errno) when the
+/// condition fails, and `to_rts`, which takes an RC QP to RTS towards QP
+/// `dest` at GID `gid` (every remote access, both PSNs 7, MTU 1024,
+/// timeout 14), returning 0 or 100, 200, 300 plus the failing
+/// transition's error.
+const C_PRELUDE: &str = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <infiniband/verbs.h>
+#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
+static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT; a.port_num = 1;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+    if (rc) return 100 + rc;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024; a.dest_qp_num = dest;
+    a.rq_psn = 7; a.max_dest_rd_atomic = 1; a.min_rnr_timer = 12;
+    a.ah_attr.is_global = 1; a.ah_attr.grh.dgid = *gid; a.ah_attr.grh.hop_limit = 64; a.ah_attr.port_num = 1;
+    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+    if (rc) return 200 + rc;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS; a.timeout = 14; a.retry_cnt = 7; a.rnr_retry = 7; a.sq_psn = 7; a.max_rd_atomic = 1;
+    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+    return rc ? 300 + rc : 0;
+}
+"#;
+
 /// Compiles the C program `code` with gcc (against the system's
-/// infiniband/verbs.h; `link` adds the rnic library) and runs it with the
+/// infiniband/verbs.h; `link` puts [`C_PRELUDE`] before it and links the
+/// rnic library) and runs it with the
 /// rnic libibverbs and `RNIC_DEVICES` `devices`.
 fn c_program(code: &str, link: bool, devices: Option<&str>) -> Output {
     let dir =
         std::env::temp_dir().join(format!("rnic-ibv-c-{}-{}", std::process::id(), code.len()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("p.c"), code).unwrap();
+    // A probe that is not linked has its own headers and no use for
+    // to_rts.
+    let prelude = if link { C_PRELUDE } else { "" };
+    std::fs::write(dir.join("p.c"), format!("{prelude}{code}")).unwrap();
     let mut cc = Command::new("gcc");
     cc.arg(dir.join("p.c")).arg("-o").arg(dir.join("p"));
     if link {
@@ -297,11 +337,6 @@ fn pd_and_mr_are_laid_out_as_the_header() {
 #[test]
 fn pd_and_mr_from_c() {
     let code = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <infiniband/verbs.h>
-#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
 int main(void) {
     struct ibv_device **list = ibv_get_device_list(NULL);
     struct ibv_context *ctx = ibv_open_device(list[0]);
@@ -394,10 +429,6 @@ fn cq_wc_and_ops_are_laid_out_as_the_header() {
 #[test]
 fn cq_from_c() {
     let code = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <infiniband/verbs.h>
-#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
 int main(void) {
     struct ibv_device **list = ibv_get_device_list(NULL);
     struct ibv_context *ctx = ibv_open_device(list[0]);
@@ -548,31 +579,6 @@ fn qp_attributes_are_laid_out_as_the_header() {
 #[test]
 fn qp_state_machine_from_c() {
     let code = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <infiniband/verbs.h>
-#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
-static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT; a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (rc) return 100 + rc;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024; a.dest_qp_num = dest;
-    a.rq_psn = 7; a.max_dest_rd_atomic = 1; a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1; a.ah_attr.grh.dgid = *gid; a.ah_attr.grh.hop_limit = 64; a.ah_attr.port_num = 1;
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (rc) return 200 + rc;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS; a.timeout = 14; a.retry_cnt = 7; a.rnr_retry = 7; a.sq_psn = 7; a.max_rd_atomic = 1;
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    return rc ? 300 + rc : 0;
-}
 int main(void) {
     struct ibv_device **list = ibv_get_device_list(NULL);
     struct ibv_context *ctx = ibv_open_device(list[0]);
@@ -683,30 +689,6 @@ fn work_requests_are_laid_out_as_the_header() {
 #[test]
 fn data_path_from_c() {
     let code = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <time.h>
-#include <infiniband/verbs.h>
-#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
-static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT; a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) return 1;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024; a.dest_qp_num = dest; a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12; a.ah_attr.is_global = 1; a.ah_attr.grh.dgid = *gid; a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) return 2;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS; a.timeout = 14; a.retry_cnt = 7; a.rnr_retry = 7; a.max_rd_atomic = 1;
-    if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                      IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) return 3;
-    return 0;
-}
 /* One completion from `cq`, waiting up to 5 s. */
 static int one(struct ibv_cq *cq, struct ibv_wc *wc) {
     time_t end = time(NULL) + 5;
@@ -812,11 +794,6 @@ int main(void) {
 #[test]
 fn qp_from_c() {
     let code = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <infiniband/verbs.h>
-#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
 int main(void) {
     struct ibv_device **list = ibv_get_device_list(NULL);
     struct ibv_context *ctx = ibv_open_device(list[0]);
@@ -872,8 +849,6 @@ int main(void) {
 #[test]
 fn wc_status_strings_are_libibverbs_own() {
     let code = r#"
-#include <stdio.h>
-#include <infiniband/verbs.h>
 int main(void) {
     for (int s = -1; s < 26; s++) printf("%d %s\n", s, ibv_wc_status_str(s));
     return 0;
@@ -882,7 +857,7 @@ int main(void) {
     // The same program, over rdma-core's libibverbs and over ours.
     let dir = std::env::temp_dir().join(format!("rnic-ibv-wcstr-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("p.c"), code).unwrap();
+    std::fs::write(dir.join("p.c"), format!("{C_PRELUDE}{code}")).unwrap();
     let st = Command::new("gcc")
         .arg(dir.join("p.c"))
         .args(["-o"])
@@ -934,9 +909,6 @@ fn ibv_devinfo_describes_the_device() {
 #[test]
 fn open_query_and_close_from_c() {
     let code = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <infiniband/verbs.h>
 int main(void) {
     int n;
     struct ibv_device **list = ibv_get_device_list(&n);
