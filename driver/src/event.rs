@@ -157,6 +157,30 @@ impl<H: Hal> Context<H> {
             log::debug!("event {ev:?} of no open context dropped");
         }
     }
+    /// A file descriptor (the platform's eventfd of the event queue's
+    /// interrupt vector) that turns readable when an event arrives after
+    /// [`Context::arm_events`] (`ibv_context.async_fd`), for `poll` or
+    /// `epoll`; `None` where the platform has no interrupts. Events of
+    /// this context that another context of the device took off the queue
+    /// wait in this one without raising it.
+    pub fn event_fd(&self) -> Option<i32> {
+        let hal = &self.shared.dev.hal;
+        hal.irq_eventfd(self.shared.dev.caps.async_vector())
+    }
+
+    /// Asks for the event queue's interrupt at its next event, after
+    /// taking the readiness an earlier one left on [`Context::event_fd`]:
+    /// the fd turns readable for events not yet taken (at once if one is
+    /// waiting). Call it when [`Context::poll_event`] found none.
+    pub fn arm_events(&self) {
+        let dev = &self.shared.dev;
+        let _ = dev.hal.wait_irq(dev.caps.async_vector(), 0);
+        let ci = dev.eq.lock().ring.ci();
+        let db = EqDoorbell::new().with_ci(ci & 0xff_ffff).with_arm(true);
+        dev.hal
+            .mmio_write32(BAR_REGS, bar0::EQ_DB, db.into_bits().to_ne());
+    }
+
     /// Waits up to `timeout_ns` for the next event: `Ok(None)` on timeout.
     ///
     /// Sleeps on the event queue's interrupt where the platform supports

@@ -66,7 +66,8 @@ pub struct IbvContext {
     pub ops: [*mut c_void; CONTEXT_OPS],
     /// No kernel command channel: -1.
     pub cmd_fd: c_int,
-    /// The asynchronous event channel's descriptor (-1: none yet).
+    /// Readable while an asynchronous event waits (`ibv_get_async_event`);
+    /// -1 where the platform has no interrupts.
     pub async_fd: c_int,
     /// Completion vectors.
     pub num_comp_vectors: c_int,
@@ -698,4 +699,32 @@ pub struct IbvCompChannel {
     pub fd: c_int,
     /// CQs using it.
     pub refcnt: c_int,
+}
+
+/// `struct ibv_gid_entry`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct IbvGidEntry {
+    /// The GID, network byte order.
+    pub gid: [u8; 16],
+    /// Its index.
+    pub gid_index: u32,
+    /// Its port.
+    pub port_num: u32,
+    /// `enum ibv_gid_type`.
+    pub gid_type: u32,
+    /// The network interface it belongs to: 0, none.
+    pub ndev_ifindex: u32,
+}
+
+/// `struct ibv_async_event`: the object (`element`, a union of the CQ,
+/// QP, SRQ and WQ pointers and the port number) and `enum
+/// ibv_event_type`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IbvAsyncEvent {
+    /// The object's pointer, or the port number in its low 32 bits.
+    pub element: *mut c_void,
+    /// `enum ibv_event_type`.
+    pub event_type: c_int,
 }

@@ -1,5 +1,6 @@
-//! Address handles: `ibv_create_ah`, `ibv_destroy_ah`, and the UD
-//! destinations of `post_send`.
+//! Address handles: `ibv_create_ah`, `ibv_destroy_ah`, the UD
+//! destinations of `post_send`, and the AH back to a received message's
+//! sender (`ibv_init_ah_from_wc`, `ibv_create_ah_from_wc`).
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -7,7 +8,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use rnic_driver::{Ah as DriverAh, AhAttr, UdDest};
 use rnic_emu::EmuHal;
 
-use crate::abi::{IbvAh, IbvAhAttr, IbvPd};
+use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvPd, IbvWc};
+use crate::context::{find_gid_index, open_context};
 use crate::errno;
 use crate::live::Live;
 use crate::pd::live_pd;
@@ -105,4 +107,153 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut IbvAh) -> c_int {
     // list: this thread alone holds it.
     drop(unsafe { Box::from_raw(ah.cast::<Ah>()) });
     0
+}
+
+/// `IBV_WC_GRH`: the receive buffer starts with the sender's GRH.
+const WC_GRH: u32 = 1;
+
+/// The IP version of a received GRH (libibverbs' reading of it): 4 for
+/// 20 bytes and a 20-byte IPv4 header whose checksum holds, as RoCE v2
+/// NICs place an IPv4 packet's header; else 6 for an IPv6 header.
+fn grh_version(grh: &[u8; 40]) -> Option<u8> {
+    let ip4 = &grh[20..];
+    if grh[0] >> 4 != 6 {
+        return (ip4[0] >> 4 == 4).then_some(4);
+    }
+    if ip4[0] & 0xf != 5 {
+        return Some(6);
+    }
+    // The ones' complement sum over a header whose checksum is right is
+    // 0xffff.
+    let mut sum: u32 = ip4
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    Some(if sum == 0xffff { 4 } else { 6 })
+}
+
+/// The IPv4-mapped GID of an IPv4 address.
+fn mapped(ipv4: &[u8]) -> [u8; 16] {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&ipv4[..4]);
+    g
+}
+
+/// `ibv_init_ah_from_wc`: the address vector back to the sender of the
+/// UD message `wc` received on port `port_num`, whose buffer began with
+/// the GRH `grh` (read only when `wc` has `IBV_WC_GRH`). 0, or -1 with
+/// `errno`: `EINVAL` for a context that is not open, a NULL pointer, a
+/// multicast destination or a GRH sent to no GID of the port;
+/// `EPROTONOSUPPORT` for a GRH that is neither IPv4 nor IPv6.
+///
+/// # Safety
+///
+/// `wc` and `grh` are NULL or point to a `struct ibv_wc` and the 40
+/// bytes of a `struct ibv_grh`; `ah_attr` is NULL or points to writable
+/// memory for a `struct ibv_ah_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_init_ah_from_wc(
+    context: *mut IbvContext,
+    port_num: u8,
+    wc: *const IbvWc,
+    grh: *const [u8; 40],
+    ah_attr: *mut IbvAhAttr,
+) -> c_int {
+    let fail = |e| {
+        errno::set(e);
+        -1
+    };
+    let Some(c) = open_context(context) else {
+        return fail(libc::EINVAL);
+    };
+    if wc.is_null() || ah_attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, and a struct ibv_wc by the caller's promise.
+    let wc = unsafe { &*wc };
+    let mut a = IbvAhAttr {
+        dlid: wc.slid,
+        sl: wc.sl,
+        src_path_bits: wc.dlid_path_bits,
+        port_num,
+        ..IbvAhAttr::default()
+    };
+    if wc.wc_flags & WC_GRH != 0 {
+        if grh.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: non-NULL, and 40 bytes by the caller's promise.
+        let grh = unsafe { &*grh };
+        let flow = u32::from_be_bytes([grh[0], grh[1], grh[2], grh[3]]);
+        a.grh.flow_label = flow & 0xf_ffff;
+        a.is_global = 1;
+        // (the GID the sender sent to, the sender's GID, hop limit, class)
+        let (to, from, hop_limit, class) = match grh_version(grh) {
+            Some(4) => {
+                let ip = &grh[20..];
+                // Class D: a multicast group, which is in no GID table.
+                if ip[16] >> 4 == 0xe {
+                    return fail(libc::EINVAL);
+                }
+                (mapped(&ip[16..20]), mapped(&ip[12..16]), ip[8], ip[1])
+            }
+            Some(_) => {
+                let mut to = [0u8; 16];
+                to.copy_from_slice(&grh[24..40]);
+                if to[0] == 0xff {
+                    return fail(libc::EINVAL);
+                }
+                // RoCE v2 carries UDP after the IPv6 header.
+                if grh[6] != libc::IPPROTO_UDP as u8 {
+                    return fail(libc::EPROTONOSUPPORT);
+                }
+                let mut from = [0u8; 16];
+                from.copy_from_slice(&grh[8..24]);
+                (to, from, grh[7], (flow >> 20) as u8)
+            }
+            None => return fail(libc::EPROTONOSUPPORT),
+        };
+        let Some(index) = find_gid_index(c, port_num, &to) else {
+            return fail(libc::EINVAL);
+        };
+        a.grh.dgid.raw = from;
+        a.grh.sgid_index = index;
+        a.grh.hop_limit = hop_limit;
+        a.grh.traffic_class = class;
+    }
+    // SAFETY: non-NULL, and writable by the caller's promise.
+    unsafe { ah_attr.write(a) };
+    0
+}
+
+/// `ibv_create_ah_from_wc`: an AH back to the sender of `wc`
+/// ([`ibv_init_ah_from_wc`], then [`ibv_create_ah`]). NULL with `errno`
+/// as those give it.
+///
+/// # Safety
+///
+/// As for [`ibv_init_ah_from_wc`].
+#[no_mangle]
+pub unsafe extern "C" fn ibv_create_ah_from_wc(
+    pd: *mut IbvPd,
+    wc: *const IbvWc,
+    grh: *const [u8; 40],
+    port_num: u8,
+) -> *mut IbvAh {
+    let Some(p) = live_pd(pd) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    let mut a = IbvAhAttr::default();
+    // SAFETY: the caller's promise, passed on; `a` is writable.
+    if unsafe { ibv_init_ah_from_wc(p.ibv.context, port_num, wc, grh, &mut a) } != 0 {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: `a` is a struct ibv_ah_attr.
+    unsafe { ibv_create_ah(pd, &mut a) }
 }

@@ -108,10 +108,12 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     if cq.is_null() || cq_context.is_null() {
         return fail(libc::EINVAL);
     }
+    // SAFETY: live (checked above): a box of ours.
+    let ch_context = unsafe { (*channel).context };
     loop {
         match ch.get_cq_event(WAIT_NS) {
             Ok(Some(fired)) => {
-                let Some(ours) = cq_by_num(fired.cq_num()) else {
+                let Some(ours) = cq_by_num(ch_context, fired.cq_num()) else {
                     // Destroyed meanwhile: nothing to report.
                     continue;
                 };

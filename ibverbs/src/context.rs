@@ -9,8 +9,8 @@ use rnic_emu::net::{ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 use crate::abi::{
-    set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvPortAttr, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS,
-    GID_TYPE_SYSFS_ROCE_V2, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
+    set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvGidEntry, IbvPortAttr, COMPAT_PORT_ATTR_LEN,
+    CONTEXT_OPS, GID_TYPE_SYSFS_ROCE_V2, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
     OP_REQ_NOTIFY_CQ,
 };
 use crate::config::{DeviceSpec, WireSpec};
@@ -113,13 +113,15 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         device,
         ops,
         cmd_fd: -1,
-        async_fd: -1,
+        async_fd: ctx.event_fd().unwrap_or(-1),
         num_comp_vectors: 1,
         // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
         // on glibc.
         mutex: unsafe { std::mem::zeroed() },
         abi_compat: std::ptr::null_mut(),
     };
+    // The async fd turns readable at the first event.
+    ctx.arm_events();
     let c = Box::into_raw(Box::new(Context {
         ibv,
         ctx,
@@ -346,4 +348,232 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     // SAFETY: non-NULL, and an int by the caller's promise.
     unsafe { gid_type.write(GID_TYPE_SYSFS_ROCE_V2) };
     0
+}
+
+/// The index of `gid` in port `port`'s GID table (every rnic GID is a
+/// RoCE v2 one), if it is there.
+pub(crate) fn find_gid_index(c: &Context, port: u8, gid: &[u8; 16]) -> Option<u8> {
+    let len = c.ctx.query_port(port).ok()?.gid_tbl_len.min(256);
+    (0..len)
+        .find(|&i| c.ctx.query_gid(port, i).is_ok_and(|g| &g == gid))
+        .map(|i| i as u8)
+}
+
+/// The default P_Key, the only one of an rnic port (RoCE has no
+/// partitions).
+const DEFAULT_PKEY: u16 = 0xffff;
+
+/// `ibv_query_pkey`: P_Key `index` of port `port_num`, in network byte
+/// order: the default P_Key at 0, and 0 (an empty entry) at the rest of
+/// the port's table. 0, or -1 with `errno`: `EINVAL` for a context that is
+/// not open or a NULL `pkey`, `ENOENT` for an index past the table (as
+/// libibverbs finds no sysfs entry there), the driver's for a bad port.
+///
+/// # Safety
+///
+/// `pkey` is NULL or points to a writable `__be16`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_query_pkey(
+    context: *mut IbvContext,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    let Some(c) = context_and_out(context, pkey) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    let len = match c.ctx.query_port(port_num) {
+        Ok(p) => p.pkey_tbl_len,
+        Err(e) => {
+            errno::set(errno_of(&e));
+            return -1;
+        }
+    };
+    let value = match u16::try_from(index) {
+        Ok(0) => DEFAULT_PKEY,
+        Ok(i) if i < len => 0,
+        _ => {
+            errno::set(libc::ENOENT);
+            return -1;
+        }
+    };
+    // SAFETY: non-NULL, and writable by the caller's promise.
+    unsafe { pkey.write(value.to_be()) };
+    0
+}
+
+/// `ibv_get_pkey_index`: the index of `pkey` (network byte order) in
+/// port `port_num`'s table, or -1 with `errno` as [`ibv_query_pkey`]
+/// gives it for the first index past the table.
+///
+/// # Safety
+///
+/// None beyond what the C signature implies.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_pkey_index(
+    context: *mut IbvContext,
+    port_num: u8,
+    pkey: u16,
+) -> c_int {
+    for i in 0.. {
+        let mut p = 0u16;
+        // SAFETY: `p` is a writable u16.
+        if unsafe { ibv_query_pkey(context, port_num, i, &mut p) } < 0 {
+            return -1;
+        }
+        if p == pkey {
+            return i;
+        }
+    }
+    -1
+}
+
+/// `IBV_GID_TYPE_ROCE_V2` of `enum ibv_gid_type`.
+const GID_TYPE_ROCE_V2: u32 = 2;
+
+/// GID `index` of `port` as a `struct ibv_gid_entry`, or the `errno`
+/// value: `ENODATA` for an unused entry, the driver's for a bad port or
+/// index.
+fn gid_entry(c: &Context, port: u32, index: u32) -> Result<IbvGidEntry, c_int> {
+    let port8 = u8::try_from(port).map_err(|_| libc::EINVAL)?;
+    let gid = c.ctx.query_gid(port8, index).map_err(|e| errno_of(&e))?;
+    if gid == [0; 16] {
+        return Err(libc::ENODATA);
+    }
+    Ok(IbvGidEntry {
+        gid,
+        gid_index: index,
+        port_num: port,
+        gid_type: GID_TYPE_ROCE_V2,
+        ndev_ifindex: 0,
+    })
+}
+
+/// Writes `entry` to `out`, a caller's entry of `entry_size` bytes:
+/// zeroed past the fields of this version of the structure.
+///
+/// # Safety
+///
+/// `out` points to `entry_size >= size_of::<IbvGidEntry>()` writable
+/// bytes.
+unsafe fn put_entry(out: *mut u8, entry_size: usize, entry: &IbvGidEntry) {
+    // SAFETY: the caller's promise: `entry_size` bytes, at least one
+    // entry's.
+    unsafe {
+        std::ptr::write_bytes(out, 0, entry_size);
+        out.cast::<IbvGidEntry>().write_unaligned(*entry);
+    }
+}
+
+/// `_ibv_query_gid_ex` (`IBVERBS_1.11`, under the header's inline
+/// `ibv_query_gid_ex`): GID `gid_index` of port `port_num` with its type
+/// (RoCE v2) and network interface (none). 0, or an `errno` value:
+/// `EINVAL` for a context that is not open, a NULL `entry` or an
+/// `entry_size` short of the structure; `EOPNOTSUPP` for flags (none is
+/// defined); `ENODATA` for an unused entry; the driver's for a bad port or
+/// index.
+///
+/// # Safety
+///
+/// `entry` is NULL or points to `entry_size` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    context: *mut IbvContext,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut IbvGidEntry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    let Some(c) = context_and_out(context, entry) else {
+        return libc::EINVAL;
+    };
+    if entry_size < size_of::<IbvGidEntry>() {
+        return libc::EINVAL;
+    }
+    if flags != 0 {
+        return libc::EOPNOTSUPP;
+    }
+    match gid_entry(c, port_num, gid_index) {
+        Ok(e) => {
+            // SAFETY: `entry_size` writable bytes, by the caller's promise.
+            unsafe { put_entry(entry.cast(), entry_size, &e) };
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// `_ibv_query_gid_table` (`IBVERBS_1.11`, under the header's inline
+/// `ibv_query_gid_table`): the used GIDs of every port, at most
+/// `max_entries`, each as [`_ibv_query_gid_ex`] gives it. The number of
+/// entries, or a negative `errno` value: `-EINVAL` for a context that is
+/// not open, a NULL `entries`, a short `entry_size` or more used GIDs
+/// than `max_entries`; `-EOPNOTSUPP` for flags.
+///
+/// # Safety
+///
+/// `entries` is NULL or points to `max_entries * entry_size` writable
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn _ibv_query_gid_table(
+    context: *mut IbvContext,
+    entries: *mut IbvGidEntry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    let einval = -(libc::EINVAL as isize);
+    let Some(c) = context_and_out(context, entries) else {
+        return einval;
+    };
+    if entry_size < size_of::<IbvGidEntry>() {
+        return einval;
+    }
+    if flags != 0 {
+        return -(libc::EOPNOTSUPP as isize);
+    }
+    let ports = match c.ctx.query_device() {
+        Ok(a) => a.phys_port_cnt,
+        Err(e) => return -(errno_of(&e) as isize),
+    };
+    let mut n = 0usize;
+    for port in 1..=ports {
+        let len = match c.ctx.query_port(port.min(255) as u8) {
+            Ok(p) => p.gid_tbl_len,
+            Err(e) => return -(errno_of(&e) as isize),
+        };
+        for index in 0..len {
+            let e = match gid_entry(c, port, index) {
+                Ok(e) => e,
+                Err(libc::ENODATA) => continue,
+                Err(e) => return -(e as isize),
+            };
+            if n == max_entries {
+                return einval;
+            }
+            // SAFETY: entry `n < max_entries` of the caller's array.
+            unsafe { put_entry(entries.cast::<u8>().add(n * entry_size), entry_size, &e) };
+            n += 1;
+        }
+    }
+    n as isize
+}
+
+/// `ibv_resolve_eth_l2_from_gid`: the Ethernet address of an AH's
+/// destination, which libibverbs resolves through the host's neighbour
+/// table of the port's network interface. rnic ports have no host
+/// interface (their NICs resolve their peers themselves), so it cannot
+/// be resolved here: `-EINVAL`, what libibverbs returns when it cannot
+/// resolve one.
+#[no_mangle]
+pub extern "C" fn ibv_resolve_eth_l2_from_gid(
+    _context: *mut IbvContext,
+    _attr: *mut c_void,
+    _eth_mac: *mut u8,
+    _vid: *mut u16,
+) -> c_int {
+    errno::set(libc::EINVAL);
+    -libc::EINVAL
 }

@@ -1,8 +1,8 @@
-//! Completion queues: `ibv_create_cq`, `ibv_destroy_cq`, and the
-//! context's `poll_cq` and `req_notify_cq`, which the header's inline
-//! `ibv_poll_cq` and `ibv_req_notify_cq` call.
+//! Completion queues: `ibv_create_cq`, `ibv_resize_cq`, `ibv_destroy_cq`,
+//! and the context's `poll_cq` and `req_notify_cq`, which the header's
+//! inline `ibv_poll_cq` and `ibv_req_notify_cq` call.
 
-use std::ffi::{c_char, c_int, c_void};
+use std::ffi::{c_int, c_void};
 
 use rnic_driver::{Cq as DriverCq, WorkCompletion};
 use rnic_emu::EmuHal;
@@ -21,10 +21,16 @@ struct Cq {
 
 static CQS: Live = Live::new();
 
-/// The live CQ whose number is `cqn`.
-pub(crate) fn cq_by_num(cqn: u32) -> Option<*mut IbvCq> {
+/// The live CQ of `context` whose number is `cqn`.
+pub(crate) fn cq_by_num(context: *mut IbvContext, cqn: u32) -> Option<*mut IbvCq> {
     // SAFETY: the list's CQs are live boxes (read under its lock).
-    CQS.find(|p: *mut IbvCq| unsafe { (*p).handle } == cqn)
+    CQS.find(|p: *mut IbvCq| unsafe { (*p).handle == cqn && (*p).context == context })
+}
+
+/// Counts an asynchronous event of `cq` acknowledged, if it is live.
+pub(crate) fn ack_async(cq: *mut IbvCq) {
+    // SAFETY: live, and kept so by the list's lock while this runs.
+    CQS.with(cq, |p| unsafe { (*p).async_events_completed += 1 });
 }
 
 /// The driver's CQ behind the live CQ `cq` (`None` inside: being
@@ -112,6 +118,31 @@ pub unsafe extern "C" fn ibv_create_cq(
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     // SAFETY: every live CQ is a Box<Cq> (ibv_create_cq).
     unsafe { CQS.destroy(cq.cast::<Cq>(), |o| &mut o.cq, DriverCq::destroy) }
+}
+
+/// `ibv_resize_cq`: makes the CQ hold at least `cqe` completions (the
+/// ones not yet polled move with it) and sets `cq->cqe` to its new size.
+/// 0, or an `errno` value: `EINVAL` for a pointer that is not a live CQ,
+/// a negative `cqe`, or the driver's refusal (fewer entries than
+/// completions waiting, more than the device's largest CQ).
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is checked.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_resize_cq(cq: *mut IbvCq, cqe: c_int) -> c_int {
+    let (Some(Some(driver)), Ok(n)) = (live_cq(cq), u32::try_from(cqe)) else {
+        return libc::EINVAL;
+    };
+    match driver.resize(n) {
+        Ok(()) => {
+            // SAFETY: live (checked above), so a box of ours; `cqe` is the
+            // program's to read, and this call's to write.
+            unsafe { (*cq).cqe = driver.cqe().min(c_int::MAX as u32) as c_int };
+            0
+        }
+        Err(e) => e.errno(),
+    }
 }
 
 /// The context's `poll_cq` (reached through the header's inline
@@ -222,41 +253,6 @@ fn convert(w: &WorkCompletion) -> IbvWc {
         sl: w.sl,
         dlid_path_bits: 0,
     }
-}
-
-/// `ibv_wc_status_str`: libibverbs' text for a completion status.
-#[no_mangle]
-pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
-    const TEXT: [&std::ffi::CStr; 24] = [
-        c"success",
-        c"local length error",
-        c"local QP operation error",
-        c"local EE context operation error",
-        c"local protection error",
-        c"Work Request Flushed Error",
-        c"memory management operation error",
-        c"bad response error",
-        c"local access error",
-        c"remote invalid request error",
-        c"remote access error",
-        c"remote operation error",
-        c"transport retry counter exceeded",
-        c"RNR retry counter exceeded",
-        c"local RDD violation error",
-        c"remote invalid RD request",
-        c"aborted error",
-        c"invalid EE context number",
-        c"invalid EE context state",
-        c"fatal error",
-        c"response timeout error",
-        c"general error",
-        c"TM error",
-        c"TM software rendezvous",
-    ];
-    usize::try_from(status)
-        .ok()
-        .and_then(|i| TEXT.get(i))
-        .map_or(c"unknown".as_ptr(), |s| s.as_ptr())
 }
 
 /// `ibv_ack_cq_events`: counts `nevents` completion events of `cq` as

@@ -1,6 +1,6 @@
 //! The device list: `ibv_get_device_list` and the calls on its entries.
 
-use std::ffi::{c_char, c_int};
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::sync::OnceLock;
 
 use crate::abi::{
@@ -14,11 +14,17 @@ use crate::errno;
 #[repr(C)]
 pub(crate) struct Device {
     pub ibv: IbvDevice,
+    /// Where rdma-core's `struct verbs_device` has its provider's
+    /// operations after the `struct ibv_device`: NULL, none. A provider
+    /// library's call given an rnic device (perftest calls libmlx5's and
+    /// libefa's) reads it to tell whether the device is its own: it is
+    /// not.
+    provider_ops: *const c_void,
     pub spec: DeviceSpec,
 }
 
-// SAFETY: the only pointers in a Device are the null entry points of
-// `DeviceOps`; the rest is plain data, never changed after the list is
+// SAFETY: the only pointers in a Device are NULL ones (the entry points
+// of `DeviceOps`, `provider_ops`); the rest is plain data, never changed after the list is
 // made.
 unsafe impl Send for Device {}
 // SAFETY: as for Send; shared access only reads.
@@ -40,7 +46,11 @@ impl Device {
         };
         // No kernel device stands behind it: no uverbs name, no sysfs path.
         set_str(&mut ibv.name, &spec.name);
-        Device { ibv, spec }
+        Device {
+            ibv,
+            provider_ops: std::ptr::null(),
+            spec,
+        }
     }
 }
 
@@ -147,4 +157,44 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut IbvDevice) -> u64 {
             0
         }
     }
+}
+
+/// `ibv_get_device_index`: the device's index, its place in the
+/// configuration (0, 1, ...); -1 for a pointer that is not one of the
+/// listed devices.
+///
+/// # Safety
+///
+/// None beyond what the C signature implies: the pointer is only compared.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_device_index(device: *mut IbvDevice) -> c_int {
+    let Ok(list) = devices() else {
+        return -1;
+    };
+    list.iter()
+        .position(|d| std::ptr::eq(&d.ibv, device))
+        .map_or(-1, |i| i as c_int)
+}
+
+/// `ibv_get_sysfs_path`: where sysfs is mounted, as libibverbs finds it
+/// (`SYSFS_PATH` without its trailing slashes, or `/sys`). rnic devices
+/// have no entries there; librdmacm asks.
+#[no_mangle]
+pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+    static PATH: OnceLock<CString> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let p = std::env::var("SYSFS_PATH").unwrap_or_default();
+        let p = p.trim_end_matches('/');
+        CString::new(if p.is_empty() { "/sys" } else { p }).unwrap_or_else(|_| c"/sys".into())
+    })
+    .as_ptr()
+}
+
+/// `ibv_import_device`: a context shared through a kernel command file
+/// descriptor. NULL with `errno` `EOPNOTSUPP`: rnic contexts belong to
+/// their process.
+#[no_mangle]
+pub extern "C" fn ibv_import_device(_cmd_fd: c_int) -> *mut c_void {
+    errno::set(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
 }

@@ -42,6 +42,17 @@ impl Live {
         }
     }
 
+    /// Runs `f` on `p` if it is a live object, holding the list: it
+    /// cannot be destroyed meanwhile. Whether it was live.
+    pub(crate) fn with<T>(&self, p: *mut T, f: impl FnOnce(*mut T)) -> bool {
+        let l = self.list();
+        let live = l.contains(&(p as usize));
+        if live {
+            f(p);
+        }
+        live
+    }
+
     /// The first live object `hit` says yes to.
     pub(crate) fn find<T>(&self, hit: impl Fn(*mut T) -> bool) -> Option<*mut T> {
         self.list().iter().map(|&p| p as *mut T).find(|&p| hit(p))

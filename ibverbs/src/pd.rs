@@ -171,3 +171,144 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
     // SAFETY: every live MR is a Box<Mr> (ibv_reg_mr).
     unsafe { MRS.destroy(mr.cast::<Mr>(), |o| &mut o.mr, DriverMr::destroy) }
 }
+
+/// `ibv_reg_mr_iova` (`IBVERBS_1.7`): [`ibv_reg_mr_iova2`] with `int`
+/// access flags.
+///
+/// # Safety
+///
+/// As for [`ibv_reg_mr`].
+#[no_mangle]
+pub unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut IbvMr {
+    // SAFETY: the caller's promise, passed on.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
+}
+
+/// `IBV_REREG_MR_CHANGE_TRANSLATION`, `_PD`, `_ACCESS`.
+const REREG_TRANSLATION: c_int = 1;
+const REREG_PD: c_int = 2;
+const REREG_ACCESS: c_int = 4;
+/// `IBV_REREG_MR_ERR_INPUT` and `IBV_REREG_MR_ERR_CMD`.
+const REREG_ERR_INPUT: c_int = -1;
+const REREG_ERR_CMD: c_int = -4;
+
+/// `ibv_rereg_mr`: moves the MR to `length` bytes at `addr`
+/// (`IBV_REREG_MR_CHANGE_TRANSLATION`), to `pd` (`_CHANGE_PD`) and/or to
+/// `access` (`_CHANGE_ACCESS`); its keys stay. 0, or with `errno`:
+/// `IBV_REREG_MR_ERR_INPUT` (`EINVAL`) for an MR or PD that is not live,
+/// unknown flags, a translation without memory or access flags without
+/// `_CHANGE_ACCESS`; `IBV_REREG_MR_ERR_CMD` with the driver's `errno`
+/// when the device refuses (a translation already made stays made).
+///
+/// # Safety
+///
+/// With `_CHANGE_TRANSLATION`, as for [`ibv_reg_mr`]: the new memory
+/// stays valid until the MR is deregistered or moved again.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut IbvMr,
+    flags: c_int,
+    pd: *mut IbvPd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let input = |e| {
+        errno::set(e);
+        REREG_ERR_INPUT
+    };
+    if !MRS.contains(mr) {
+        return input(libc::EINVAL);
+    }
+    // SAFETY: a live MR came from Box::into_raw in ibv_reg_mr; the
+    // program does not use an MR it is reregistering elsewhere.
+    let m = unsafe { &mut *mr.cast::<Mr>() };
+    let Some(driver) = m.mr.as_mut() else {
+        return input(libc::EINVAL);
+    };
+    let translation = NonNull::new(addr.cast::<u8>()).filter(|_| length > 0);
+    if flags & !(REREG_TRANSLATION | REREG_PD | REREG_ACCESS) != 0
+        || (flags & REREG_TRANSLATION != 0 && translation.is_none())
+        || (access != 0 && flags & REREG_ACCESS == 0)
+    {
+        return input(libc::EINVAL);
+    }
+    let new_pd = if flags & REREG_PD != 0 {
+        match live_pd(pd).and_then(|p| p.pd.as_ref()) {
+            Some(p) => Some(p),
+            None => return input(libc::EINVAL),
+        }
+    } else {
+        None
+    };
+    let cmd = |e: rnic_driver::Error| {
+        errno::set(e.errno());
+        REREG_ERR_CMD
+    };
+    if let (true, Some(ptr)) = (flags & REREG_TRANSLATION != 0, translation) {
+        // SAFETY: the caller's promise for the new memory.
+        if let Err(e) = unsafe { driver.rereg_memory(ptr, length) } {
+            return cmd(e);
+        }
+        m.ibv.addr = addr;
+        m.ibv.length = length;
+    }
+    let new_access = (flags & REREG_ACCESS != 0).then_some(access as u32 & !ACCESS_OPTIONAL_RANGE);
+    if new_pd.is_some() || new_access.is_some() {
+        if let Err(e) = driver.rereg(new_pd, new_access) {
+            return cmd(e);
+        }
+    }
+    if new_pd.is_some() {
+        m.ibv.pd = pd;
+    }
+    0
+}
+
+/// `ibv_reg_dmabuf_mr` (`IBVERBS_1.12`): an MR over a dma-buf, memory
+/// another kernel driver exports. NULL with `errno` `EOPNOTSUPP`: rnic
+/// devices reach only the process's own memory.
+#[no_mangle]
+pub extern "C" fn ibv_reg_dmabuf_mr(
+    _pd: *mut IbvPd,
+    _offset: u64,
+    _length: usize,
+    _iova: u64,
+    _fd: c_int,
+    _access: c_int,
+) -> *mut IbvMr {
+    errno::set(libc::EOPNOTSUPP);
+    std::ptr::null_mut()
+}
+
+/// Imports of objects another process shares through a kernel context
+/// (`ibv_import_pd`, `ibv_import_mr`, `ibv_import_dm`): NULL with `errno`
+/// `EOPNOTSUPP`, since rnic objects belong to their process.
+macro_rules! no_import {
+    ($($name:ident),*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: NULL with `errno` `EOPNOTSUPP`.")]
+        #[no_mangle]
+        pub extern "C" fn $name(_owner: *mut c_void, _handle: u32) -> *mut c_void {
+            errno::set(libc::EOPNOTSUPP);
+            std::ptr::null_mut()
+        }
+    )*};
+}
+no_import!(ibv_import_pd, ibv_import_mr, ibv_import_dm);
+
+/// `ibv_unimport_pd`, `ibv_unimport_mr`, `ibv_unimport_dm`: nothing was
+/// imported, so nothing is released.
+macro_rules! no_unimport {
+    ($($name:ident),*) => {$(
+        #[doc = concat!("`", stringify!($name), "`: nothing to release.")]
+        #[no_mangle]
+        pub extern "C" fn $name(_object: *mut c_void) {}
+    )*};
+}
+no_unimport!(ibv_unimport_pd, ibv_unimport_mr, ibv_unimport_dm);

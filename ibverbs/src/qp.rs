@@ -1,17 +1,17 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
 //! `ibv_destroy_qp`, and the context's `post_send` and `post_recv`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use rnic_driver::{
-    qp_attr, send_flags, Mtu, Payload, PostError, Qp as DriverQp, QpAttr, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
+    access, qp_attr, send_flags, Mtu, Payload, PostError, Qp as DriverQp, QpAttr, QpCap,
+    QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
 };
 use rnic_emu::EmuHal;
 
 use crate::abi::{
-    IbvAhAttr, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr, IbvRecvWr,
-    IbvSendWr, IbvSge,
+    IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap,
+    IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge,
 };
 use crate::cq::live_cq;
 use crate::errno;
@@ -52,6 +52,18 @@ fn cap_of(c: QpCap) -> IbvQpCap {
 }
 
 static QPS: Live = Live::new();
+
+/// The live QP of `context` whose number is `qpn`.
+pub(crate) fn qp_by_num(context: *mut IbvContext, qpn: u32) -> Option<*mut IbvQp> {
+    // SAFETY: the list's QPs are live boxes (read under its lock).
+    QPS.find(|p: *mut IbvQp| unsafe { (*p).qp_num == qpn && (*p).context == context })
+}
+
+/// Counts an asynchronous event of `qp` acknowledged, if it is live.
+pub(crate) fn ack_async(qp: *mut IbvQp) {
+    // SAFETY: live, and kept so by the list's lock while this runs.
+    QPS.with(qp, |p| unsafe { (*p).events_completed += 1 });
+}
 
 /// `ibv_create_qp`: an RC, UC or UD QP in RESET, on `qp_init_attr->srq`
 /// if not NULL, its capacities (at least those asked) written back to
@@ -169,7 +181,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
 /// value: `EINVAL` for a QP that is not live, a NULL `attr`, an unknown
 /// state or MTU, or what the driver refuses (a transition the QP cannot
 /// make, attributes missing or out of range); `EOPNOTSUPP` for the
-/// alternate path, path migration and rate limits.
+/// alternate path, path migration and rate limits. Access flags other
+/// than `IBV_ACCESS_REMOTE_*` are ignored, as the kernel ignores them.
 ///
 /// # Safety
 ///
@@ -218,7 +231,9 @@ pub unsafe extern "C" fn ibv_modify_qp(
         qp_state,
         cur_qp_state,
         path_mtu,
-        qp_access_flags: a.qp_access_flags,
+        // As in the kernel, flags other than the remote ones mean nothing
+        // to a QP and are ignored: perftest passes IBV_ACCESS_LOCAL_WRITE.
+        qp_access_flags: a.qp_access_flags & access::QP_SUPPORTED,
         pkey_index: a.pkey_index,
         port_num: a.port_num,
         qkey: a.qkey,
@@ -587,4 +602,42 @@ pub(crate) unsafe fn post_recv_list(
 pub extern "C" fn ibv_qp_to_qp_ex(qp: *mut IbvQp) -> *mut IbvQp {
     let _ = qp;
     std::ptr::null_mut()
+}
+
+/// `ibv_attach_mcast`: joining a UD QP to a multicast group.
+/// `EOPNOTSUPP`: rnic devices have no multicast groups (`max_mcast_grp`
+/// is 0), as libibverbs answers for a device without the operation.
+#[no_mangle]
+pub extern "C" fn ibv_attach_mcast(_qp: *mut IbvQp, _gid: *const c_void, _lid: u16) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_detach_mcast`: `EOPNOTSUPP`, as [`ibv_attach_mcast`].
+#[no_mangle]
+pub extern "C" fn ibv_detach_mcast(_qp: *mut IbvQp, _gid: *const c_void, _lid: u16) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_query_ece`: the QP's enhanced connection establishment options,
+/// a vendor's extension of the CM exchange. `EOPNOTSUPP`: rnic has none
+/// (librdmacm takes that as "no options").
+#[no_mangle]
+pub extern "C" fn ibv_query_ece(_qp: *mut IbvQp, _ece: *mut c_void) -> c_int {
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_set_ece`: `EOPNOTSUPP` (returned and in `errno`), as
+/// [`ibv_query_ece`].
+#[no_mangle]
+pub extern "C" fn ibv_set_ece(_qp: *mut IbvQp, _ece: *mut c_void) -> c_int {
+    errno::set(libc::EOPNOTSUPP);
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_query_qp_data_in_order`: 0, no promise that a message's data is
+/// written in order (libibverbs' answer for a device that makes none);
+/// programs then wait for the completion rather than the last byte.
+#[no_mangle]
+pub extern "C" fn ibv_query_qp_data_in_order(_qp: *mut IbvQp, _op: c_int, _flags: u32) -> c_int {
+    0
 }

@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use rnic_driver::{Srq as DriverSrq, SrqAttr};
 use rnic_emu::EmuHal;
 
-use crate::abi::{IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr};
+use crate::abi::{IbvContext, IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr};
 use crate::errno;
 use crate::live::Live;
 use crate::pd::live_pd;
@@ -20,6 +20,18 @@ struct Srq {
 }
 
 static SRQS: Live = Live::new();
+
+/// The live SRQ of `context` whose number is `srqn`.
+pub(crate) fn srq_by_num(context: *mut IbvContext, srqn: u32) -> Option<*mut IbvSrq> {
+    // SAFETY: the list's SRQs are live boxes (read under its lock).
+    SRQS.find(|p: *mut IbvSrq| unsafe { (*p).handle == srqn && (*p).context == context })
+}
+
+/// Counts an asynchronous event of `srq` acknowledged, if it is live.
+pub(crate) fn ack_async(srq: *mut IbvSrq) {
+    // SAFETY: live, and kept so by the list's lock while this runs.
+    SRQS.with(srq, |p| unsafe { (*p).events_completed += 1 });
+}
 
 /// The driver's SRQ behind the live SRQ `srq` (`None` inside: being
 /// destroyed).

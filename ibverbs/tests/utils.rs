@@ -4,9 +4,12 @@
 //! against rdma-core 44's header, and `ibv_devices` listing the
 //! configured devices.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::OnceLock;
+
+use common::{lib_dir, run, text, two_processes};
 
 use rnic_ibverbs::abi::{
     IbvAhAttr, IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvGlobalRoute, IbvMr, IbvPd,
@@ -14,85 +17,97 @@ use rnic_ibverbs::abi::{
     OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
 };
 
-/// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
-/// run by ibverbs/build.sh (in a target directory of its own: the one this
-/// test runs from is locked by the cargo that runs it).
-fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let target = root.join("target/ibverbs-test");
-        let st = Command::new("bash")
-            .arg(root.join("ibverbs/build.sh"))
-            .env("CARGO_TARGET_DIR", &target)
-            .status()
-            .expect("bash");
-        assert!(st.success(), "ibverbs/build.sh failed");
-        target.join("ibverbs")
-    })
-}
-
-/// `program` with the rnic libibverbs and `RNIC_DEVICES` (unset if None).
-fn run(program: &str, args: &[&str], devices: Option<&str>) -> Output {
-    let mut c = Command::new(program);
-    c.args(args).env("LD_LIBRARY_PATH", lib_dir());
-    match devices {
-        Some(d) => c.env("RNIC_DEVICES", d),
-        None => c.env_remove("RNIC_DEVICES"),
-    };
-    c.env_remove("RNIC_DEVICES_FILE");
-    c.output()
-        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs it)"))
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+/// `(version, symbol)` of every symbol the library defines, from
+/// `objdump -T`: functions (`DF .text`) and variables (`DO .bss`/`.data`);
+/// the version is the next-to-last column.
+fn exported() -> Vec<(String, String)> {
+    let so = lib_dir().join("libibverbs.so.1");
+    let o = Command::new("objdump").arg("-T").arg(&so).output().unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains(" DF .text") || l.contains(" DO .bss") || l.contains(" DO .data"))
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            Some((cols[cols.len() - 2].to_owned(), (*cols.last()?).to_owned()))
+        })
+        .collect()
 }
 
 #[test]
 fn exports_exactly_the_mapped_symbols_with_their_versions() {
-    let so = lib_dir().join("libibverbs.so.1");
-    let o = Command::new("objdump").arg("-T").arg(&so).output().unwrap();
-    let table = String::from_utf8_lossy(&o.stdout);
     let map = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("libibverbs.map"))
         .unwrap();
     // (version node, symbol) for every symbol the map exports.
     let mut node = "";
-    let mut mapped: Vec<(&str, &str)> = Vec::new();
+    let mut mapped: Vec<(String, String)> = Vec::new();
     for l in map.lines().map(str::trim) {
         if let Some(name) = l.strip_suffix('{').map(str::trim) {
             node = name;
-        } else if l.starts_with("ibv_") && l.ends_with(';') {
-            mapped.push((node, l.trim_end_matches(';')));
+        } else if let Some(sym) = l.strip_suffix(';') {
+            if !sym.contains(':') && !sym.contains('*') && !sym.starts_with('}') {
+                mapped.push((node.to_owned(), sym.to_owned()));
+            }
         }
     }
-    assert!(mapped.len() >= 10, "{mapped:?}");
-    // Defined functions: `DF .text`; their version is the next-to-last
-    // column.
-    let defined: Vec<(&str, &str)> = table
-        .lines()
-        .filter(|l| l.contains(" DF .text"))
-        .filter_map(|l| {
-            let cols: Vec<&str> = l.split_whitespace().collect();
-            Some((cols[cols.len() - 2], *cols.last()?))
-        })
-        .collect();
-    for &(version, sym) in &mapped {
-        assert!(
-            defined.contains(&(version, sym)),
-            "{sym}@@{version} missing:\n{table}"
-        );
+    assert!(mapped.len() >= 140, "{mapped:?}");
+    let defined = exported();
+    for m in &mapped {
+        assert!(defined.contains(m), "{}@@{} missing: {defined:?}", m.1, m.0);
     }
-    assert_eq!(
-        defined.len(),
-        mapped.len(),
-        "nothing else exported:\n{table}"
-    );
+    assert_eq!(defined.len(), mapped.len(), "nothing else exported");
+    let so = lib_dir().join("libibverbs.so.1");
     let d = Command::new("readelf").arg("-d").arg(&so).output().unwrap();
     assert!(String::from_utf8_lossy(&d.stdout).contains("[libibverbs.so.1]"));
+}
+
+/// Every libibverbs symbol (with its version) that Debian's
+/// ibverbs-utils, perftest and the libraries perftest links (librdmacm,
+/// libmlx5, libefa: they are bound at load time, `-z now`) import is
+/// defined, so that each of them loads.
+#[test]
+fn defines_every_symbol_the_programs_and_libraries_import() {
+    let mut objects: Vec<PathBuf> = std::fs::read_dir("/usr/bin")
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy();
+            n.starts_with("ibv_") || n.starts_with("ib_")
+        })
+        .collect();
+    let programs = objects.len();
+    for lib in ["librdmacm.so.1", "libmlx5.so.1", "libefa.so.1"] {
+        objects.push(Path::new("/usr/lib/x86_64-linux-gnu").join(lib));
+    }
+    let defined = exported();
+    let mut imports = 0;
+    for obj in &objects {
+        let o = Command::new("objdump").arg("-T").arg(obj).output().unwrap();
+        assert!(
+            o.status.success(),
+            "{} (scripts/setup.sh installs it)",
+            obj.display()
+        );
+        for l in String::from_utf8_lossy(&o.stdout).lines() {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            if !l.contains("*UND*") || cols.len() < 2 {
+                continue;
+            }
+            let version = cols[cols.len() - 2].trim_matches(|c| c == '(' || c == ')');
+            if !version.starts_with("IBVERBS_") {
+                continue;
+            }
+            let sym = cols[cols.len() - 1];
+            imports += 1;
+            assert!(
+                defined.contains(&(version.to_owned(), sym.to_owned())),
+                "{} imports {sym}@{version}, which is not defined",
+                obj.display()
+            );
+        }
+    }
+    // ibverbs-utils' eight and perftest's eight.
+    assert!(programs >= 16, "{programs} programs");
+    assert!(imports >= 300, "{imports} imports");
 }
 
 /// What every C program of these tests starts with: the headers, a
@@ -1015,20 +1030,6 @@ fn a_bad_configuration_fails_as_libibverbs_fails() {
     assert!(err.contains("Invalid argument"), "{err}");
 }
 
-/// A port nobody listens on now, TCP and UDP.
-fn free_port() -> u16 {
-    loop {
-        let p = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
-}
-
 #[test]
 fn ibv_rc_pingpong_between_two_processes() {
     pingpong("ibv_rc_pingpong", &[]);
@@ -1133,47 +1134,12 @@ fn ah_is_laid_out_as_the_header() {
     );
 }
 
-/// rdma-core's `program` (an `ibv_*_pingpong`) with `extra` options as a
-/// server and a client process whose devices share a UDP wire: 100
-/// iterations of 2048 bytes.
+/// `program` (one of rdma-core's pingpongs), with `extra` options, as
+/// server and client: each exits 0 and reports the 100 iterations of
+/// 2048 bytes both ways.
 fn pingpong(program: &str, extra: &[&str]) {
-    let (tcp, ua, ub) = (free_port(), free_port(), free_port());
-    let dev = |me: u16, peer: u16, n: u8| {
-        format!("wire=udp:127.0.0.1:{me}=127.0.0.1:{peer},mac=02:00:00:00:00:0{n},ipv4=192.0.2.{n}")
-    };
-    let args = ["-g", "0", "-n", "100", "-s", "2048", "-p"];
-    let port = tcp.to_string();
-    let server = Command::new(program)
-        .args(extra)
-        .args(args)
-        .arg(&port)
-        .env("LD_LIBRARY_PATH", lib_dir())
-        .env("RNIC_DEVICES", dev(ua, ub, 1))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("scripts/setup.sh installs ibverbs-utils");
-    // The client retries its connection until the server listens.
-    let mut client = None;
-    for _ in 0..50 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        let o = Command::new(program)
-            .args(extra)
-            .args(args)
-            .arg(&port)
-            .arg("127.0.0.1")
-            .env("LD_LIBRARY_PATH", lib_dir())
-            .env("RNIC_DEVICES", dev(ub, ua, 2))
-            .output()
-            .unwrap();
-        let connected = !String::from_utf8_lossy(&o.stderr).contains("Couldn't connect");
-        if connected {
-            client = Some(o);
-            break;
-        }
-    }
-    let client = client.expect("the client never reached the server");
-    let server = server.wait_with_output().unwrap();
+    let args = [extra, &["-g", "0", "-n", "100", "-s", "2048"]].concat();
+    let (server, client) = two_processes(program, &args);
     for (who, o) in [("client", &client), ("server", &server)] {
         let (out, err) = text(o);
         assert!(o.status.success(), "{program} {who}: {out}{err}");

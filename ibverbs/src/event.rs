@@ -1,0 +1,158 @@
+//! Asynchronous events: `ibv_get_async_event`, `ibv_ack_async_event`,
+//! and the context's `async_fd`.
+
+use std::ffi::{c_int, c_void};
+
+use rnic_driver::EventType;
+
+use crate::abi::{IbvAsyncEvent, IbvContext};
+use crate::context::open_context;
+use crate::errno;
+
+/// How long one wait of `ibv_get_async_event` lasts before it looks
+/// again.
+const WAIT_NS: u64 = 100_000_000;
+
+/// `enum ibv_event_type` values.
+mod ty {
+    pub const CQ_ERR: i32 = 0;
+    pub const QP_FATAL: i32 = 1;
+    pub const QP_REQ_ERR: i32 = 2;
+    pub const QP_ACCESS_ERR: i32 = 3;
+    pub const COMM_EST: i32 = 4;
+    pub const SQ_DRAINED: i32 = 5;
+    pub const DEVICE_FATAL: i32 = 8;
+    pub const PORT_ACTIVE: i32 = 9;
+    pub const PORT_ERR: i32 = 10;
+    pub const SRQ_ERR: i32 = 14;
+    pub const SRQ_LIMIT_REACHED: i32 = 15;
+    pub const QP_LAST_WQE_REACHED: i32 = 16;
+    pub const GID_CHANGE: i32 = 18;
+}
+
+/// What an event names.
+enum Element {
+    Cq,
+    Qp,
+    Srq,
+    Port,
+    Device,
+}
+
+/// The `enum ibv_event_type` of a device event and what it names; None
+/// for completion and command events, which are not asynchronous events.
+fn ibv_type(t: EventType) -> Option<(c_int, Element)> {
+    use Element::*;
+    Some(match t {
+        EventType::CqError => (ty::CQ_ERR, Cq),
+        EventType::QpFatal => (ty::QP_FATAL, Qp),
+        EventType::QpReqErr => (ty::QP_REQ_ERR, Qp),
+        EventType::QpAccessErr => (ty::QP_ACCESS_ERR, Qp),
+        EventType::CommEst => (ty::COMM_EST, Qp),
+        EventType::SqDrained => (ty::SQ_DRAINED, Qp),
+        EventType::QpLastWqeReached => (ty::QP_LAST_WQE_REACHED, Qp),
+        EventType::PortActive => (ty::PORT_ACTIVE, Port),
+        EventType::PortErr => (ty::PORT_ERR, Port),
+        EventType::GidChange => (ty::GID_CHANGE, Port),
+        EventType::DeviceFatal => (ty::DEVICE_FATAL, Device),
+        EventType::SrqLimitReached => (ty::SRQ_LIMIT_REACHED, Srq),
+        EventType::SrqErr => (ty::SRQ_ERR, Srq),
+        EventType::Completion | EventType::CmdDone => return None,
+    })
+}
+
+/// `ibv_get_async_event`: waits for the context's next asynchronous
+/// event and gives its type and object (the CQ, QP or SRQ pointer, or the
+/// port number). Events of objects destroyed meanwhile are skipped. 0, or
+/// -1 with `errno` (`EINVAL` for a context that is not open or a NULL
+/// `event`; the driver's error). `context->async_fd` is readable when an
+/// event is waiting.
+///
+/// # Safety
+///
+/// `event` is NULL or points to a writable `struct ibv_async_event`.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_get_async_event(
+    context: *mut IbvContext,
+    event: *mut IbvAsyncEvent,
+) -> c_int {
+    let fail = |e| {
+        errno::set(e);
+        -1
+    };
+    let Some(c) = open_context(context) else {
+        return fail(libc::EINVAL);
+    };
+    if event.is_null() {
+        return fail(libc::EINVAL);
+    }
+    loop {
+        let ev = match c.ctx.poll_event() {
+            Some(ev) => ev,
+            None => match c.ctx.wait_event(WAIT_NS) {
+                Ok(Some(ev)) => ev,
+                Ok(None) => continue,
+                Err(e) => return fail(e.errno()),
+            },
+        };
+        let Some((event_type, element)) = ibv_type(ev.event_type) else {
+            continue;
+        };
+        let element: *mut c_void = match element {
+            Element::Cq => match crate::cq::cq_by_num(context, ev.obj) {
+                Some(p) => p.cast(),
+                None => continue,
+            },
+            Element::Qp => match crate::qp::qp_by_num(context, ev.obj) {
+                Some(p) => p.cast(),
+                None => continue,
+            },
+            Element::Srq => match crate::srq::srq_by_num(context, ev.obj) {
+                Some(p) => p.cast(),
+                None => continue,
+            },
+            Element::Port => ev.obj as usize as *mut c_void,
+            Element::Device => std::ptr::null_mut(),
+        };
+        // The fd stays readable only while events are left: the device
+        // raises it again at once for those.
+        c.ctx.arm_events();
+        // SAFETY: non-NULL, and writable by the caller's promise.
+        unsafe {
+            event.write(IbvAsyncEvent {
+                element,
+                event_type,
+            })
+        };
+        return 0;
+    }
+}
+
+/// `ibv_ack_async_event`: counts the event acknowledged on its object
+/// (the `events_completed` libibverbs keeps), if that object is still
+/// live; an event of a port or the device has nothing to count.
+///
+/// # Safety
+///
+/// `event` is NULL or points to a `struct ibv_async_event` that
+/// [`ibv_get_async_event`] gave.
+#[no_mangle]
+pub unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
+    if event.is_null() {
+        return;
+    }
+    // SAFETY: non-NULL, and an event by the caller's promise.
+    let ev = unsafe { *event };
+    let p = ev.element;
+    match ev.event_type {
+        ty::CQ_ERR => crate::cq::ack_async(p.cast()),
+        ty::QP_FATAL
+        | ty::QP_REQ_ERR
+        | ty::QP_ACCESS_ERR
+        | ty::COMM_EST
+        | ty::SQ_DRAINED
+        | ty::QP_LAST_WQE_REACHED => crate::qp::ack_async(p.cast()),
+        ty::SRQ_ERR | ty::SRQ_LIMIT_REACHED => crate::srq::ack_async(p.cast()),
+        _ => {}
+    }
+}
