@@ -176,16 +176,29 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut IbvDevice) -> c_int {
         .map_or(-1, |i| i as c_int)
 }
 
-/// `ibv_get_sysfs_path`: where sysfs is mounted, as libibverbs finds it
-/// (`SYSFS_PATH` without its trailing slashes, or `/sys`). rnic devices
-/// have no entries there; librdmacm asks.
+/// `ibv_get_sysfs_path`: where sysfs is mounted, as libibverbs finds it:
+/// `SYSFS_PATH` without its trailing slashes (unless the program runs
+/// set-user-ID), or `/sys`. rnic devices have no entries there;
+/// librdmacm asks.
 #[no_mangle]
 pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
     static PATH: OnceLock<CString> = OnceLock::new();
     PATH.get_or_init(|| {
-        let p = std::env::var("SYSFS_PATH").unwrap_or_default();
-        let p = p.trim_end_matches('/');
-        CString::new(if p.is_empty() { "/sys" } else { p }).unwrap_or_else(|_| c"/sys".into())
+        // SAFETY: getuid and geteuid cannot fail.
+        let suid = unsafe { libc::getuid() != libc::geteuid() };
+        match std::env::var_os("SYSFS_PATH").filter(|_| !suid) {
+            Some(p) => {
+                use std::os::unix::ffi::OsStrExt;
+                let mut b = p.as_bytes().to_vec();
+                b.truncate(SYSFS_PATH_MAX);
+                b.truncate(b.iter().position(|&c| c == 0).unwrap_or(b.len()));
+                while b.last() == Some(&b'/') {
+                    b.pop();
+                }
+                CString::new(b).unwrap_or_default()
+            }
+            None => c"/sys".into(),
+        }
     })
     .as_ptr()
 }

@@ -163,22 +163,20 @@ pub struct IbvSaPathRec {
     pub preference: u8,
 }
 
-fn ah_from_kern(src: &KernAhAttr) -> IbvAhAttr {
-    let mut a = IbvAhAttr {
-        dlid: src.dlid,
-        sl: src.sl,
-        src_path_bits: src.src_path_bits,
-        static_rate: src.static_rate,
-        is_global: src.is_global,
-        port_num: src.port_num,
-        ..IbvAhAttr::default()
-    };
-    a.grh.dgid.raw = src.grh.dgid;
-    a.grh.flow_label = src.grh.flow_label;
-    a.grh.sgid_index = src.grh.sgid_index;
-    a.grh.hop_limit = src.grh.hop_limit;
-    a.grh.traffic_class = src.grh.traffic_class;
-    a
+/// `dst`'s fields from `src`, field by field as libibverbs copies them
+/// (what lies between them stays as it was).
+fn ah_from_kern(d: &mut IbvAhAttr, s: &KernAhAttr) {
+    d.grh.dgid.raw = s.grh.dgid;
+    d.grh.flow_label = s.grh.flow_label;
+    d.grh.sgid_index = s.grh.sgid_index;
+    d.grh.hop_limit = s.grh.hop_limit;
+    d.grh.traffic_class = s.grh.traffic_class;
+    d.dlid = s.dlid;
+    d.sl = s.sl;
+    d.src_path_bits = s.src_path_bits;
+    d.static_rate = s.static_rate;
+    d.is_global = s.is_global;
+    d.port_num = s.port_num;
 }
 
 /// `ibv_copy_ah_attr_from_kern`: `*dst` from the kernel's `*src`.
@@ -191,7 +189,7 @@ fn ah_from_kern(src: &KernAhAttr) -> IbvAhAttr {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_copy_ah_attr_from_kern(dst: *mut IbvAhAttr, src: *const KernAhAttr) {
     // SAFETY: the caller's promise.
-    unsafe { dst.write(ah_from_kern(&*src)) }
+    unsafe { ah_from_kern(&mut *dst, &*src) }
 }
 
 /// `ibv_copy_qp_attr_from_kern`: `*dst`'s fields from the kernel's
@@ -219,8 +217,8 @@ pub unsafe extern "C" fn ibv_copy_qp_attr_from_kern(dst: *mut IbvQpAttr, src: *c
     d.cap.max_send_sge = s.max_send_sge;
     d.cap.max_recv_sge = s.max_recv_sge;
     d.cap.max_inline_data = s.max_inline_data;
-    d.ah_attr = ah_from_kern(&s.ah_attr);
-    d.alt_ah_attr = ah_from_kern(&s.alt_ah_attr);
+    ah_from_kern(&mut d.ah_attr, &s.ah_attr);
+    ah_from_kern(&mut d.alt_ah_attr, &s.alt_ah_attr);
     d.pkey_index = s.pkey_index;
     d.alt_pkey_index = s.alt_pkey_index;
     d.en_sqd_async_notify = s.en_sqd_async_notify;

@@ -7,9 +7,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{lib_dir, run, text, two_processes};
+use common::{c_program, lib_dir, run, same_layout, text, two_processes, C_PRELUDE};
 
 use rnic_ibverbs::abi::{
     IbvAhAttr, IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvGlobalRoute, IbvMr, IbvPd,
@@ -108,98 +108,6 @@ fn defines_every_symbol_the_programs_and_libraries_import() {
     // ibverbs-utils' eight and perftest's eight.
     assert!(programs >= 16, "{programs} programs");
     assert!(imports >= 300, "{imports} imports");
-}
-
-/// What every C program of these tests starts with: the headers, a
-/// `CHECK(condition, code)` that returns `code` (printing errno) when the
-/// condition fails, and `to_rts`, which takes an RC QP to RTS towards QP
-/// `dest` at GID `gid` (every remote access, both PSNs 7, MTU 1024,
-/// timeout 14), returning 0 or 100, 200, 300 plus the failing
-/// transition's error.
-const C_PRELUDE: &str = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-#include <infiniband/verbs.h>
-#define CHECK(c, n) do { if (!(c)) { printf("check %d failed, errno %d\n", n, errno); return n; } } while (0)
-static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT; a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
-    if (rc) return 100 + rc;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTR; a.path_mtu = IBV_MTU_1024; a.dest_qp_num = dest;
-    a.rq_psn = 7; a.max_dest_rd_atomic = 1; a.min_rnr_timer = 12;
-    a.ah_attr.is_global = 1; a.ah_attr.grh.dgid = *gid; a.ah_attr.grh.hop_limit = 64; a.ah_attr.port_num = 1;
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                       IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-    if (rc) return 200 + rc;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS; a.timeout = 14; a.retry_cnt = 7; a.rnr_retry = 7; a.sq_psn = 7; a.max_rd_atomic = 1;
-    rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                       IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-    return rc ? 300 + rc : 0;
-}
-"#;
-
-/// Compiles the C program `code` with gcc (against the system's
-/// infiniband/verbs.h; `link` puts [`C_PRELUDE`] before it and links the
-/// rnic library) and runs it with the
-/// rnic libibverbs and `RNIC_DEVICES` `devices`.
-fn c_program(code: &str, link: bool, devices: Option<&str>) -> Output {
-    let dir =
-        std::env::temp_dir().join(format!("rnic-ibv-c-{}-{}", std::process::id(), code.len()));
-    std::fs::create_dir_all(&dir).unwrap();
-    // A probe that is not linked has its own headers and no use for
-    // to_rts.
-    let prelude = if link { C_PRELUDE } else { "" };
-    std::fs::write(dir.join("p.c"), format!("{prelude}{code}")).unwrap();
-    let mut cc = Command::new("gcc");
-    cc.arg(dir.join("p.c")).arg("-o").arg(dir.join("p"));
-    if link {
-        cc.arg("-L").arg(lib_dir()).arg("-libverbs");
-    }
-    assert!(
-        cc.status().expect("gcc").success(),
-        "the C program needs libibverbs-dev"
-    );
-    let out = run(dir.join("p").to_str().unwrap(), &[], devices);
-    std::fs::remove_dir_all(&dir).unwrap();
-    out
-}
-
-/// `name offset` lines from a layout probe of `ty`'s `fields` (and `size`).
-fn layout(ty: &str, fields: &[&str]) -> Vec<(String, usize)> {
-    let mut code = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
-    );
-    code += &format!("printf(\"size %zu\\n\", sizeof({ty}));\n");
-    for f in fields {
-        code += &format!("printf(\"{f} %zu\\n\", offsetof({ty}, {f}));\n");
-    }
-    code += "return 0; }\n";
-    let out = c_program(&code, false, None);
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let (k, v) = l.split_once(' ').unwrap();
-            (k.to_owned(), v.parse().unwrap())
-        })
-        .collect()
-}
-
-/// Asserts that `ours` (name, size or offset) matches the header's.
-fn same_layout(ty: &str, ours: &[(&str, usize)]) {
-    let fields: Vec<&str> = ours[1..].iter().map(|(f, _)| *f).collect();
-    let header = layout(ty, &fields);
-    assert_eq!(header.len(), ours.len());
-    for ((k, v), (name, want)) in ours.iter().zip(&header) {
-        assert_eq!((k, v), (&name.as_str(), want), "{ty}.{k}");
-    }
 }
 
 #[test]
@@ -704,15 +612,6 @@ fn work_requests_are_laid_out_as_the_header() {
 #[test]
 fn data_path_from_c() {
     let code = r#"
-/* One completion from `cq`, waiting up to 5 s. */
-static int one(struct ibv_cq *cq, struct ibv_wc *wc) {
-    time_t end = time(NULL) + 5;
-    while (time(NULL) < end) {
-        int n = ibv_poll_cq(cq, 1, wc);
-        if (n) return n;
-    }
-    return 0;
-}
 int main(void) {
     struct ibv_device **list = ibv_get_device_list(NULL);
     struct ibv_context *ctx = ibv_open_device(list[0]);
@@ -859,37 +758,6 @@ int main(void) {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
     assert_eq!(out.trim(), "ok");
-}
-
-#[test]
-fn wc_status_strings_are_libibverbs_own() {
-    let code = r#"
-int main(void) {
-    for (int s = -1; s < 26; s++) printf("%d %s\n", s, ibv_wc_status_str(s));
-    return 0;
-}
-"#;
-    // The same program, over rdma-core's libibverbs and over ours.
-    let dir = std::env::temp_dir().join(format!("rnic-ibv-wcstr-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("p.c"), format!("{C_PRELUDE}{code}")).unwrap();
-    let st = Command::new("gcc")
-        .arg(dir.join("p.c"))
-        .args(["-o"])
-        .arg(dir.join("p"))
-        .arg("-libverbs")
-        .status()
-        .unwrap();
-    assert!(st.success(), "needs libibverbs-dev");
-    let theirs = Command::new(dir.join("p"))
-        .env_remove("LD_LIBRARY_PATH")
-        .output()
-        .unwrap();
-    let ours = run(dir.join("p").to_str().unwrap(), &[], None);
-    std::fs::remove_dir_all(&dir).unwrap();
-    let (theirs, ours) = (text(&theirs).0, text(&ours).0);
-    assert!(theirs.contains("5 Work Request Flushed Error"), "{theirs}");
-    assert_eq!(ours, theirs);
 }
 
 #[test]
@@ -1138,13 +1006,38 @@ fn ah_is_laid_out_as_the_header() {
 /// server and client: each exits 0 and reports the 100 iterations of
 /// 2048 bytes both ways.
 fn pingpong(program: &str, extra: &[&str]) {
-    let args = [extra, &["-g", "0", "-n", "100", "-s", "2048"]].concat();
+    pingpong_sized(program, extra, 2048, 100);
+}
+
+/// [`pingpong`] with `iters` iterations of `size` bytes.
+fn pingpong_sized(program: &str, extra: &[&str], size: u32, iters: u32) {
+    let (s, n) = (size.to_string(), iters.to_string());
+    let args = [extra, &["-g", "0", "-n", &n, "-s", &s]].concat();
     let (server, client) = two_processes(program, &args);
     for (who, o) in [("client", &client), ("server", &server)] {
         let (out, err) = text(o);
         assert!(o.status.success(), "{program} {who}: {out}{err}");
-        assert!(out.contains("100 iters in"), "{program} {who}: {out}");
-        // Both ways: 2 × 100 × 2048 bytes.
-        assert!(out.contains("409600 bytes in"), "{who}: {out}");
+        assert!(
+            out.contains(&format!("{iters} iters in")),
+            "{program} {who}: {out}"
+        );
+        // Both ways.
+        let bytes = 2 * u64::from(iters) * u64::from(size);
+        assert!(out.contains(&format!("{bytes} bytes in")), "{who}: {out}");
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_sizes_and_mtus() {
+    for (size, mtu, events) in [
+        (1, "256", false),
+        (4096, "4096", true),
+        (100_000, "1024", false),
+    ] {
+        let mut extra = vec!["-m", mtu];
+        if events {
+            extra.push("-e");
+        }
+        pingpong_sized("ibv_rc_pingpong", &extra, size, 20);
     }
 }
