@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{c_program, lib_dir, run, same_layout, text, two_processes, C_PRELUDE};
+use common::{c_program, lib_dir, run, same_layout, text, two_processes};
 
 use rnic_ibverbs::abi::{
     IbvAhAttr, IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvGlobalRoute, IbvMr, IbvPd,
