@@ -27,6 +27,10 @@
 #     bytes, source QP and GRH;
 #   - ibv_uc_pingpong -c (guest) against rc_pingpong --uc -c (host): UC
 #     SENDs of 1 B to 64 KiB;
+#   - perftest's eight RDMA tests (write, read, send, atomic; latency and
+#     bandwidth) over rxe (guest) against the same unmodified tests over
+#     rnic's drop-in libibverbs (host): both exit 0, print no error, and
+#     the client reports its figures for the size and iterations asked;
 #   - with the host NIC's fault injector dropping and reordering frames in
 #     both directions: they still complete and verify, and the counters of
 #     both sides show the retransmissions;
@@ -91,6 +95,8 @@ gcc "${cc_flags[@]}" -static -o "$work/verbs_peer" "$here/verbs_peer.c" \
     -libverbs -lnl-route-3 -lnl-3 -lpthread 2> >(grep -v 'statically linked applications\|in function' >&2)
 (cd "$repo" && cargo build --quiet --release --example rc_pingpong --example ud_pingpong)
 bin_dir=$repo/target/release/examples
+# The drop-in libibverbs, for perftest on the host.
+ibverbs_dir=$(dirname "$(cd "$repo" && bash ibverbs/build.sh --release)")
 
 # 2. The boot image.
 initrd=$work/initramfs.cpio.gz
@@ -177,6 +183,21 @@ host() {
         --mac 02:00:00:00:00:01 --ipv4 192.0.2.1 --counters "$@"
 }
 
+# perftest on the host, unmodified, over rnic's libibverbs: its device
+# rnic0 is an emulated NIC in the process, on the wire, at GID 0
+# (::ffff:192.0.2.1).
+perftest_host() {
+    env LD_LIBRARY_PATH="$ibverbs_dir" \
+        RNIC_DEVICES="wire=udp:127.0.0.1:$wire_host=127.0.0.1:$wire_qemu,mac=02:00:00:00:00:01,ipv4=192.0.2.1" \
+        timeout 300 "$@"
+}
+# What pair runs on the host (host, or perftest_host), how that program
+# is told to listen on 127.0.0.1 only, and a pattern the output of the
+# transfer's client must match (none if empty).
+host_cmd=host
+bind_opt=--bind
+expect=
+
 failed=0
 steps=0
 phase=clean
@@ -203,13 +224,13 @@ pair() {
         gpid=$!
         guest "listening 18515" >/dev/null
         # shellcheck disable=SC2086
-        host $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
+        $host_cmd $hargs -p "$guest_pp" 127.0.0.1 > "$hout" 2>&1
         hrc=$?
         wait $gpid
         grc=$?
     else
         # shellcheck disable=SC2086
-        host $hargs --bind 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
+        $host_cmd $hargs $bind_opt 127.0.0.1 -p "$host_pp" > "$hout" 2>&1 &
         hpid=$!
         for _ in $(seq 200); do
             ss -Hltn "sport = :$host_pp" | grep -q . && break
@@ -221,9 +242,14 @@ pair() {
         hrc=$?
     fi
     set -e
-    local verdict=ok
+    local verdict=ok cout=$gout
+    [ "$role" = client ] || cout=$hout
     if [ "$hrc" != 0 ] || [ "$grc" != 0 ]; then
         verdict="FAILED (host $hrc, guest $grc)"
+    elif [ -n "$expect" ] && ! grep -qE "$expect" "$cout"; then
+        verdict="FAILED (the client printed no result)"
+    elif [ -n "$expect" ] && grep -qiE 'failed|couldn.t|unable|error' "$hout" "$gout"; then
+        verdict="FAILED (an error line)"
     elif [ "$phase" != corrupt-rx ] && ! check_clean "$hout" >> "$hout"; then
         verdict="FAILED (rnic dropped frames as bad)"
     elif grep -q 'invalid data in page' "$gout"; then
@@ -231,7 +257,14 @@ pair() {
     fi
     grep -E '^(counter|faults) ' "$hout" >> "$work/$phase.host-counters" || true
     local rate
-    rate=$(grep -h 'usec/iter' "$gout" | head -1 | sed 's/.*= //')
+    if [ -z "$expect" ]; then
+        rate=$(grep -h 'usec/iter' "$gout" | head -1 | sed 's/.*= //' || true)
+    else
+        # perftest's result line: t_typical (latency tests), or the
+        # average bandwidth.
+        rate=$(grep -hE "$expect" "$cout" | head -1 | awk -v lat="${hargs%% *}" '
+            { if (lat ~ /_lat$/) print "t_typical", $5, "usec"; else print $4, "MB/s" }' || true)
+    fi
     say "  $name: $verdict (${rate:-no figure})"
     if [ "$verdict" != ok ]; then
         failed=$((failed + 1))
@@ -354,6 +387,24 @@ say "  rnic: $(host_total tx_frames) frames sent, $(host_total rx_frames) receiv
     "$(host_total rx_icrc_errors rx_malformed) bad, $(host_total retransmits) retransmitted," \
     "$(host_total duplicate_requests) duplicates from rxe acknowledged again; rxe: $(delta "$work/rxe.0" "$work/rxe.1" sent_pkts) sent," \
     "$(delta "$work/rxe.0" "$work/rxe.1" rcvd_pkts) received"
+
+# perftest on both sides, unmodified: over rxe in the guest (GID 1,
+# ::ffff:192.0.2.2) and over rnic's libibverbs on the host, each test with
+# the guest as server and as client; the client reports its figures.
+say "perftest over rxe (guest) against perftest over rnic's libibverbs (host)"
+host_cmd=perftest_host bind_opt=--source_ip
+# Each side's initiator depth is the other's responder resources, which
+# perftest takes as its device's most (rxe 128, rnic 16) unless -o says:
+# as between any two kinds of NIC, READ and atomic tests need -o.
+for tsn in ib_write_lat:8:200 ib_write_bw:4096:200 ib_read_lat:64:200 ib_read_bw:4096:200 \
+    ib_send_lat:1024:200 ib_send_bw:4096:200 ib_atomic_lat:8:200 ib_atomic_bw:8:200; do
+    IFS=: read -r t s n <<< "$tsn"
+    o=
+    case $t in ib_read_* | ib_atomic_*) o="-o 16" ;; esac
+    expect="^ *$s +$n +[0-9]"
+    both "perftest-$t" "$t -d rxe0 -x 1 -s $s -n $n $o" "$t -d rnic0 -x 0 -s $s -n $n $o"
+done
+host_cmd=host bind_opt=--bind expect=
 
 phase=faults
 faults="drop=0.02,reorder=0.02"
