@@ -76,8 +76,21 @@ impl<H: Hal> Mw<H> {
     /// which [`Mw::rkey`] reports from now on. Checked by the device when
     /// it executes it (`MW_BIND_ERR` on failure).
     pub fn bind_wr(&self, mr: &Mr<H>, addr: u64, length: u64, access: u32) -> MwBind {
+        let key = inc_rkey(self.rkey()) as u8;
+        self.bind_wr_keyed(mr, (addr, length, access), key)
+    }
+
+    /// [`Mw::bind_wr`] with the key byte of the new rkey chosen by the
+    /// caller (`ibv_send_wr.bind_mw.rkey`, IBA 10.6.7.2.2: the consumer
+    /// owns the key of a type 2 window).
+    pub fn bind_wr_keyed(
+        &self,
+        mr: &Mr<H>,
+        (addr, length, access): (u64, u64, u32),
+        key: u8,
+    ) -> MwBind {
         let old = self.rkey();
-        let new = inc_rkey(old);
+        let new = (old & !0xff) | u32::from(key);
         self.rkey.store(new, Ordering::Release);
         MwBind {
             mw_rkey: old,

@@ -1,7 +1,9 @@
 //! Work requests: what `post_send` and `post_recv` take.
 
 /// One scatter/gather entry (`struct ibv_sge`): `length` bytes at `addr`
-/// in the MR named by `lkey`. Zero-length entries are skipped.
+/// in the MR named by `lkey`. Zero-length entries are skipped. Laid out as
+/// `struct ibv_sge`, so that a program's list can be passed as it is.
+#[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sge {
     /// Start address, in the MR's address space (see [`crate::Mr::addr`]).

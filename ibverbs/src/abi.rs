@@ -728,3 +728,40 @@ pub struct IbvAsyncEvent {
     /// `enum ibv_event_type`.
     pub event_type: c_int,
 }
+
+/// `alloc_mw`, `bind_mw` and `dealloc_mw` of `struct ibv_context_ops`,
+/// which the header's inline `ibv_alloc_mw`, `ibv_bind_mw` and
+/// `ibv_dealloc_mw` call.
+pub const OP_ALLOC_MW: usize = 7;
+/// See [`OP_ALLOC_MW`].
+pub const OP_BIND_MW: usize = 8;
+/// See [`OP_ALLOC_MW`].
+pub const OP_DEALLOC_MW: usize = 9;
+
+/// `struct ibv_mw`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct IbvMw {
+    /// The context of its PD.
+    pub context: *mut IbvContext,
+    /// Its PD.
+    pub pd: *mut IbvPd,
+    /// Its rkey (after the last bind `ibv_bind_mw` made).
+    pub rkey: u32,
+    /// Handle.
+    pub handle: u32,
+    /// `enum ibv_mw_type`: 1 or 2.
+    pub mw_type: c_int,
+}
+
+/// `struct ibv_mw_bind`: what `ibv_bind_mw` takes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct IbvMwBind {
+    /// Echoed in the completion.
+    pub wr_id: u64,
+    /// `IBV_SEND_*`.
+    pub send_flags: u32,
+    /// What it binds.
+    pub bind_info: IbvMwBindInfo,
+}

@@ -10,8 +10,8 @@ use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 use crate::abi::{
     set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvGidEntry, IbvPortAttr, COMPAT_PORT_ATTR_LEN,
-    CONTEXT_OPS, GID_TYPE_SYSFS_ROCE_V2, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
-    OP_REQ_NOTIFY_CQ,
+    CONTEXT_OPS, GID_TYPE_SYSFS_ROCE_V2, OP_ALLOC_MW, OP_BIND_MW, OP_DEALLOC_MW, OP_POLL_CQ,
+    OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV, OP_REQ_NOTIFY_CQ,
 };
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
@@ -106,8 +106,11 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     let mut ops = [std::ptr::null_mut::<c_void>(); CONTEXT_OPS];
     ops[OP_POLL_CQ] = crate::cq::poll_cq as *mut c_void;
     ops[OP_REQ_NOTIFY_CQ] = crate::cq::req_notify_cq as *mut c_void;
-    ops[OP_POST_SEND] = crate::qp::post_send as *mut c_void;
-    ops[OP_POST_RECV] = crate::qp::post_recv as *mut c_void;
+    ops[OP_POST_SEND] = crate::post::post_send as *mut c_void;
+    ops[OP_POST_RECV] = crate::post::post_recv as *mut c_void;
+    ops[OP_ALLOC_MW] = crate::mw::alloc_mw as *mut c_void;
+    ops[OP_BIND_MW] = crate::mw::bind_mw as *mut c_void;
+    ops[OP_DEALLOC_MW] = crate::mw::dealloc_mw as *mut c_void;
     ops[OP_POST_SRQ_RECV] = crate::srq::post_srq_recv as *mut c_void;
     let ibv = IbvContext {
         device,

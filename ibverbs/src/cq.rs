@@ -244,7 +244,11 @@ fn convert(w: &WorkCompletion) -> IbvWc {
         opcode: w.opcode.raw().into(),
         vendor_err: w.vendor_err,
         byte_len: w.byte_len,
-        imm_data: w.imm_data.map_or(0, u32::from_ne_bytes),
+        // The union holds the immediate data in network byte order, or the
+        // invalidated rkey in host byte order.
+        imm_data: w
+            .invalidated_rkey()
+            .unwrap_or_else(|| w.imm_data.map_or(0, u32::from_ne_bytes)),
         qp_num: w.qp_num,
         src_qp: w.src_qp,
         wc_flags: w.flags,

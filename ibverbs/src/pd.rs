@@ -34,6 +34,15 @@ const ACCESS_OPTIONAL_RANGE: u32 = ((1 << 30) - 1) & !((1 << 20) - 1);
 static PDS: Live = Live::new();
 static MRS: Live = Live::new();
 
+/// The driver's MR behind the live MR `mr`.
+pub(crate) fn live_mr(mr: *mut IbvMr) -> Option<&'static DriverMr<EmuHal>> {
+    // SAFETY: a live MR came from Box::into_raw in ibv_reg_mr and is freed
+    // only after it leaves the list.
+    MRS.contains(mr)
+        .then(|| unsafe { (*mr.cast::<Mr>()).mr.as_ref() })
+        .flatten()
+}
+
 /// The live PD `pd` points to.
 pub(crate) fn live_pd(pd: *mut IbvPd) -> Option<&'static Pd> {
     // SAFETY: a live PD came from Box::into_raw in ibv_alloc_pd and is

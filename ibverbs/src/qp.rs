@@ -1,17 +1,15 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
-//! `ibv_destroy_qp`, and the context's `post_send` and `post_recv`.
+//! `ibv_destroy_qp` (posting is in `post`).
 
 use std::ffi::{c_int, c_void};
 
 use rnic_driver::{
-    access, qp_attr, send_flags, Mtu, Payload, PostError, Qp as DriverQp, QpAttr, QpCap,
-    QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
+    access, qp_attr, Mtu, Qp as DriverQp, QpAttr, QpCap, QpInitAttr, QpState, QpType,
 };
 use rnic_emu::EmuHal;
 
 use crate::abi::{
-    IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap,
-    IbvQpInitAttr, IbvRecvWr, IbvSendWr, IbvSge,
+    IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr,
 };
 use crate::cq::live_cq;
 use crate::errno;
@@ -52,6 +50,22 @@ fn cap_of(c: QpCap) -> IbvQpCap {
 }
 
 static QPS: Live = Live::new();
+
+/// The driver's QP behind `qp`, unchecked: for the data path, whose
+/// callers have read the context through the pointer already.
+///
+/// # Safety
+///
+/// `qp` is a QP of this library, not destroyed while the result is used.
+pub(crate) unsafe fn driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<EmuHal>> {
+    // SAFETY: the caller's promise.
+    unsafe { (*qp.cast::<Qp>()).qp.as_ref() }
+}
+
+/// The driver's QP behind the live QP `qp`.
+pub(crate) fn live_driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<EmuHal>> {
+    live_qp(qp).map(|(_, d)| d)
+}
 
 /// The live QP of `context` whose number is `qpn`.
 pub(crate) fn qp_by_num(context: *mut IbvContext, qpn: u32) -> Option<*mut IbvQp> {
@@ -352,246 +366,6 @@ pub unsafe extern "C" fn ibv_query_qp(
     unsafe {
         attr.write(out);
         init_attr.write(init);
-    }
-    0
-}
-
-/// SGEs one request may carry here (the device allows fewer).
-const MAX_SGE: usize = 64;
-/// Inline bytes one request may carry here (a QP allows fewer).
-const MAX_INLINE: usize = 1024;
-
-/// The driver's SGEs of `list`, into `out`; `None` if too many or NULL.
-///
-/// # Safety
-///
-/// `list` points to `n` entries if `n > 0`.
-unsafe fn sges(list: *const IbvSge, n: c_int, out: &mut [Sge; MAX_SGE]) -> Option<&[Sge]> {
-    let n = usize::try_from(n).ok().filter(|&n| n <= MAX_SGE)?;
-    if n == 0 {
-        return Some(&[]);
-    }
-    if list.is_null() {
-        return None;
-    }
-    // SAFETY: the caller's promise: `n` entries.
-    let src = unsafe { std::slice::from_raw_parts(list, n) };
-    for (o, s) in out.iter_mut().zip(src) {
-        *o = Sge {
-            addr: s.addr,
-            length: s.length,
-            lkey: s.lkey,
-        };
-    }
-    Some(&out[..n])
-}
-
-/// The context's `post_send` (the header's inline `ibv_post_send`): posts
-/// the list `wr`, in order. 0, or an `errno` value with `*bad_wr` the
-/// first request not posted (those before it are): `EINVAL` for an
-/// unknown opcode or flag, too many SGEs or inline bytes, or what the
-/// driver refuses; `ENOMEM` when the send queue is full; `EOPNOTSUPP` for
-/// memory-window binds; `EINVAL` for a UD send whose AH is not live or
-/// whose opcode is not a SEND.
-///
-/// # Safety
-///
-/// `qp` is a QP of this library (the inline caller has read its context
-/// through it); `wr` is a valid list as libibverbs defines it, its inline
-/// data readable; `bad_wr` is NULL or writable.
-pub(crate) unsafe extern "C" fn post_send(
-    qp: *mut IbvQp,
-    wr: *mut IbvSendWr,
-    bad_wr: *mut *mut IbvSendWr,
-) -> c_int {
-    // SAFETY: the caller's promise: one of our QPs, alive while used.
-    let Some(driver) = (unsafe { &*qp.cast::<Qp>() }).qp.as_ref() else {
-        return libc::EINVAL;
-    };
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the caller's promise: a valid list.
-        let w = unsafe { &*cur };
-        // SAFETY: as above: its SGEs.
-        let code = unsafe { post_one(driver, w) };
-        if code != 0 {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's promise.
-                unsafe { *bad_wr = cur };
-            }
-            return code;
-        }
-        cur = w.next;
-    }
-    0
-}
-
-/// Posts one send request. 0 or an `errno` value.
-///
-/// # Safety
-///
-/// As for [`post_send`], for `w`.
-unsafe fn post_one(qp: &DriverQp<EmuHal>, w: &IbvSendWr) -> c_int {
-    let mut sge_buf = [Sge::default(); MAX_SGE];
-    // SAFETY: the caller's promise.
-    let Some(list) = (unsafe { sges(w.sg_list, w.num_sge, &mut sge_buf) }) else {
-        return libc::EINVAL;
-    };
-    // SAFETY: the union's member follows the opcode, as libibverbs reads
-    // it; all members are plain data.
-    let (rdma, atomic) = unsafe { (w.wr.rdma, w.wr.atomic) };
-    let remote = RemoteAddr {
-        addr: rdma.remote_addr,
-        rkey: rdma.rkey,
-    };
-    let imm = w.imm_data.to_ne_bytes();
-    if qp.qp_type() == QpType::Ud {
-        // SAFETY: as above: a UD send's member.
-        let ud = unsafe { w.wr.ud };
-        let imm = match w.opcode {
-            2 => None,
-            3 => Some(imm),
-            _ => return libc::EINVAL,
-        };
-        let Some(dest) = crate::ah::ud_dest(ud.ah.cast(), ud.remote_qpn, ud.remote_qkey) else {
-            return libc::EINVAL;
-        };
-        // SAFETY: the caller's promise, passed on.
-        return unsafe { post(qp, w, SendOp::UdSend { dest, imm }, list) };
-    }
-    let op = match w.opcode {
-        0 => SendOp::RdmaWrite { remote },
-        1 => SendOp::RdmaWriteWithImm { remote, imm },
-        2 => SendOp::Send,
-        3 => SendOp::SendWithImm { imm },
-        4 => SendOp::RdmaRead { remote },
-        5 => SendOp::AtomicCmpAndSwp {
-            remote: RemoteAddr {
-                addr: atomic.remote_addr,
-                rkey: atomic.rkey,
-            },
-            compare: atomic.compare_add,
-            swap: atomic.swap,
-        },
-        6 => SendOp::AtomicFetchAndAdd {
-            remote: RemoteAddr {
-                addr: atomic.remote_addr,
-                rkey: atomic.rkey,
-            },
-            add: atomic.compare_add,
-        },
-        7 => SendOp::LocalInv { rkey: w.imm_data },
-        9 => SendOp::SendWithInv { rkey: w.imm_data },
-        8 => return libc::EOPNOTSUPP,
-        _ => return libc::EINVAL,
-    };
-    // SAFETY: the caller's promise, passed on.
-    unsafe { post(qp, w, op, list) }
-}
-
-/// Posts `w` as `op` with its gather list `list` (or its inline data).
-/// 0 or an `errno` value.
-///
-/// # Safety
-///
-/// As for [`post_send`], for `w`.
-unsafe fn post(qp: &DriverQp<EmuHal>, w: &IbvSendWr, op: SendOp, list: &[Sge]) -> c_int {
-    const INLINE: u32 = 1 << 3;
-    if w.send_flags & !(send_flags::ALL | INLINE) != 0 {
-        return libc::EINVAL;
-    }
-    // Only an inline request pays for zeroing its buffer.
-    let mut inline;
-    let payload = if w.send_flags & INLINE != 0 {
-        inline = [0u8; MAX_INLINE];
-        let mut n = 0usize;
-        for s in list {
-            let len = s.length as usize;
-            if n + len > MAX_INLINE {
-                return libc::EINVAL;
-            }
-            if len > 0 {
-                // SAFETY: the caller's promise: inline data is readable at
-                // the SGEs' addresses, which need no MR.
-                let src = unsafe { std::slice::from_raw_parts(s.addr as *const u8, len) };
-                inline[n..n + len].copy_from_slice(src);
-            }
-            n += len;
-        }
-        Payload::Inline(&inline[..n])
-    } else {
-        Payload::Sgl(list)
-    };
-    let wr = SendWr {
-        wr_id: w.wr_id,
-        op,
-        payload,
-        flags: w.send_flags & send_flags::ALL,
-    };
-    match qp.post_send(&[wr]) {
-        Ok(()) => 0,
-        Err(e) => e.error.errno(),
-    }
-}
-
-/// The context's `post_recv` (the header's inline `ibv_post_recv`): posts
-/// the list `wr`, in order. 0, or an `errno` value with `*bad_wr` the
-/// first request not posted: `EINVAL` for too many SGEs or what the
-/// driver refuses; `ENOMEM` when the receive queue is full.
-///
-/// # Safety
-///
-/// As for [`post_send`].
-pub(crate) unsafe extern "C" fn post_recv(
-    qp: *mut IbvQp,
-    wr: *mut IbvRecvWr,
-    bad_wr: *mut *mut IbvRecvWr,
-) -> c_int {
-    // SAFETY: the caller's promise: one of our QPs, alive while used.
-    let Some(driver) = (unsafe { &*qp.cast::<Qp>() }).qp.as_ref() else {
-        return libc::EINVAL;
-    };
-    // SAFETY: the caller's promise, passed on.
-    unsafe { post_recv_list(wr, bad_wr, |r| driver.post_recv(r)) }
-}
-
-/// Posts the receive list `wr` with `post`, one request at a time, in
-/// order. 0, or an `errno` value with `*bad_wr` the first request not
-/// posted (`EINVAL` for too many SGEs; `post`'s error).
-///
-/// # Safety
-///
-/// `wr` is a valid list as libibverbs defines it; `bad_wr` is NULL or
-/// writable.
-pub(crate) unsafe fn post_recv_list(
-    wr: *mut IbvRecvWr,
-    bad_wr: *mut *mut IbvRecvWr,
-    post: impl Fn(&[RecvWr<'_>]) -> Result<(), PostError>,
-) -> c_int {
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the caller's promise: a valid list.
-        let w = unsafe { &*cur };
-        let mut buf = [Sge::default(); MAX_SGE];
-        // SAFETY: as above: its SGEs.
-        let code = match unsafe { sges(w.sg_list, w.num_sge, &mut buf) } {
-            None => libc::EINVAL,
-            Some(list) => match post(&[RecvWr {
-                wr_id: w.wr_id,
-                sg_list: list,
-            }]) {
-                Ok(()) => 0,
-                Err(e) => e.error.errno(),
-            },
-        };
-        if code != 0 {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's promise.
-                unsafe { *bad_wr = cur };
-            }
-            return code;
-        }
-        cur = w.next;
     }
     0
 }

@@ -10,7 +10,7 @@ use crate::abi::{IbvContext, IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAtt
 use crate::errno;
 use crate::live::Live;
 use crate::pd::live_pd;
-use crate::qp::post_recv_list;
+use crate::post::post_recv_list;
 
 /// An SRQ: the `struct ibv_srq` programs see, first.
 #[repr(C)]

@@ -482,3 +482,176 @@ int main(void) {
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
     assert_eq!(out.trim(), "local access violation work queue error");
 }
+
+#[test]
+fn memory_windows_from_c() {
+    let code = r#"
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0), *rcq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 16; ia.cap.max_recv_wr = 16;
+    ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1; ia.send_cq = cq; ia.recv_cq = cq;
+    struct ibv_qp *a = ibv_create_qp(pd, &ia);
+    ia.send_cq = rcq; ia.recv_cq = rcq;
+    struct ibv_qp *b = ibv_create_qp(pd, &ia);
+    CHECK(a && b, 1);
+    union ibv_gid gid;
+    ibv_query_gid(ctx, 1, 0, &gid);
+    CHECK(!to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 2);
+    static char src[64], dst[4096];
+    struct ibv_mr *ms = ibv_reg_mr(pd, src, sizeof src, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_mr *md = ibv_reg_mr(pd, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    CHECK(ms && md, 3);
+    /* Type 1: bound with ibv_bind_mw on b, 256 bytes at dst + 1024, remote write. */
+    struct ibv_mw *w1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+    CHECK(w1 && w1->type == IBV_MW_TYPE_1 && w1->pd == pd && w1->context == ctx, 4);
+    unsigned before = w1->rkey;
+    struct ibv_mw_bind bind = { .wr_id = 7, .send_flags = IBV_SEND_SIGNALED };
+    bind.bind_info.mr = md; bind.bind_info.addr = (uintptr_t)dst + 1024; bind.bind_info.length = 256;
+    bind.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    CHECK(ibv_bind_mw(b, w1, &bind) == 0 && w1->rkey != before, 5);
+    struct ibv_wc wc;
+    CHECK(one(rcq, &wc) == 1 && wc.wr_id == 7 && wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW, 6);
+    strcpy(src, "through the window");
+    struct ibv_sge s = { (uintptr_t)src, 19, ms->lkey };
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = 8; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = (uintptr_t)dst + 1024; w.wr.rdma.rkey = w1->rkey;
+    CHECK(ibv_post_send(a, &w, &bad) == 0, 7);
+    CHECK(one(cq, &wc) == 1 && wc.wr_id == 8 && wc.status == IBV_WC_SUCCESS, 8);
+    CHECK(!strcmp(dst + 1024, "through the window"), 9);
+    /* A bind on no QP, or of no MR, is refused. */
+    CHECK(ibv_bind_mw(NULL, w1, &bind) == EINVAL, 10);
+    bind.bind_info.mr = NULL;
+    CHECK(ibv_bind_mw(b, w1, &bind) == EINVAL, 11);
+    /* Type 2: bound by a BIND_MW request of b's, with the next key. */
+    struct ibv_mw *w2 = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    CHECK(w2, 12);
+    struct ibv_send_wr bw;
+    memset(&bw, 0, sizeof bw);
+    bw.wr_id = 9; bw.opcode = IBV_WR_BIND_MW; bw.send_flags = IBV_SEND_SIGNALED;
+    bw.bind_mw.mw = w2; bw.bind_mw.rkey = ibv_inc_rkey(w2->rkey);
+    bw.bind_mw.bind_info.mr = md; bw.bind_mw.bind_info.addr = (uintptr_t)dst + 2048;
+    bw.bind_mw.bind_info.length = 64; bw.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    CHECK(ibv_post_send(b, &bw, &bad) == 0, 13);
+    CHECK(one(rcq, &wc) == 1 && wc.wr_id == 9 && wc.status == IBV_WC_SUCCESS, 14);
+    unsigned k2 = bw.bind_mw.rkey;
+    w.wr_id = 10; w.wr.rdma.remote_addr = (uintptr_t)dst + 2048; w.wr.rdma.rkey = k2;
+    CHECK(ibv_post_send(a, &w, &bad) == 0, 15);
+    CHECK(one(cq, &wc) == 1 && wc.wr_id == 10 && wc.status == IBV_WC_SUCCESS, 16);
+    CHECK(!strcmp(dst + 2048, "through the window"), 17);
+    /* A key of another index is refused at posting. */
+    bw.bind_mw.rkey = k2 ^ 0x100;
+    CHECK(ibv_post_send(b, &bw, &bad) == EINVAL && bad == &bw, 18);
+    /* The peer's SEND with invalidate ends it: the next write is refused. */
+    static char rbuf[64];
+    struct ibv_mr *mrr = ibv_reg_mr(pd, rbuf, sizeof rbuf, IBV_ACCESS_LOCAL_WRITE);
+    struct ibv_sge rs = { (uintptr_t)rbuf, sizeof rbuf, mrr->lkey };
+    struct ibv_recv_wr rw = { .wr_id = 11, .sg_list = &rs, .num_sge = 1 }, *bad_r;
+    CHECK(ibv_post_recv(b, &rw, &bad_r) == 0, 19);
+    struct ibv_send_wr inv;
+    memset(&inv, 0, sizeof inv);
+    inv.wr_id = 12; inv.sg_list = &s; inv.num_sge = 1; inv.opcode = IBV_WR_SEND_WITH_INV;
+    inv.send_flags = IBV_SEND_SIGNALED; inv.invalidate_rkey = k2;
+    CHECK(ibv_post_send(a, &inv, &bad) == 0, 20);
+    CHECK(one(cq, &wc) == 1 && wc.wr_id == 12 && wc.status == IBV_WC_SUCCESS, 21);
+    CHECK(one(rcq, &wc) == 1 && wc.wr_id == 11 && (wc.wc_flags & IBV_WC_WITH_INV), 22);
+    /* In host byte order, unlike immediate data. */
+    CHECK(wc.invalidated_rkey == k2, 23);
+    w.wr_id = 13;
+    CHECK(ibv_post_send(a, &w, &bad) == 0, 24);
+    CHECK(one(cq, &wc) == 1 && wc.wr_id == 13 && wc.status == IBV_WC_REM_ACCESS_ERR, 25);
+    /* Deallocation; an unknown type is refused. */
+    CHECK(ibv_dealloc_mw(w2) == 0, 26);
+    CHECK(ibv_dealloc_mw(w1) == 0, 27);
+    CHECK(!ibv_alloc_mw(pd, 3) && errno == EINVAL, 28);
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+}
+
+#[test]
+fn long_lists_are_posted_in_batches_in_order() {
+    let code = r#"
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 128; ia.cap.max_recv_wr = 128;
+    ia.cap.max_send_sge = 2; ia.cap.max_recv_sge = 1; ia.cap.max_inline_data = 64;
+    ia.send_cq = cq; ia.recv_cq = cq;
+    struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+    union ibv_gid gid;
+    ibv_query_gid(ctx, 1, 0, &gid);
+    CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 1);
+    static char src[128], dst[100 * 16];
+    struct ibv_mr *ms = ibv_reg_mr(pd, src, sizeof src, 0);
+    struct ibv_mr *md = ibv_reg_mr(pd, dst, sizeof dst, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    for (int i = 0; i < 128; i++) src[i] = (char)(i + 1);
+    /* 100 writes in one list: 16 bytes each, every 7th inline from two
+     * entries, every 5th inline from one. */
+    static struct ibv_send_wr w[100];
+    static struct ibv_sge s[100][2];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < 100; i++) {
+        w[i].wr_id = 1000 + i; w[i].opcode = IBV_WR_RDMA_WRITE; w[i].send_flags = IBV_SEND_SIGNALED;
+        w[i].wr.rdma.remote_addr = (uintptr_t)dst + 16 * i; w[i].wr.rdma.rkey = md->rkey;
+        w[i].sg_list = s[i];
+        if (i % 7 == 3) {
+            s[i][0] = (struct ibv_sge){ (uintptr_t)src + i, 10, 0 };
+            s[i][1] = (struct ibv_sge){ (uintptr_t)src + i + 10, 6, 0 };
+            w[i].num_sge = 2; w[i].send_flags |= IBV_SEND_INLINE;
+        } else {
+            s[i][0] = (struct ibv_sge){ (uintptr_t)src + i, 16, ms->lkey };
+            w[i].num_sge = 1;
+            if (i % 5 == 0) w[i].send_flags |= IBV_SEND_INLINE;
+        }
+        w[i].next = i < 99 ? &w[i + 1] : NULL;
+    }
+    struct ibv_send_wr *bad = NULL;
+    CHECK(ibv_post_send(a, w, &bad) == 0, 2);
+    struct ibv_wc wc;
+    for (int i = 0; i < 100; i++)
+        CHECK(one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)(1000 + i), 3);
+    for (int i = 0; i < 100; i++)
+        CHECK(!memcmp(dst + 16 * i, src + i, 16), 4);
+    /* A bad request deep in a list: the ones before it are posted, bad_wr
+     * names it, the rest are not. */
+    memset(dst, 0, sizeof dst);
+    w[70].opcode = 77;
+    CHECK(ibv_post_send(a, w, &bad) == EINVAL && bad == &w[70], 5);
+    for (int i = 0; i < 70; i++)
+        CHECK(one(cq, &wc) == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)(1000 + i), 6);
+    CHECK(ibv_poll_cq(cq, 1, &wc) == 0 && dst[16 * 71] == 0 && dst[16 * 69] != 0, 7);
+    /* More than the queue holds: ENOMEM at the first that does not fit. */
+    w[70].opcode = IBV_WR_RDMA_WRITE;
+    w[99].next = w;
+    w[99].next = NULL;
+    static struct ibv_recv_wr r[150];
+    static struct ibv_sge rs[150];
+    for (int i = 0; i < 150; i++) {
+        rs[i] = (struct ibv_sge){ (uintptr_t)dst, 16, md->lkey };
+        r[i] = (struct ibv_recv_wr){ .wr_id = i, .sg_list = &rs[i], .num_sge = 1, .next = i < 149 ? &r[i + 1] : NULL };
+    }
+    struct ibv_recv_wr *bad_r = NULL;
+    int rc = ibv_post_recv(b, r, &bad_r);
+    CHECK(rc == ENOMEM && bad_r && bad_r - r >= 128 && bad_r - r < 150, 8);
+    printf("receives posted %ld\n", (long)(bad_r - r));
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+}
