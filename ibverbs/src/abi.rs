@@ -765,3 +765,254 @@ pub struct IbvMwBind {
     /// What it binds.
     pub bind_info: IbvMwBindInfo,
 }
+
+/// `__VERBS_ABI_IS_EXTENDED`: the `abi_compat` of a context that is a
+/// `struct verbs_context`, whose extended operations the header's inline
+/// helpers then call.
+pub const VERBS_ABI_IS_EXTENDED: *mut c_void = usize::MAX as *mut c_void;
+
+/// `struct verbs_context`: the extended operations, in the header's order
+/// (newest first), then `sz` and the `struct ibv_context` programs hold,
+/// last. An operation left NULL is one the header's helper reports as
+/// unsupported (`EOPNOTSUPP`) or serves another way.
+#[repr(C)]
+#[allow(missing_docs)] // The header's operation names.
+pub struct VerbsContext {
+    pub query_port: *mut c_void,
+    pub advise_mr: *mut c_void,
+    pub alloc_null_mr: *mut c_void,
+    pub read_counters: *mut c_void,
+    pub attach_counters_point_flow: *mut c_void,
+    pub create_counters: *mut c_void,
+    pub destroy_counters: *mut c_void,
+    pub reg_dm_mr: *mut c_void,
+    pub alloc_dm: *mut c_void,
+    pub free_dm: *mut c_void,
+    pub modify_flow_action_esp: *mut c_void,
+    pub destroy_flow_action: *mut c_void,
+    pub create_flow_action_esp: *mut c_void,
+    pub modify_qp_rate_limit: *mut c_void,
+    pub alloc_parent_domain: *mut c_void,
+    pub dealloc_td: *mut c_void,
+    pub alloc_td: *mut c_void,
+    pub modify_cq: *mut c_void,
+    pub post_srq_ops: *mut c_void,
+    pub destroy_rwq_ind_table: *mut c_void,
+    pub create_rwq_ind_table: *mut c_void,
+    pub destroy_wq: *mut c_void,
+    pub modify_wq: *mut c_void,
+    pub create_wq: *mut c_void,
+    pub query_rt_values: *mut c_void,
+    pub create_cq_ex: *mut c_void,
+    /// libibverbs' private part: NULL.
+    pub priv_: *mut c_void,
+    pub query_device_ex: *mut c_void,
+    pub ibv_destroy_flow: *mut c_void,
+    pub abi_placeholder2: *mut c_void,
+    pub ibv_create_flow: *mut c_void,
+    pub abi_placeholder1: *mut c_void,
+    pub open_qp: *mut c_void,
+    pub create_qp_ex: *mut c_void,
+    pub get_srq_num: *mut c_void,
+    pub create_srq_ex: *mut c_void,
+    pub open_xrcd: *mut c_void,
+    pub close_xrcd: *mut c_void,
+    pub abi_placeholder3: u64,
+    /// This structure's size: the header's helpers use an operation only
+    /// if `sz` reaches it.
+    pub sz: usize,
+    /// What programs hold.
+    pub context: IbvContext,
+}
+
+/// `struct ibv_odp_caps`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvOdpCaps {
+    pub general_caps: u64,
+    pub rc_odp_caps: u32,
+    pub uc_odp_caps: u32,
+    pub ud_odp_caps: u32,
+}
+
+/// `struct ibv_rss_caps`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+#[allow(missing_docs)]
+pub struct IbvRssCaps {
+    pub supported_qpts: u32,
+    pub max_rwq_indirection_tables: u32,
+    pub max_rwq_indirection_table_size: u32,
+    pub rx_hash_fields_mask: u64,
+    pub rx_hash_function: u8,
+}
+
+/// `struct ibv_device_attr_ex`: `struct ibv_device_attr` and the
+/// capabilities of the extended verbs (on-demand paging, TSO, RSS, rate
+/// limits, tag matching, CQ moderation, device memory, PCI atomics), all
+/// of which rnic lacks.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)] // The header's names; the capability groups are flattened.
+pub struct IbvDeviceAttrEx {
+    pub orig_attr: IbvDeviceAttr,
+    pub comp_mask: u32,
+    pub odp_caps: IbvOdpCaps,
+    pub completion_timestamp_mask: u64,
+    pub hca_core_clock: u64,
+    pub device_cap_flags_ex: u64,
+    /// `struct ibv_tso_caps`: max_tso, supported_qpts.
+    pub tso_caps: [u32; 2],
+    pub rss_caps: IbvRssCaps,
+    pub max_wq_type_rq: u32,
+    /// `struct ibv_packet_pacing_caps`: min, max (kb/s), supported_qpts.
+    pub packet_pacing_caps: [u32; 3],
+    pub raw_packet_caps: u32,
+    /// `struct ibv_tm_caps`: max_rndv_hdr_size, max_num_tags, flags,
+    /// max_ops, max_sge.
+    pub tm_caps: [u32; 5],
+    /// `struct ibv_cq_moderation_caps`: max_cq_count, max_cq_period.
+    pub cq_mod_caps: [u16; 2],
+    pub max_dm_size: u64,
+    /// `struct ibv_pci_atomic_caps`: fetch_add, swap, compare_swap.
+    pub pci_atomic_caps: [u16; 3],
+    pub xrc_odp_caps: u32,
+    pub phys_port_cnt_ex: u32,
+}
+
+/// `struct ibv_srq_init_attr_ex`: `struct ibv_srq_init_attr`, then what
+/// the mask names.
+#[repr(C)]
+#[allow(missing_docs)] // The header's names.
+pub struct IbvSrqInitAttrEx {
+    pub srq_context: *mut c_void,
+    pub attr: IbvSrqAttr,
+    pub comp_mask: u32,
+    /// `enum ibv_srq_type`: 0 basic, 1 XRC, 2 tag matching.
+    pub srq_type: c_int,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub cq: *mut IbvCq,
+    /// `struct ibv_tm_cap`: max_num_tags, max_ops.
+    pub tm_cap: [u32; 2],
+}
+
+/// `struct ibv_cq_ex`: `struct ibv_cq`, then the polling interface the
+/// header's inline `ibv_start_poll`, `ibv_next_poll`, `ibv_end_poll` and
+/// `ibv_wc_read_*` call: the current completion's status and `wr_id` in
+/// fields, the rest through its `read_*` entries.
+#[repr(C)]
+#[allow(missing_docs)] // The header's names.
+pub struct IbvCqEx {
+    pub cq: IbvCq,
+    pub comp_mask: u32,
+    /// `enum ibv_wc_status` of the current completion.
+    pub status: c_int,
+    /// `wr_id` of the current completion.
+    pub wr_id: u64,
+    pub start_poll: *mut c_void,
+    pub next_poll: *mut c_void,
+    pub end_poll: *mut c_void,
+    pub read_opcode: *mut c_void,
+    pub read_vendor_err: *mut c_void,
+    pub read_byte_len: *mut c_void,
+    pub read_imm_data: *mut c_void,
+    pub read_qp_num: *mut c_void,
+    pub read_src_qp: *mut c_void,
+    pub read_wc_flags: *mut c_void,
+    pub read_slid: *mut c_void,
+    pub read_sl: *mut c_void,
+    pub read_dlid_path_bits: *mut c_void,
+    pub read_completion_ts: *mut c_void,
+    pub read_cvlan: *mut c_void,
+    pub read_flow_tag: *mut c_void,
+    pub read_tm_info: *mut c_void,
+    pub read_completion_wallclock_ns: *mut c_void,
+}
+
+/// `struct ibv_cq_init_attr_ex`.
+#[repr(C)]
+#[allow(missing_docs)] // The header's names.
+pub struct IbvCqInitAttrEx {
+    pub cqe: u32,
+    pub cq_context: *mut c_void,
+    pub channel: *mut IbvCompChannel,
+    pub comp_vector: u32,
+    /// `IBV_WC_EX_WITH_*`: what the program will read.
+    pub wc_flags: u64,
+    pub comp_mask: u32,
+    /// `IBV_CREATE_CQ_ATTR_*`.
+    pub flags: u32,
+    pub parent_domain: *mut IbvPd,
+}
+
+/// `struct ibv_qp_ex`: `struct ibv_qp`, then the work-request interface
+/// the header's inline `ibv_wr_*` call.
+#[repr(C)]
+#[allow(missing_docs)] // The header's names.
+pub struct IbvQpEx {
+    pub qp_base: IbvQp,
+    pub comp_mask: u64,
+    /// `wr_id` of the requests the next `wr_*` operation starts.
+    pub wr_id: u64,
+    /// `IBV_SEND_*` of the requests the next `wr_*` operation starts.
+    pub wr_flags: u32,
+    pub wr_atomic_cmp_swp: *mut c_void,
+    pub wr_atomic_fetch_add: *mut c_void,
+    pub wr_bind_mw: *mut c_void,
+    pub wr_local_inv: *mut c_void,
+    pub wr_rdma_read: *mut c_void,
+    pub wr_rdma_write: *mut c_void,
+    pub wr_rdma_write_imm: *mut c_void,
+    pub wr_send: *mut c_void,
+    pub wr_send_imm: *mut c_void,
+    pub wr_send_inv: *mut c_void,
+    pub wr_send_tso: *mut c_void,
+    pub wr_set_ud_addr: *mut c_void,
+    pub wr_set_xrc_srqn: *mut c_void,
+    pub wr_set_inline_data: *mut c_void,
+    pub wr_set_inline_data_list: *mut c_void,
+    pub wr_set_sge: *mut c_void,
+    pub wr_set_sge_list: *mut c_void,
+    pub wr_start: *mut c_void,
+    pub wr_complete: *mut c_void,
+    pub wr_abort: *mut c_void,
+    pub wr_atomic_write: *mut c_void,
+}
+
+/// `struct ibv_qp_init_attr_ex`: the fields of `struct
+/// ibv_qp_init_attr`, then what the mask names.
+#[repr(C)]
+#[allow(missing_docs)] // The header's names.
+pub struct IbvQpInitAttrEx {
+    /// `struct ibv_qp_init_attr`'s fields, inline (so `comp_mask` takes
+    /// that structure's tail padding).
+    pub qp_context: *mut c_void,
+    pub send_cq: *mut IbvCq,
+    pub recv_cq: *mut IbvCq,
+    pub srq: *mut c_void,
+    pub cap: IbvQpCap,
+    pub qp_type: c_int,
+    pub sq_sig_all: c_int,
+    pub comp_mask: u32,
+    pub pd: *mut IbvPd,
+    pub xrcd: *mut c_void,
+    pub create_flags: u32,
+    pub max_tso_header: u16,
+    pub rwq_ind_tbl: *mut c_void,
+    /// `struct ibv_rx_hash_conf`: function, key length, key, fields mask.
+    pub rx_hash_conf: [u64; 3],
+    pub source_qpn: u32,
+    /// `IBV_QP_EX_WITH_*`.
+    pub send_ops_flags: u64,
+}
+
+/// `struct ibv_data_buf`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(missing_docs)]
+pub struct IbvDataBuf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}

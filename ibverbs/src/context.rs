@@ -9,19 +9,21 @@ use rnic_emu::net::{ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
 use crate::abi::{
-    set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvGidEntry, IbvPortAttr, COMPAT_PORT_ATTR_LEN,
-    CONTEXT_OPS, GID_TYPE_SYSFS_ROCE_V2, OP_ALLOC_MW, OP_BIND_MW, OP_DEALLOC_MW, OP_POLL_CQ,
-    OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV, OP_REQ_NOTIFY_CQ,
+    set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGidEntry, IbvPortAttr,
+    VerbsContext, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS, GID_TYPE_SYSFS_ROCE_V2, OP_ALLOC_MW,
+    OP_BIND_MW, OP_DEALLOC_MW, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
+    OP_REQ_NOTIFY_CQ, VERBS_ABI_IS_EXTENDED,
 };
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
 use crate::errno;
 
-/// An open device: the `struct ibv_context` programs see, first, then the
-/// emulated NIC and the driver's context on it.
+/// An open device: the `struct verbs_context` (ending with the `struct
+/// ibv_context` programs hold), first, then the emulated NIC and the
+/// driver's context on it.
 #[repr(C)]
 pub(crate) struct Context {
-    ibv: IbvContext,
+    verbs: VerbsContext,
     pub ctx: DriverContext<EmuHal>,
     /// Dropped after the driver's context, which resets the NIC.
     _nic: Arc<EmuDevice>,
@@ -42,7 +44,22 @@ pub(crate) fn open_context(ctx: *mut IbvContext) -> Option<&'static Context> {
     // `ibv_close_device` has not freed (it is in the list, which close
     // leaves first).
     open.contains(&(ctx as usize))
-        .then(|| unsafe { &*ctx.cast::<Context>() })
+        .then(|| unsafe { &*container(ctx) })
+}
+
+/// The context whose `struct ibv_context` is at `ctx`.
+///
+/// # Safety
+///
+/// `ctx` points into a live `Context`.
+unsafe fn container(ctx: *mut IbvContext) -> *mut Context {
+    // SAFETY: the caller's promise: `ctx` is the `context` field of the
+    // `VerbsContext` at the start of a `Context` (repr(C)).
+    unsafe {
+        ctx.cast::<u8>()
+            .sub(std::mem::offset_of!(Context, verbs) + std::mem::offset_of!(VerbsContext, context))
+            .cast()
+    }
 }
 
 /// The emulated NIC a configured device stands for, in device-worker
@@ -112,7 +129,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     ops[OP_BIND_MW] = crate::mw::bind_mw as *mut c_void;
     ops[OP_DEALLOC_MW] = crate::mw::dealloc_mw as *mut c_void;
     ops[OP_POST_SRQ_RECV] = crate::srq::post_srq_recv as *mut c_void;
-    let ibv = IbvContext {
+    let context = IbvContext {
         device,
         ops,
         cmd_fd: -1,
@@ -121,17 +138,31 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
         // on glibc.
         mutex: unsafe { std::mem::zeroed() },
-        abi_compat: std::ptr::null_mut(),
+        abi_compat: VERBS_ABI_IS_EXTENDED,
     };
+    // The extended operations served; the header's helpers treat the NULL
+    // ones as unsupported.
+    // SAFETY: pointers and integers: all zeros (NULL) is valid.
+    let mut verbs: VerbsContext = unsafe { std::mem::zeroed() };
+    verbs.query_port = query_port_ex as *mut c_void;
+    verbs.query_device_ex = query_device_ex as *mut c_void;
+    verbs.create_cq_ex = crate::cq::create_cq_ex as *mut c_void;
+    verbs.create_qp_ex = crate::qp::create_qp_ex as *mut c_void;
+    verbs.create_srq_ex = crate::srq::create_srq_ex as *mut c_void;
+    verbs.get_srq_num = crate::srq::get_srq_num as *mut c_void;
+    verbs.sz = size_of::<VerbsContext>();
+    verbs.context = context;
     // The async fd turns readable at the first event.
     ctx.arm_events();
     let c = Box::into_raw(Box::new(Context {
-        ibv,
+        verbs,
         ctx,
         _nic: nic,
     }));
-    open_list().push(c as usize);
-    c.cast()
+    // SAFETY: just made; the field programs hold.
+    let ibv = unsafe { &raw mut (*c).verbs.context };
+    open_list().push(ibv as usize);
+    ibv
 }
 
 /// `ibv_close_device`: closes the context and resets its NIC. 0, or -1
@@ -152,7 +183,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_int {
     drop(open);
     // SAFETY: it was open, so it came from Box::into_raw in
     // ibv_open_device, and it has left the list: nothing else frees it.
-    drop(unsafe { Box::from_raw(context.cast::<Context>()) });
+    drop(unsafe { Box::from_raw(container(context)) });
     0
 }
 
@@ -171,10 +202,20 @@ pub unsafe extern "C" fn ibv_query_device(
     let Some(c) = context_and_out(context, device_attr) else {
         return libc::EINVAL;
     };
-    let a = match c.ctx.query_device() {
-        Ok(a) => a,
-        Err(e) => return errno_of(&e),
-    };
+    match device_attr_of(c) {
+        Ok(out) => {
+            // SAFETY: checked non-NULL; the caller's promise for the rest.
+            unsafe { device_attr.write(out) };
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// The device's attributes as `struct ibv_device_attr`, or an `errno`
+/// value.
+fn device_attr_of(c: &Context) -> Result<IbvDeviceAttr, c_int> {
+    let a = c.ctx.query_device().map_err(|e| errno_of(&e))?;
     let int = |v: u32| v.min(c_int::MAX as u32) as c_int;
     // SAFETY: plain integers and arrays: zero is a valid value.
     let mut out: IbvDeviceAttr = unsafe { std::mem::zeroed() };
@@ -214,9 +255,7 @@ pub unsafe extern "C" fn ibv_query_device(
     out.max_pkeys = 1;
     out.local_ca_ack_delay = a.local_ca_ack_delay.min(u8::MAX.into()) as u8;
     out.phys_port_cnt = a.phys_port_cnt.min(u8::MAX.into()) as u8;
-    // SAFETY: checked non-NULL; the caller's promise for the rest.
-    unsafe { device_attr.write(out) };
-    0
+    Ok(out)
 }
 
 /// The open context `context` and a non-NULL `out`, or None.
@@ -250,10 +289,27 @@ pub unsafe extern "C" fn ibv_query_port(
     let Some(c) = context_and_out(context, port_attr) else {
         return libc::EINVAL;
     };
-    let p = match c.ctx.query_port(port_num) {
+    let out = match port_attr_of(c, port_num) {
         Ok(p) => p,
-        Err(e) => return errno_of(&e),
+        Err(e) => return e,
     };
+    // SAFETY: `out` is a plain struct of at least COMPAT_PORT_ATTR_LEN
+    // bytes; `port_attr` is non-NULL and, by the caller's promise, that
+    // long (an older program's struct is no longer).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            (&out as *const IbvPortAttr).cast::<u8>(),
+            port_attr.cast::<u8>(),
+            COMPAT_PORT_ATTR_LEN,
+        )
+    };
+    0
+}
+
+/// Port `port`'s attributes as `struct ibv_port_attr`, or an `errno`
+/// value.
+fn port_attr_of(c: &Context, port_num: u8) -> Result<IbvPortAttr, c_int> {
+    let p = c.ctx.query_port(port_num).map_err(|e| errno_of(&e))?;
     let out = IbvPortAttr {
         state: p.state.raw().into(),
         max_mtu: p.max_mtu.raw().into(),
@@ -278,16 +334,86 @@ pub unsafe extern "C" fn ibv_query_port(
         flags: 0,
         port_cap_flags2: 0,
     };
-    // SAFETY: `out` is a plain struct of at least COMPAT_PORT_ATTR_LEN
-    // bytes; `port_attr` is non-NULL and, by the caller's promise, that
-    // long (an older program's struct is no longer).
-    unsafe {
-        std::ptr::copy_nonoverlapping(
-            (&out as *const IbvPortAttr).cast::<u8>(),
-            port_attr.cast::<u8>(),
-            COMPAT_PORT_ATTR_LEN,
-        )
+    Ok(out)
+}
+
+/// The context's extended `query_port` (what the header's inline
+/// `ibv_query_port` calls on a `struct verbs_context`): the whole
+/// `struct ibv_port_attr`, its first `port_attr_len` bytes (a program
+/// built against an older header has a shorter one; a newer one's longer
+/// part is zeroed). 0, or an `errno` value as [`ibv_query_port`].
+///
+/// # Safety
+///
+/// `port_attr` is NULL or points to `port_attr_len` writable bytes.
+unsafe extern "C" fn query_port_ex(
+    context: *mut IbvContext,
+    port_num: u8,
+    port_attr: *mut IbvPortAttr,
+    port_attr_len: usize,
+) -> c_int {
+    let Some(c) = context_and_out(context, port_attr) else {
+        return libc::EINVAL;
     };
+    match port_attr_of(c, port_num) {
+        // SAFETY: the caller's promise: `port_attr_len` bytes.
+        Ok(out) => unsafe { put(&out, port_attr.cast(), port_attr_len) },
+        Err(e) => return e,
+    }
+    0
+}
+
+/// Writes `value`'s bytes to the caller's `len` bytes at `dst`: cut to
+/// `len`, or zeroed past `value`.
+///
+/// # Safety
+///
+/// `dst` points to `len` writable bytes; `T` is a plain C structure.
+unsafe fn put<T>(value: &T, dst: *mut u8, len: usize) {
+    let n = len.min(size_of::<T>());
+    // SAFETY: the caller's promise; `value` has `n <= size_of::<T>()`
+    // bytes.
+    unsafe {
+        std::ptr::copy_nonoverlapping((value as *const T).cast::<u8>(), dst, n);
+        std::ptr::write_bytes(dst.add(n), 0, len - n);
+    }
+}
+
+/// The context's `query_device_ex` (the header's inline
+/// `ibv_query_device_ex`): `struct ibv_device_attr` and the extended
+/// capabilities, which rnic lacks (zero), with `phys_port_cnt_ex`, in the
+/// caller's `attr_size` bytes. 0, or an `errno` value: `EINVAL` for a
+/// context that is not open, a NULL `attr`, input flags (none is defined)
+/// or a size short of `struct ibv_device_attr`.
+///
+/// # Safety
+///
+/// `input` is NULL or points to a `struct ibv_query_device_ex_input`;
+/// `attr` is NULL or points to `attr_size` writable bytes.
+unsafe extern "C" fn query_device_ex(
+    context: *mut IbvContext,
+    input: *const u32,
+    attr: *mut IbvDeviceAttrEx,
+    attr_size: usize,
+) -> c_int {
+    let Some(c) = context_and_out(context, attr) else {
+        return libc::EINVAL;
+    };
+    // SAFETY: non-NULL, and its comp_mask by the caller's promise.
+    if (!input.is_null() && unsafe { *input } != 0) || attr_size < size_of::<IbvDeviceAttr>() {
+        return libc::EINVAL;
+    }
+    let orig = match device_attr_of(c) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    // SAFETY: integers: zero is valid.
+    let mut ex: IbvDeviceAttrEx = unsafe { std::mem::zeroed() };
+    ex.orig_attr = orig;
+    ex.device_cap_flags_ex = u64::from(orig.device_cap_flags);
+    ex.phys_port_cnt_ex = u32::from(orig.phys_port_cnt);
+    // SAFETY: the caller's promise: `attr_size` bytes.
+    unsafe { put(&ex, attr.cast(), attr_size) };
     0
 }
 

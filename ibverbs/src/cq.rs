@@ -2,21 +2,27 @@
 //! and the context's `poll_cq` and `req_notify_cq`, which the header's
 //! inline `ibv_poll_cq` and `ibv_req_notify_cq` call.
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
 use rnic_driver::{Cq as DriverCq, WorkCompletion};
 use rnic_emu::EmuHal;
 
-use crate::abi::{IbvContext, IbvCq, IbvWc};
+use crate::abi::{IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvWc};
 use crate::context::open_context;
 use crate::errno;
 use crate::live::Live;
 
-/// A CQ: the `struct ibv_cq` programs see, first.
+/// A CQ: the `struct ibv_cq_ex` programs see (a `struct ibv_cq` at its
+/// start), first; then the driver's CQ and the completion the extended
+/// polling interface made current.
 #[repr(C)]
 struct Cq {
-    ibv: IbvCq,
+    ibv: IbvCqEx,
     cq: Option<DriverCq<EmuHal>>,
+    /// Written by `start_poll` and `next_poll` only: one thread polls a
+    /// CQ through this interface at a time, as libibverbs requires.
+    current: UnsafeCell<IbvWc>,
 }
 
 static CQS: Live = Live::new();
@@ -62,6 +68,22 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut c_void,
     comp_vector: c_int,
 ) -> *mut IbvCq {
+    let (Ok(n), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    };
+    new_cq(context, n, cq_context, channel, vector)
+}
+
+/// A CQ as [`ibv_create_cq`] makes it, its extended polling interface
+/// filled too.
+fn new_cq(
+    context: *mut IbvContext,
+    cqe: u32,
+    cq_context: *mut c_void,
+    channel: *mut c_void,
+    vector: u32,
+) -> *mut IbvCq {
     let Some(c) = open_context(context) else {
         errno::set(libc::EINVAL);
         return std::ptr::null_mut();
@@ -77,13 +99,9 @@ pub unsafe extern "C" fn ibv_create_cq(
             }
         }
     };
-    let (Ok(n), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
-    };
-    match c.ctx.create_cq_with(n, ch, vector) {
+    match c.ctx.create_cq_with(cqe, ch, vector) {
         Ok(cq) => {
-            let ibv = IbvCq {
+            let base = IbvCq {
                 context,
                 channel,
                 cq_context,
@@ -97,7 +115,12 @@ pub unsafe extern "C" fn ibv_create_cq(
                 comp_events_completed: 0,
                 async_events_completed: 0,
             };
-            let p = Box::into_raw(Box::new(Cq { ibv, cq: Some(cq) }));
+            let p = Box::into_raw(Box::new(Cq {
+                ibv: crate::cq_ex::interface(base),
+                cq: Some(cq),
+                // SAFETY: plain integers: zero is valid.
+                current: UnsafeCell::new(unsafe { std::mem::zeroed() }),
+            }));
             CQS.add(p);
             p.cast()
         }
@@ -207,7 +230,7 @@ thread_local! {
 /// program that spins on its CQ (as RDMA programs do) on a machine with
 /// fewer cores than busy threads would otherwise keep it off the CPU for
 /// a whole scheduler time slice (milliseconds) per message.
-fn idle_poll() {
+pub(crate) fn idle_poll() {
     EMPTY_POLLS.with(|n| {
         let k = n.get() + 1;
         if k >= YIELD_AFTER {
@@ -237,7 +260,7 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut IbvCq, solicited_only: c_
     }
 }
 
-fn convert(w: &WorkCompletion) -> IbvWc {
+pub(crate) fn convert(w: &WorkCompletion) -> IbvWc {
     IbvWc {
         wr_id: w.wr_id,
         status: w.status.raw().into(),
@@ -285,4 +308,81 @@ pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut IbvCq, nevents: u32) {
         libc::pthread_cond_signal(&mut c.cond);
         libc::pthread_mutex_unlock(&mut c.mutex);
     }
+}
+
+/// `IBV_WC_EX_WITH_*` the interface can read: byte length, immediate
+/// data, QP number, source QP, SLID, SL, DLID path bits. Timestamps,
+/// VLANs, flow tags and tag matching are not kept.
+const WC_EX_SUPPORTED: u64 = (1 << 7) - 1;
+/// `IBV_CQ_INIT_ATTR_MASK_FLAGS` and `_PD`.
+const CQ_ATTR_FLAGS: u32 = 1 << 0;
+const CQ_ATTR_PD: u32 = 1 << 1;
+/// `IBV_CREATE_CQ_ATTR_SINGLE_THREADED`: a promise, which changes nothing
+/// here.
+const CQ_SINGLE_THREADED: u32 = 1 << 0;
+
+/// The context's `create_cq_ex` (the header's inline `ibv_create_cq_ex`):
+/// a CQ as [`ibv_create_cq`] makes it, whose `struct ibv_cq_ex` polling
+/// interface is filled. NULL with `errno`: `EOPNOTSUPP` for completion
+/// fields the interface does not keep (timestamps, VLAN, flow tag, tag
+/// matching), a parent domain or flags other than single-threaded;
+/// `EINVAL` for a NULL `attr` or unknown mask bits; as [`ibv_create_cq`]
+/// otherwise.
+///
+/// # Safety
+///
+/// `attr` is NULL or points to a `struct ibv_cq_init_attr_ex`.
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    context: *mut IbvContext,
+    attr: *mut IbvCqInitAttrEx,
+) -> *mut IbvCqEx {
+    let fail = |e| {
+        errno::set(e);
+        std::ptr::null_mut()
+    };
+    if attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, and the structure by the caller's promise.
+    let a = unsafe { &*attr };
+    if a.comp_mask & !(CQ_ATTR_FLAGS | CQ_ATTR_PD) != 0 {
+        return fail(libc::EINVAL);
+    }
+    let flags = if a.comp_mask & CQ_ATTR_FLAGS != 0 {
+        a.flags
+    } else {
+        0
+    };
+    let pd = a.comp_mask & CQ_ATTR_PD != 0 && !a.parent_domain.is_null();
+    if a.wc_flags & !WC_EX_SUPPORTED != 0 || flags & !CQ_SINGLE_THREADED != 0 || pd {
+        return fail(libc::EOPNOTSUPP);
+    }
+    new_cq(
+        context,
+        a.cqe,
+        a.cq_context,
+        a.channel.cast(),
+        a.comp_vector,
+    )
+    .cast()
+}
+
+/// The current completion of the extended polling interface of `cq`.
+///
+/// # Safety
+///
+/// `cq` is a live CQ of this library.
+pub(crate) unsafe fn current(cq: *mut IbvCqEx) -> *mut IbvWc {
+    // SAFETY: the caller's promise.
+    unsafe { (*cq.cast::<Cq>()).current.get() }
+}
+
+/// The driver's CQ behind `cq`, unchecked, for the polling calls.
+///
+/// # Safety
+///
+/// `cq` is a live CQ of this library.
+pub(crate) unsafe fn driver_cq(cq: *mut IbvCqEx) -> Option<&'static DriverCq<EmuHal>> {
+    // SAFETY: the caller's promise.
+    unsafe { (*cq.cast::<Cq>()).cq.as_ref() }
 }

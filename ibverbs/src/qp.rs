@@ -1,6 +1,7 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
 //! `ibv_destroy_qp` (posting is in `post`).
 
+use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
 use rnic_driver::{
@@ -9,20 +10,28 @@ use rnic_driver::{
 use rnic_emu::EmuHal;
 
 use crate::abi::{
-    IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr,
+    IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx,
+    IbvQpInitAttr, IbvQpInitAttrEx,
 };
 use crate::cq::live_cq;
 use crate::errno;
 use crate::live::Live;
 use crate::pd::live_pd;
 
-/// A QP: the `struct ibv_qp` programs see, first.
+/// A QP: the `struct ibv_qp_ex` programs see (a `struct ibv_qp` at its
+/// start), first.
 #[repr(C)]
-struct Qp {
-    ibv: IbvQp,
+pub(crate) struct Qp {
+    ibv: IbvQpEx,
     qp: Option<DriverQp<EmuHal>>,
     /// `init_attr.sq_sig_all`, for `ibv_query_qp`.
     sq_sig_all: c_int,
+    /// Made by `ibv_create_qp_ex` with send operations: its work-request
+    /// interface is for programs to use (`ibv_qp_to_qp_ex`).
+    ex: bool,
+    /// The requests its work-request interface is building; used by the
+    /// one thread posting on the QP, as libibverbs requires.
+    pub wr: UnsafeCell<crate::qp_ex::Builder>,
 }
 
 /// The live QP `qp` points to, with its driver QP.
@@ -94,16 +103,22 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut IbvPd,
     qp_init_attr: *mut IbvQpInitAttr,
 ) -> *mut IbvQp {
+    if qp_init_attr.is_null() {
+        errno::set(libc::EINVAL);
+        return std::ptr::null_mut();
+    }
+    // SAFETY: non-NULL, and a struct ibv_qp_init_attr by the caller's
+    // promise.
+    new_qp(pd, unsafe { &mut *qp_init_attr }, false)
+}
+
+/// A QP as [`ibv_create_qp`] makes it; `ex`: with its work-request
+/// interface open to the program.
+fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
     let fail = |e| {
         errno::set(e);
         std::ptr::null_mut()
     };
-    if qp_init_attr.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: non-NULL, and a struct ibv_qp_init_attr by the caller's
-    // promise.
-    let init = unsafe { &mut *qp_init_attr };
     let Some(p) = live_pd(pd) else {
         return fail(libc::EINVAL);
     };
@@ -166,9 +181,11 @@ pub unsafe extern "C" fn ibv_create_qp(
                 events_completed: 0,
             };
             let q = Box::into_raw(Box::new(Qp {
-                ibv,
+                ibv: crate::qp_ex::interface(ibv),
                 qp: Some(qp),
                 sq_sig_all: init.sq_sig_all,
+                ex,
+                wr: UnsafeCell::new(crate::qp_ex::Builder::default()),
             }));
             QPS.add(q);
             q.cast()
@@ -274,7 +291,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
     match driver.modify(&d, mask) {
         Ok(()) => {
             if mask & qp_attr::STATE != 0 {
-                q.ibv.state = a.qp_state;
+                q.ibv.qp_base.state = a.qp_state;
             }
             0
         }
@@ -352,14 +369,14 @@ pub unsafe extern "C" fn ibv_query_qp(
         alt_timeout: 0,
         rate_limit: 0,
     };
-    q.ibv.state = out.qp_state;
+    q.ibv.qp_base.state = out.qp_state;
     let init = IbvQpInitAttr {
-        qp_context: q.ibv.qp_context,
-        send_cq: q.ibv.send_cq,
-        recv_cq: q.ibv.recv_cq,
-        srq: q.ibv.srq,
+        qp_context: q.ibv.qp_base.qp_context,
+        send_cq: q.ibv.qp_base.send_cq,
+        recv_cq: q.ibv.qp_base.recv_cq,
+        srq: q.ibv.qp_base.srq,
         cap: cap_of(a.cap),
-        qp_type: q.ibv.qp_type,
+        qp_type: q.ibv.qp_base.qp_type,
         sq_sig_all: q.sq_sig_all,
     };
     // SAFETY: both non-NULL, and their structures by the caller's promise.
@@ -370,12 +387,73 @@ pub unsafe extern "C" fn ibv_query_qp(
     0
 }
 
-/// `ibv_qp_to_qp_ex` (`IBVERBS_1.6`): NULL, as libibverbs answers for a
-/// QP not made by `ibv_create_qp_ex` (rnic makes none yet).
+/// `ibv_qp_to_qp_ex` (`IBVERBS_1.6`): the QP's `struct ibv_qp_ex` if
+/// `ibv_create_qp_ex` made it with send operations; NULL otherwise (as
+/// libibverbs answers), and for a pointer that is not a live QP.
 #[no_mangle]
-pub extern "C" fn ibv_qp_to_qp_ex(qp: *mut IbvQp) -> *mut IbvQp {
-    let _ = qp;
-    std::ptr::null_mut()
+pub extern "C" fn ibv_qp_to_qp_ex(qp: *mut IbvQp) -> *mut IbvQpEx {
+    match live_qp(qp) {
+        Some((q, _)) if q.ex => qp.cast(),
+        _ => std::ptr::null_mut(),
+    }
+}
+
+/// `IBV_QP_INIT_ATTR_PD`, `_CREATE_FLAGS`, `_SEND_OPS_FLAGS`, and all
+/// the mask's bits (the rest: XRC domain, TSO, RSS).
+const QP_ATTR_PD: u32 = 1 << 0;
+const QP_ATTR_CREATE_FLAGS: u32 = 1 << 2;
+const QP_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+const QP_ATTR_ALL: u32 = (1 << 7) - 1;
+
+/// The context's `create_qp_ex` (the header's inline `ibv_create_qp_ex`):
+/// a QP as [`ibv_create_qp`] makes it on the PD the mask names, with the
+/// work-request interface (`ibv_qp_to_qp_ex`, `ibv_wr_*`) when it asks
+/// for send operations. NULL with `errno`: `EINVAL` for no PD, a PD of
+/// another context or unknown mask bits; `EOPNOTSUPP` for an XRC domain,
+/// TSO, RSS, creation flags, and the TSO and atomic-write operations; as
+/// [`ibv_create_qp`] otherwise.
+///
+/// # Safety
+///
+/// `attr` is NULL or points to a `struct ibv_qp_init_attr_ex`.
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    context: *mut IbvContext,
+    attr: *mut IbvQpInitAttrEx,
+) -> *mut IbvQp {
+    let fail = |e| {
+        errno::set(e);
+        std::ptr::null_mut()
+    };
+    if attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, and the structure by the caller's promise.
+    let a = unsafe { &*attr };
+    let mask = a.comp_mask;
+    if mask & !QP_ATTR_ALL != 0 || mask & QP_ATTR_PD == 0 {
+        return fail(libc::EINVAL);
+    }
+    let others = QP_ATTR_ALL & !(QP_ATTR_PD | QP_ATTR_CREATE_FLAGS | QP_ATTR_SEND_OPS_FLAGS);
+    let flags = mask & QP_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0;
+    let ops = if mask & QP_ATTR_SEND_OPS_FLAGS != 0 {
+        a.send_ops_flags
+    } else {
+        0
+    };
+    if mask & others != 0 || flags || ops & !crate::qp_ex::SEND_OPS != 0 {
+        return fail(libc::EOPNOTSUPP);
+    }
+    match live_pd(a.pd) {
+        Some(p) if p.ibv.context == context => {}
+        _ => return fail(libc::EINVAL),
+    }
+    let pd = a.pd;
+    // SAFETY: the structure starts with the fields of a struct
+    // ibv_qp_init_attr, and its bytes are all readable (the other
+    // structure's tail padding is `comp_mask`, only read); `a` is not
+    // used again.
+    let init = unsafe { &mut *attr.cast::<IbvQpInitAttr>() };
+    new_qp(pd, init, mask & QP_ATTR_SEND_OPS_FLAGS != 0)
 }
 
 /// `ibv_attach_mcast`: joining a UD QP to a multicast group.

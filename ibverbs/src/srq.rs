@@ -6,7 +6,9 @@ use std::ffi::c_int;
 use rnic_driver::{Srq as DriverSrq, SrqAttr};
 use rnic_emu::EmuHal;
 
-use crate::abi::{IbvContext, IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr};
+use crate::abi::{
+    IbvContext, IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
+};
 use crate::errno;
 use crate::live::Live;
 use crate::pd::live_pd;
@@ -188,4 +190,62 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     };
     // SAFETY: the caller's promise, passed on.
     unsafe { post_recv_list(wr, bad_wr, |r| driver.post_recv(r)) }
+}
+
+/// `IBV_SRQ_INIT_ATTR_TYPE`, `_PD`, and all the mask's bits.
+const SRQ_ATTR_TYPE: u32 = 1 << 0;
+const SRQ_ATTR_PD: u32 = 1 << 1;
+const SRQ_ATTR_ALL: u32 = (1 << 5) - 1;
+
+/// The context's `create_srq_ex` (the header's inline
+/// `ibv_create_srq_ex`): a basic SRQ as [`ibv_create_srq`] makes it, on
+/// the PD the mask names. NULL with `errno`: `EINVAL` for no PD, a PD of
+/// another context or unknown mask bits; `EOPNOTSUPP` for XRC and
+/// tag-matching SRQs; as [`ibv_create_srq`] otherwise.
+///
+/// # Safety
+///
+/// `attr` is NULL or points to a `struct ibv_srq_init_attr_ex`.
+pub(crate) unsafe extern "C" fn create_srq_ex(
+    context: *mut IbvContext,
+    attr: *mut IbvSrqInitAttrEx,
+) -> *mut IbvSrq {
+    let fail = |e| {
+        errno::set(e);
+        std::ptr::null_mut()
+    };
+    if attr.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: non-NULL, and the structure by the caller's promise.
+    let a = unsafe { &mut *attr };
+    if a.comp_mask & !SRQ_ATTR_ALL != 0 || a.comp_mask & SRQ_ATTR_PD == 0 {
+        return fail(libc::EINVAL);
+    }
+    if a.comp_mask & SRQ_ATTR_TYPE != 0 && a.srq_type != 0 {
+        return fail(libc::EOPNOTSUPP);
+    }
+    match live_pd(a.pd) {
+        Some(p) if p.ibv.context == context => {}
+        _ => return fail(libc::EINVAL),
+    }
+    // SAFETY: `struct ibv_srq_init_attr` is the structure's first part.
+    unsafe { ibv_create_srq(a.pd, attr.cast::<IbvSrqInitAttr>()) }
+}
+
+/// The context's `get_srq_num` (the header's inline `ibv_get_srq_num`):
+/// the SRQ's number. 0, or `EINVAL` for an SRQ that is not live or a NULL
+/// `srq_num`.
+///
+/// # Safety
+///
+/// `srq_num` is NULL or points to a writable `uint32_t`.
+pub(crate) unsafe extern "C" fn get_srq_num(srq: *mut IbvSrq, srq_num: *mut u32) -> c_int {
+    if srq_num.is_null() || !SRQS.contains(srq) {
+        return libc::EINVAL;
+    }
+    // SAFETY: live (checked above), and `srq_num` writable by the
+    // caller's promise.
+    unsafe { *srq_num = (*srq).handle };
+    0
 }
