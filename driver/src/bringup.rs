@@ -200,16 +200,8 @@ pub(crate) fn ring_bytes(entry: usize, log: u32) -> Option<usize> {
 impl<H: Hal> Device<H> {
     /// Resets the device, checks it, configures its queues and enables it.
     pub(crate) fn bring_up(hal: H, cfg: &Config) -> Result<Self> {
-        // A device that is up belongs to another driver instance: resetting
-        // it would pull every object from under that one's contexts.
-        if read_status(&hal).enabled() && !cfg.take_over {
-            return Err(Error::new(
-                ErrorKind::Busy,
-                "the device is in use (STATUS.enabled): open further contexts with \
-                 Context::open_another, or set Config::take_over",
-            ));
-        }
-        reset(&hal, cfg.reset_timeout_ns)?;
+        // ID and VERSION are constants, read before anything is written: a
+        // device that is no rnic (or another version) gets no write.
         let id = hal.mmio_read32(BAR_REGS, bar0::ID);
         if id != MAGIC {
             return Err(Error::new(
@@ -228,6 +220,16 @@ impl<H: Hal> Device<H> {
                 ),
             ));
         }
+        // A device that is up belongs to another driver instance: resetting
+        // it would pull every object from under that one's contexts.
+        if read_status(&hal).enabled() && !cfg.take_over {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                "the device is in use (STATUS.enabled): open further contexts with \
+                 Context::open_another, or set Config::take_over",
+            ));
+        }
+        reset(&hal, cfg.reset_timeout_ns)?;
         let caps = Caps::read(&hal)?;
         // Whatever the configuration asks and the device claims, the rings
         // stay within their index widths: the command queue's producer

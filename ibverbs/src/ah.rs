@@ -5,8 +5,8 @@
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use crate::platform::Platform;
 use rnic_driver::{Ah as DriverAh, AhAttr, UdDest};
-use rnic_emu::EmuHal;
 
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvPd, IbvWc};
 use crate::context::{find_gid_index, open_context};
@@ -18,7 +18,7 @@ use crate::pd::live_pd;
 #[repr(C)]
 struct Ah {
     ibv: IbvAh,
-    ah: DriverAh<EmuHal>,
+    ah: DriverAh<Platform>,
 }
 
 static AHS: Live = Live::new();

@@ -3,8 +3,8 @@
 
 use std::ffi::{c_int, c_void};
 
+use crate::platform::Platform;
 use rnic_driver::CompChannel;
-use rnic_emu::EmuHal;
 
 use crate::abi::{IbvCompChannel, IbvContext, IbvCq};
 use crate::context::open_context;
@@ -16,7 +16,7 @@ use crate::live::Live;
 #[repr(C)]
 struct Channel {
     ibv: IbvCompChannel,
-    ch: Option<CompChannel<EmuHal>>,
+    ch: Option<CompChannel<Platform>>,
 }
 
 static CHANNELS: Live = Live::new();
@@ -25,7 +25,7 @@ static CHANNELS: Live = Live::new();
 const WAIT_NS: u64 = 100_000_000;
 
 /// The driver's channel behind the live channel `ch`.
-pub(crate) fn live_channel(ch: *mut IbvCompChannel) -> Option<&'static CompChannel<EmuHal>> {
+pub(crate) fn live_channel(ch: *mut IbvCompChannel) -> Option<&'static CompChannel<Platform>> {
     // SAFETY: a live channel came from Box::into_raw and is freed only
     // after it leaves the list.
     CHANNELS

@@ -11,7 +11,11 @@
 //! - `wire`: `loopback` (default), `udp:LOCAL=REMOTE` (two socket
 //!   addresses: a NIC in another process, or a VM's), `shm-create:PATH` or
 //!   `shm-open:PATH` (the shared-memory wire between two processes of one
-//!   host: one creates the file, the other opens it).
+//!   host: one creates the file, the other opens it);
+//! - `vfio`: the PCI address (`0000:00:03.0`) of a real rnic bound to
+//!   vfio-pci, which the device then is instead of an emulated NIC. It has
+//!   its own MAC, GIDs and wire, so `mac`, `ipv4` and `wire` do not go
+//!   with it.
 //!
 //! ```text
 //! RNIC_DEVICES='name=rnic0,wire=udp:127.0.0.1:47001=127.0.0.1:47002,mac=02:00:00:00:00:01,ipv4=192.0.2.1'
@@ -31,6 +35,9 @@ pub struct DeviceSpec {
     pub ipv4: [u8; 4],
     /// Where its frames go.
     pub wire: WireSpec,
+    /// The PCI address of the real rnic it is, bound to vfio-pci; `None`:
+    /// an emulated NIC.
+    pub vfio: Option<String>,
 }
 
 /// A device's wire.
@@ -69,6 +76,7 @@ impl DeviceSpec {
             mac: [0x02, 0, 0, 0, 0, n],
             ipv4: [192, 0, 2, n],
             wire: WireSpec::Loopback,
+            vfio: None,
         }
     }
 }
@@ -91,12 +99,18 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
     let mut devs: Vec<DeviceSpec> = Vec::new();
     for item in items.map(str::trim).filter(|i| !i.is_empty()) {
         let mut d = DeviceSpec::default_at(devs.len());
+        // Keys that describe an emulated NIC, given.
+        let mut emulated: Option<&str> = None;
         for kv in item.split(',').map(str::trim) {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("device {}: `{kv}` is not key=value", d.name))?;
+            if matches!(k, "mac" | "ipv4" | "wire") {
+                emulated = Some(k);
+            }
             match k {
                 "name" => d.name = name(v)?,
+                "vfio" => d.vfio = Some(pci(v).map_err(|e| format!("device {}: {e}", d.name))?),
                 "mac" => d.mac = mac(v)?,
                 "ipv4" => {
                     d.ipv4 = v
@@ -109,11 +123,17 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
                 }
                 _ => {
                     return Err(format!(
-                        "device {}: unknown key `{k}` (name, mac, ipv4, wire)",
+                        "device {}: unknown key `{k}` (name, mac, ipv4, wire, vfio)",
                         d.name
                     ))
                 }
             }
+        }
+        if let (Some(_), Some(k)) = (&d.vfio, emulated) {
+            return Err(format!(
+                "device {}: `{k}` is an emulated NIC's; a vfio device has its own",
+                d.name
+            ));
         }
         if devs.iter().any(|o| o.name == d.name) {
             return Err(format!("two devices are named {}", d.name));
@@ -151,6 +171,20 @@ fn mac(v: &str) -> Result<[u8; 6], String> {
         return Err(format!("mac `{v}` is a multicast address"));
     }
     Ok(m)
+}
+
+/// A PCI address: `domain:bus:device.function` in hex (`0000:00:03.0`).
+fn pci(v: &str) -> Result<String, String> {
+    let bad = || format!("vfio `{v}`: a PCI address such as 0000:00:03.0");
+    let (dbd, f) = v.split_once('.').ok_or_else(bad)?;
+    let parts: Vec<&str> = dbd.split(':').collect();
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match parts[..] {
+        [dom, bus, dev] if hex(dom, 4) && hex(bus, 2) && hex(dev, 2) && hex(f, 1) => {
+            Ok(v.to_owned())
+        }
+        _ => Err(bad()),
+    }
 }
 
 fn wire(v: &str) -> Result<WireSpec, String> {
@@ -233,10 +267,16 @@ mod tests {
             ("colour=red", "unknown key"),
             ("ipv4=300.1.1.1", "ipv4"),
             ("mac", "key=value"),
+            ("vfio=00:03.0", "PCI address"),
+            ("vfio=0000:00:03", "PCI address"),
+            ("vfio=0000:00:03.0,wire=loopback", "emulated NIC's"),
+            ("mac=02:00:00:00:00:09,vfio=0000:00:03.0", "emulated NIC's"),
         ] {
             let e = parse([item].into_iter()).unwrap_err();
             assert!(e.contains(says), "{item}: {e}");
         }
+        let d = parse(["name=real,vfio=0000:00:0a.1"].into_iter()).unwrap();
+        assert_eq!(d[0].vfio.as_deref(), Some("0000:00:0a.1"));
         let e = parse(["name=x", "name=x"].into_iter()).unwrap_err();
         assert!(e.contains("two devices"), "{e}");
     }

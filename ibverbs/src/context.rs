@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use rnic_driver::{Context as DriverContext, Error};
 use rnic_emu::net::{ShmWire, UdpWire};
-use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_vfio::VfioHal;
 
 use crate::abi::{
     set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGidEntry, IbvPortAttr,
@@ -17,16 +18,17 @@ use crate::abi::{
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
 use crate::errno;
+use crate::platform::Platform;
 
 /// An open device: the `struct verbs_context` (ending with the `struct
-/// ibv_context` programs hold), first, then the emulated NIC and the
-/// driver's context on it.
+/// ibv_context` programs hold), first, then the driver's context on the
+/// device's platform, and its emulated NIC if it is one.
 #[repr(C)]
 pub(crate) struct Context {
     verbs: VerbsContext,
-    pub ctx: DriverContext<EmuHal>,
+    pub ctx: DriverContext<Platform>,
     /// Dropped after the driver's context, which resets the NIC.
-    _nic: Arc<EmuDevice>,
+    _nic: Option<Arc<EmuDevice>>,
 }
 
 /// The contexts open now: a pointer a program passes is one of them, or
@@ -62,9 +64,14 @@ unsafe fn container(ctx: *mut IbvContext) -> *mut Context {
     }
 }
 
-/// The emulated NIC a configured device stands for, in device-worker
-/// mode (programs poll and wait as on hardware).
-fn nic(spec: &DeviceSpec) -> Result<Arc<EmuDevice>, String> {
+/// The platform of a configured device: the real rnic it names through
+/// VFIO, or the emulated NIC it stands for, in device-worker mode
+/// (programs poll and wait as on hardware).
+fn nic(spec: &DeviceSpec) -> Result<(Platform, Option<Arc<EmuDevice>>), String> {
+    if let Some(addr) = &spec.vfio {
+        let hal = VfioHal::open(addr).map_err(|e| format!("vfio {addr}: {e}"))?;
+        return Ok((Platform::Vfio(Box::new(hal)), None));
+    }
     let cfg = EmuConfig {
         mac: spec.mac,
         ipv4: spec.ipv4,
@@ -85,7 +92,8 @@ fn nic(spec: &DeviceSpec) -> Result<Arc<EmuDevice>, String> {
             b.wire(w.map_err(|e| format!("shm {}: {e}", path.display()))?)
         }
     };
-    b.build().map_err(|e| e.to_string())
+    let nic = b.build().map_err(|e| e.to_string())?;
+    Ok((Platform::Emu(nic.hal()), Some(nic)))
 }
 
 /// `ibv_open_device`: brings up the device's NIC and opens a context on
@@ -102,7 +110,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         errno::set(libc::EINVAL);
         return std::ptr::null_mut();
     };
-    let nic = match nic(&d.spec) {
+    let (platform, nic) = match nic(&d.spec) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
@@ -110,7 +118,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
             return std::ptr::null_mut();
         }
     };
-    let ctx = match DriverContext::open(nic.hal()) {
+    let ctx = match DriverContext::open(platform) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("rnic libibverbs: {}: {e}", d.spec.name);

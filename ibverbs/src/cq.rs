@@ -5,8 +5,8 @@
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
+use crate::platform::Platform;
 use rnic_driver::{Cq as DriverCq, WorkCompletion};
-use rnic_emu::EmuHal;
 
 use crate::abi::{IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvWc};
 use crate::context::open_context;
@@ -19,7 +19,7 @@ use crate::live::Live;
 #[repr(C)]
 struct Cq {
     ibv: IbvCqEx,
-    cq: Option<DriverCq<EmuHal>>,
+    cq: Option<DriverCq<Platform>>,
     /// Written by `start_poll` and `next_poll` only: one thread polls a
     /// CQ through this interface at a time, as libibverbs requires.
     current: UnsafeCell<IbvWc>,
@@ -41,7 +41,7 @@ pub(crate) fn ack_async(cq: *mut IbvCq) {
 
 /// The driver's CQ behind the live CQ `cq` (`None` inside: being
 /// destroyed).
-pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<EmuHal>>> {
+pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<Platform>>> {
     // SAFETY: a live CQ came from Box::into_raw in ibv_create_cq and is
     // freed only after it leaves the list.
     CQS.contains(cq)
@@ -382,7 +382,7 @@ pub(crate) unsafe fn current(cq: *mut IbvCqEx) -> *mut IbvWc {
 /// # Safety
 ///
 /// `cq` is a live CQ of this library.
-pub(crate) unsafe fn driver_cq(cq: *mut IbvCqEx) -> Option<&'static DriverCq<EmuHal>> {
+pub(crate) unsafe fn driver_cq(cq: *mut IbvCqEx) -> Option<&'static DriverCq<Platform>> {
     // SAFETY: the caller's promise.
     unsafe { (*cq.cast::<Cq>()).cq.as_ref() }
 }

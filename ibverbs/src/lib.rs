@@ -26,6 +26,7 @@ pub mod marshall;
 mod mw;
 mod names;
 mod pd;
+mod platform;
 mod post;
 mod provider;
 mod qp;

@@ -4,8 +4,8 @@
 
 use std::ffi::c_int;
 
+use crate::platform::Platform;
 use rnic_driver::{Mw as DriverMw, MwType, SendOp};
-use rnic_emu::EmuHal;
 
 use crate::abi::{IbvMw, IbvMwBind, IbvPd, IbvQp, WrBindMw};
 use crate::errno;
@@ -17,13 +17,13 @@ use crate::qp::live_driver_qp;
 #[repr(C)]
 struct Mw {
     ibv: IbvMw,
-    mw: Option<DriverMw<EmuHal>>,
+    mw: Option<DriverMw<Platform>>,
 }
 
 static MWS: Live = Live::new();
 
 /// The driver's window behind the live window `mw`.
-fn live_mw(mw: *mut IbvMw) -> Option<&'static DriverMw<EmuHal>> {
+fn live_mw(mw: *mut IbvMw) -> Option<&'static DriverMw<Platform>> {
     // SAFETY: a live window came from Box::into_raw in alloc_mw and is
     // freed only after it leaves the list.
     MWS.contains(mw)

@@ -4,8 +4,8 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
+use crate::platform::Platform;
 use rnic_driver::{Mr as DriverMr, Pd as DriverPd};
-use rnic_emu::EmuHal;
 
 use crate::abi::{IbvContext, IbvMr, IbvPd};
 use crate::context::open_context;
@@ -17,14 +17,14 @@ use crate::live::Live;
 #[repr(C)]
 pub(crate) struct Pd {
     pub ibv: IbvPd,
-    pub pd: Option<DriverPd<EmuHal>>,
+    pub pd: Option<DriverPd<Platform>>,
 }
 
 /// An MR: the `struct ibv_mr` programs see, first.
 #[repr(C)]
 struct Mr {
     ibv: IbvMr,
-    mr: Option<DriverMr<EmuHal>>,
+    mr: Option<DriverMr<Platform>>,
 }
 
 /// `IBV_ACCESS_OPTIONAL_RANGE`, bits 20 to 29: access flags a device may
@@ -35,7 +35,7 @@ static PDS: Live = Live::new();
 static MRS: Live = Live::new();
 
 /// The driver's MR behind the live MR `mr`.
-pub(crate) fn live_mr(mr: *mut IbvMr) -> Option<&'static DriverMr<EmuHal>> {
+pub(crate) fn live_mr(mr: *mut IbvMr) -> Option<&'static DriverMr<Platform>> {
     // SAFETY: a live MR came from Box::into_raw in ibv_reg_mr and is freed
     // only after it leaves the list.
     MRS.contains(mr)

@@ -4,10 +4,10 @@
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
+use crate::platform::Platform;
 use rnic_driver::{
     access, qp_attr, Mtu, Qp as DriverQp, QpAttr, QpCap, QpInitAttr, QpState, QpType,
 };
-use rnic_emu::EmuHal;
 
 use crate::abi::{
     IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx,
@@ -23,7 +23,7 @@ use crate::pd::live_pd;
 #[repr(C)]
 pub(crate) struct Qp {
     ibv: IbvQpEx,
-    qp: Option<DriverQp<EmuHal>>,
+    qp: Option<DriverQp<Platform>>,
     /// `init_attr.sq_sig_all`, for `ibv_query_qp`.
     sq_sig_all: c_int,
     /// Made by `ibv_create_qp_ex` with send operations: its work-request
@@ -35,7 +35,7 @@ pub(crate) struct Qp {
 }
 
 /// The live QP `qp` points to, with its driver QP.
-fn live_qp(qp: *mut IbvQp) -> Option<(&'static mut Qp, &'static DriverQp<EmuHal>)> {
+fn live_qp(qp: *mut IbvQp) -> Option<(&'static mut Qp, &'static DriverQp<Platform>)> {
     if !QPS.contains(qp) {
         return None;
     }
@@ -66,13 +66,13 @@ static QPS: Live = Live::new();
 /// # Safety
 ///
 /// `qp` is a QP of this library, not destroyed while the result is used.
-pub(crate) unsafe fn driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<EmuHal>> {
+pub(crate) unsafe fn driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<Platform>> {
     // SAFETY: the caller's promise.
     unsafe { (*qp.cast::<Qp>()).qp.as_ref() }
 }
 
 /// The driver's QP behind the live QP `qp`.
-pub(crate) fn live_driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<EmuHal>> {
+pub(crate) fn live_driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<Platform>> {
     live_qp(qp).map(|(_, d)| d)
 }
 

@@ -3,8 +3,8 @@
 
 use std::ffi::c_int;
 
+use crate::platform::Platform;
 use rnic_driver::{Srq as DriverSrq, SrqAttr};
-use rnic_emu::EmuHal;
 
 use crate::abi::{
     IbvContext, IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
@@ -18,7 +18,7 @@ use crate::post::post_recv_list;
 #[repr(C)]
 struct Srq {
     ibv: IbvSrq,
-    srq: Option<DriverSrq<EmuHal>>,
+    srq: Option<DriverSrq<Platform>>,
 }
 
 static SRQS: Live = Live::new();
@@ -37,7 +37,7 @@ pub(crate) fn ack_async(srq: *mut IbvSrq) {
 
 /// The driver's SRQ behind the live SRQ `srq` (`None` inside: being
 /// destroyed).
-pub(crate) fn live_srq(srq: *mut IbvSrq) -> Option<Option<&'static DriverSrq<EmuHal>>> {
+pub(crate) fn live_srq(srq: *mut IbvSrq) -> Option<Option<&'static DriverSrq<Platform>>> {
     // SAFETY: a live SRQ came from Box::into_raw in ibv_create_srq and is
     // freed only after it leaves the list.
     SRQS.contains(srq)

@@ -15,7 +15,11 @@
 #                    that has the vfio-pci module in /lib/modules)
 #   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
 #   RNIC_VM_WORK     work directory (default target/vm)
-# Needs: qemu-system-x86, linux-image-amd64, busybox-static, cpio, kmod, and
+# The guest also lists and opens an edu bound to vfio-pci through rnic's
+# drop-in libibverbs (ibverbs/), with rdma-core's ibv_devices and
+# ibv_devinfo.
+# Needs: qemu-system-x86, linux-image-amd64, busybox-static, cpio, kmod,
+# ibverbs-utils, and
 # xz-utils or zstd if the kernel's modules are compressed (scripts/setup.sh
 # installs them) and a Rust toolchain.
 set -euo pipefail
@@ -58,13 +62,19 @@ guest_target=$work/cargo
 guest_bin=$guest_target/x86_64-unknown-linux-gnu/release/examples/edu_check
 [ -x "$guest_bin" ] || die "no $guest_bin after the build"
 
+# The drop-in libibverbs and rdma-core's utilities, to list and open a
+# device bound to vfio-pci through it.
+echo "vm-test: building the drop-in libibverbs (release)"
+ibverbs_lib=$(cd "$repo" && bash ibverbs/build.sh --release)
+
 # 2. The boot image.
 initrd=$work/initramfs.cpio.gz
 # busybox modprobe ignores softdeps: vfio_iommu_type1 is listed by hand;
 # virtio-pci is for the "bound to another driver" check.
 bash "$here/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:vfio mod:vfio_iommu_type1 mod:vfio_pci mod:virtio_pci \
-    "bin:$guest_bin=/usr/bin/edu_check"
+    "bin:$guest_bin=/usr/bin/edu_check" \
+    "bin:$ibverbs_lib=/usr/lib/rnic/libibverbs.so.1" bin:/usr/bin/ibv_devices bin:/usr/bin/ibv_devinfo
 echo "vm-test: initramfs $(du -h "$initrd" | cut -f1) ($(elapsed) s so far)"
 
 # 3. Boot. qboot is the fastest firmware; SeaBIOS (QEMU's default) works too.

@@ -191,11 +191,16 @@ fn bring_up_failures() {
             .err()
             .expect("bring-up must fail")
     };
-    let e = fail(Knobs {
+    // A device that is no rnic is refused before anything is written to
+    // it: not even the reset.
+    let hal = FakeHal::with(Knobs {
         magic: 0xdead_beef,
         ..Knobs::default()
     });
+    let e = Context::open_with(hal.clone(), short()).err().unwrap();
     assert_eq!(e.kind(), ErrorKind::NoDevice);
+    assert!(e.to_string().contains("0xdeadbeef"), "{e}");
+    assert!(hal.state().regs.is_empty(), "no register written");
     let e = fail(Knobs {
         version_major: 2,
         ..Knobs::default()
