@@ -655,3 +655,57 @@ int main(void) {
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{err}");
 }
+
+#[test]
+fn completion_channel_fd_works_with_poll() {
+    let code = r#"
+#include <poll.h>
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+    CHECK(ch && ch->fd >= 0, 1);
+    int tag;
+    struct ibv_cq *cq = ibv_create_cq(ctx, 16, &tag, ch, 0);
+    CHECK(cq && cq->channel == ch, 2);
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 4; ia.cap.max_recv_wr = 4;
+    ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1; ia.send_cq = cq; ia.recv_cq = cq;
+    struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+    union ibv_gid gid;
+    ibv_query_gid(ctx, 1, 0, &gid);
+    CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 3);
+    static char buf[64];
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    CHECK(ibv_req_notify_cq(cq, 0) == 0, 4);
+    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+    /* Armed, nothing completed: the fd stays quiet. */
+    CHECK(poll(&p, 1, 100) == 0, 5);
+    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = 1; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey;
+    CHECK(ibv_post_send(a, &w, &bad) == 0, 6);
+    /* The completion raises it; the event names the CQ. */
+    CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN), 7);
+    struct ibv_cq *ev_cq; void *ev_ctx;
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq && ev_ctx == &tag, 8);
+    struct ibv_wc wc;
+    CHECK(ibv_poll_cq(cq, 1, &wc) == 1 && wc.wr_id == 1 && wc.status == IBV_WC_SUCCESS, 9);
+    ibv_ack_cq_events(cq, 1);
+    /* Taken and not armed again: quiet. */
+    p.revents = 0;
+    CHECK(poll(&p, 1, 100) == 0, 10);
+    CHECK(ibv_destroy_comp_channel(ch) == EBUSY, 11);
+    CHECK(ibv_destroy_qp(a) == 0 && ibv_destroy_qp(b) == 0 && ibv_destroy_cq(cq) == 0, 12);
+    CHECK(ibv_destroy_comp_channel(ch) == 0, 13);
+    return 0;
+}
+"#;
+    let o = c_program(code, true, None);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+}
