@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{c_program, same_layout, text, C_PRELUDE};
+use common::{c_ok, c_program, same_layout, text, C_PRELUDE};
 
 /// The output of the C program `code` over rdma-core's libibverbs and
 /// over ours, with `env` set for both.
@@ -215,8 +215,7 @@ fn gid_entries_and_async_events_are_laid_out_as_the_header() {
 fn pkeys_and_gid_entries_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     CHECK(ctx, 1);
     struct ibv_port_attr pa;
     CHECK(ibv_query_port(ctx, 1, &pa) == 0, 2);
@@ -256,9 +255,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, Some("ipv4=192.0.2.9"));
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, Some("ipv4=192.0.2.9"));
     // The IPv4 address's GID comes first, mapped (::ffff:a.b.c.d).
     assert!(out.contains(", first ffff"), "{out}");
 }
@@ -299,8 +296,7 @@ static int recv_into(struct ibv_qp *qp, struct ibv_mr *mr) {
     return ibv_post_recv(qp, &w, &bad);
 }
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     struct ibv_qp *a = ud(pd, cq), *b = ud(pd, cq);
@@ -354,9 +350,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, Some("ipv4=192.0.2.9"));
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, Some("ipv4=192.0.2.9"));
     assert_eq!(out.trim(), "hop 7 class 0x20");
 }
 
@@ -364,19 +358,14 @@ int main(void) {
 fn resize_cq_and_rereg_mr_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx), *pd2 = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 2, NULL, NULL, 0);
     CHECK(cq && pd2, 1);
     int small = cq->cqe;
     CHECK(ibv_resize_cq(cq, 64) == 0 && cq->cqe >= 64, 2);
     CHECK(ibv_resize_cq(cq, -1) == EINVAL && ibv_resize_cq(NULL, 8) == EINVAL, 3);
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 32; ia.cap.max_recv_wr = 1;
-    ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1; ia.send_cq = cq; ia.recv_cq = cq;
-    struct ibv_qp *qp = ibv_create_qp(pd, &ia), *peer = ibv_create_qp(pd, &ia);
+    struct ibv_qp *qp = rc_qp(pd, cq, 32, 1, 0), *peer = rc_qp(pd, cq, 32, 1, 0);
     CHECK(qp && peer, 4);
     union ibv_gid gid;
     ibv_query_gid(ctx, 1, 0, &gid);
@@ -420,9 +409,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert!(out.starts_with("cqe "), "{out}");
 }
 
@@ -431,18 +418,13 @@ fn async_events_from_c() {
     let code = r#"
 #include <poll.h>
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(ctx->async_fd >= 0, 1);
     struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
     CHECK(poll(&p, 1, 50) == 0, 2);
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 4; ia.cap.max_recv_wr = 4;
-    ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1; ia.send_cq = cq; ia.recv_cq = cq;
-    struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
     CHECK(a && b, 3);
     union ibv_gid gid;
     ibv_query_gid(ctx, 1, 0, &gid);
@@ -477,9 +459,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert_eq!(out.trim(), "local access violation work queue error");
 }
 
@@ -487,17 +467,10 @@ int main(void) {
 fn memory_windows_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0), *rcq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 16; ia.cap.max_recv_wr = 16;
-    ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1; ia.send_cq = cq; ia.recv_cq = cq;
-    struct ibv_qp *a = ibv_create_qp(pd, &ia);
-    ia.send_cq = rcq; ia.recv_cq = rcq;
-    struct ibv_qp *b = ibv_create_qp(pd, &ia);
+    struct ibv_qp *a = rc_qp(pd, cq, 16, 1, 0), *b = rc_qp(pd, rcq, 16, 1, 0);
     CHECK(a && b, 1);
     union ibv_gid gid;
     ibv_query_gid(ctx, 1, 0, &gid);
@@ -573,25 +546,17 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    c_ok(code, None);
 }
 
 #[test]
 fn long_lists_are_posted_in_batches_in_order() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 128; ia.cap.max_recv_wr = 128;
-    ia.cap.max_send_sge = 2; ia.cap.max_recv_sge = 1; ia.cap.max_inline_data = 64;
-    ia.send_cq = cq; ia.recv_cq = cq;
-    struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+    struct ibv_qp *a = rc_qp(pd, cq, 128, 2, 64), *b = rc_qp(pd, cq, 128, 2, 64);
     union ibv_gid gid;
     ibv_query_gid(ctx, 1, 0, &gid);
     CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 1);
@@ -651,9 +616,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    c_ok(code, None);
 }
 
 #[test]
@@ -661,19 +624,14 @@ fn completion_channel_fd_works_with_poll() {
     let code = r#"
 #include <poll.h>
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
     CHECK(ch && ch->fd >= 0, 1);
     int tag;
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, &tag, ch, 0);
     CHECK(cq && cq->channel == ch, 2);
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 4; ia.cap.max_recv_wr = 4;
-    ia.cap.max_send_sge = 1; ia.cap.max_recv_sge = 1; ia.send_cq = cq; ia.recv_cq = cq;
-    struct ibv_qp *a = ibv_create_qp(pd, &ia), *b = ibv_create_qp(pd, &ia);
+    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
     union ibv_gid gid;
     ibv_query_gid(ctx, 1, 0, &gid);
     CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 3);
@@ -705,7 +663,5 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    c_ok(code, None);
 }

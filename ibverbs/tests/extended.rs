@@ -9,7 +9,7 @@ mod common;
 
 use std::mem::offset_of;
 
-use common::{c_program, same_layout, text};
+use common::{c_ok, same_layout};
 use rnic_ibverbs::abi::*;
 
 #[test]
@@ -218,8 +218,7 @@ fn extended_structures_are_laid_out_as_the_header() {
 fn device_and_port_through_the_extended_helpers() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     CHECK(ctx, 1);
     struct ibv_device_attr a;
     struct ibv_device_attr_ex x;
@@ -245,9 +244,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert!(out.starts_with("ports 1 "), "{out}");
 }
 
@@ -274,8 +271,7 @@ static int poll_ex(struct ibv_cq_ex *cq, int n, uint64_t *ids, int *ops, unsigne
     return got;
 }
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq_init_attr_ex ca = { .cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS };
     struct ibv_cq_ex *cx = ibv_create_cq_ex(ctx, &ca);
@@ -388,17 +384,14 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    c_ok(code, None);
 }
 
 #[test]
 fn ud_through_the_work_request_interface() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     struct ibv_qp_init_attr_ex qa;
@@ -454,7 +447,5 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    c_ok(code, None);
 }

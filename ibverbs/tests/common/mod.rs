@@ -105,8 +105,9 @@ pub fn two_processes(program: &str, args: &[&str]) -> (Output, Output) {
 /// condition fails, and `to_rts`, which takes an RC QP to RTS towards QP
 /// `dest` at GID `gid` (every remote access, both PSNs 7, MTU 1024,
 /// timeout 14), returning 0 or 100, 200, 300 plus the failing
-/// transition's error; and `one`, which polls one completion from a CQ
-/// for up to 5 s (1, or 0 if none came).
+/// transition's error; `one`, which polls one completion from a CQ for
+/// up to 5 s (1, or 0 if none came); `open_first`, which opens the first
+/// device; and `rc_qp`, which makes an RC QP.
 pub const C_PRELUDE: &str = r#"
 #include <errno.h>
 #include <stdio.h>
@@ -134,6 +135,21 @@ static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
     rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     return rc ? 300 + rc : 0;
+}
+/* The first device, opened (NULL if there is none). */
+static struct ibv_context *open_first(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    return list && list[0] ? ibv_open_device(list[0]) : NULL;
+}
+/* An RC QP on `pd` with `cq` for both queues: `wrs` requests of `sge`
+ * entries each way, `inl` inline bytes. */
+static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, int wrs, int sge, int inl) {
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.qp_type = IBV_QPT_RC; ia.send_cq = cq; ia.recv_cq = cq;
+    ia.cap.max_send_wr = wrs; ia.cap.max_recv_wr = wrs;
+    ia.cap.max_send_sge = sge; ia.cap.max_recv_sge = sge; ia.cap.max_inline_data = inl;
+    return ibv_create_qp(pd, &ia);
 }
 /* One completion from `cq`, waiting up to 5 s. */
 static int one(struct ibv_cq *cq, struct ibv_wc *wc) {
@@ -200,4 +216,13 @@ pub fn same_layout(ty: &str, ours: &[(&str, usize)]) {
     for ((k, v), (name, want)) in ours.iter().zip(&header) {
         assert_eq!((k, v), (&name.as_str(), want), "{ty}.{k}");
     }
+}
+
+/// Runs the C program `code` as [`c_program`] does (linked, after
+/// [`C_PRELUDE`]), asserts that it exits 0, and returns what it printed.
+pub fn c_ok(code: &str, devices: Option<&str>) -> String {
+    let o = c_program(code, true, devices);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    out
 }
