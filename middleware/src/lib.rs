@@ -1,0 +1,12 @@
+//! `rnic-middleware`: `Hal` middleware, in the spirit of smoltcp's phy
+//! middleware: a platform wrapped around any platform (the device model's
+//! or VFIO's) to observe the driver-device boundary.
+//!
+//! - [`TraceHal`] records every BAR access, command, WQE and CQE,
+//!   decoded with hw-regs, to `log` and to [`trace::Sink`]s (a JSON-lines
+//!   file for `rnic-trace`, memory for tests).
+
+pub mod decode;
+pub mod trace;
+
+pub use trace::{Event, JsonLines, Lane, Memory, Sink, TraceHal};

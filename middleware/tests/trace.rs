@@ -1,0 +1,225 @@
+//! TraceHal around the device model: one RDMA WRITE between two RC QPs,
+//! and the trace shows it at the register level, in order: bring-up,
+//! the commands that made the objects, the WQE, the doorbell, the CQE.
+
+use std::sync::Arc;
+
+use rnic_driver::{
+    access, qp_attr, send_flags, AhAttr, Context, Cq, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr,
+    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion,
+};
+use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_middleware::{Event, JsonLines, Lane, Memory, TraceHal};
+use rnic_queues::Hal as _;
+
+type Hal = TraceHal<EmuHal>;
+
+fn connect(qp: &Qp<Hal>, dest: u32, path: AhAttr) {
+    let a = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qp_access_flags: access::REMOTE_WRITE,
+        ..QpAttr::default()
+    };
+    qp.modify(
+        &a,
+        qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
+    )
+    .unwrap();
+    let a = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Some(Mtu::Mtu1024),
+        dest_qp_num: dest,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ah_attr: path,
+        ..QpAttr::default()
+    };
+    let m = qp_attr::STATE
+        | qp_attr::AV
+        | qp_attr::PATH_MTU
+        | qp_attr::DEST_QPN
+        | qp_attr::RQ_PSN
+        | qp_attr::MAX_DEST_RD_ATOMIC
+        | qp_attr::MIN_RNR_TIMER;
+    qp.modify(&a, m).unwrap();
+    let a = QpAttr {
+        qp_state: QpState::Rts,
+        timeout: 14,
+        retry_cnt: 7,
+        rnr_retry: 7,
+        max_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    let m = qp_attr::STATE
+        | qp_attr::SQ_PSN
+        | qp_attr::TIMEOUT
+        | qp_attr::RETRY_CNT
+        | qp_attr::RNR_RETRY
+        | qp_attr::MAX_QP_RD_ATOMIC;
+    qp.modify(&a, m).unwrap();
+}
+
+fn one(cq: &Cq<Hal>) -> WorkCompletion {
+    let mut wc = [WorkCompletion::default()];
+    for _ in 0..1_000_000 {
+        if cq.poll(&mut wc).unwrap() == 1 {
+            return wc[0];
+        }
+        std::thread::yield_now();
+    }
+    panic!("no completion");
+}
+
+/// The index of the first event after `from` whose text contains all of
+/// `words`.
+fn find(events: &[Event], from: usize, words: &[&str]) -> usize {
+    events[from..]
+        .iter()
+        .position(|e| words.iter().all(|w| e.text.contains(w)))
+        .map(|i| from + i)
+        .unwrap_or_else(|| {
+            let all: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
+            panic!("no event with {words:?} after {from}:\n{}", all.join("\n"))
+        })
+}
+
+#[test]
+fn an_rdma_write_at_the_register_level() {
+    let mem = Arc::new(Memory::default());
+    let file = std::env::temp_dir().join(format!("rnic-trace-{}.jsonl", std::process::id()));
+    let json = Arc::new(JsonLines::new(std::fs::File::create(&file).unwrap()));
+    let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
+    let ctx = Context::open(TraceHal::new(dev.hal(), vec![mem.clone(), json])).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let src = pd.alloc_mr(4096, access::LOCAL_WRITE).unwrap();
+    let dst = pd
+        .alloc_mr(4096, access::LOCAL_WRITE | access::REMOTE_WRITE)
+        .unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+    };
+    let init = QpInitAttr {
+        send_cq: &cq,
+        recv_cq: &cq,
+        srq: None,
+        cap,
+        qp_type: QpType::Rc,
+        sq_sig_all: false,
+    };
+    let (a, b) = (pd.create_qp(&init).unwrap(), pd.create_qp(&init).unwrap());
+    let port = ctx.query_port(1).unwrap();
+    let path = AhAttr {
+        dgid: ctx.query_gid(1, 0).unwrap(),
+        dmac: port.mac,
+        hop_limit: 64,
+        port_num: 1,
+        is_global: true,
+        ..AhAttr::default()
+    };
+    connect(&a, b.qp_num(), path);
+    connect(&b, a.qp_num(), path);
+    src.write(0, b"traced bytes").unwrap();
+    // Two entries: a WQE of four segments, rung through the doorbell (a
+    // BlueFlame write takes three at most).
+    let wr = SendWr {
+        wr_id: 7,
+        op: SendOp::RdmaWrite {
+            remote: RemoteAddr {
+                addr: dst.addr() + 64,
+                rkey: dst.rkey(),
+            },
+        },
+        payload: Payload::Sgl(&[src.sge(0, 6).unwrap(), src.sge(6, 6).unwrap()]),
+        flags: send_flags::SIGNALED,
+    };
+    a.post_send(&[wr]).unwrap();
+    let wc = one(&cq);
+    assert_eq!((wc.wr_id, wc.status), (7, WcStatus::Success));
+    let mut got = [0u8; 12];
+    dst.read(64, &mut got).unwrap();
+    assert_eq!(&got, b"traced bytes");
+    // A receive, and a small inline SEND, which goes as a BlueFlame write.
+    b.post_recv(&[RecvWr {
+        wr_id: 8,
+        sg_list: &[dst.sge(256, 64).unwrap()],
+    }])
+    .unwrap();
+    a.post_send(&[SendWr {
+        wr_id: 9,
+        op: SendOp::Send,
+        payload: Payload::Inline(b"8 bytes!"),
+        flags: send_flags::SIGNALED,
+    }])
+    .unwrap();
+    let mut ids = [one(&cq).wr_id, one(&cq).wr_id];
+    ids.sort();
+    assert_eq!(ids, [8, 9]);
+    // The device's CQEs are found at the driver's next call.
+    let _ = ctx.hal().now_ns();
+
+    let ev = mem.events();
+    let (qa, cqn) = (a.qp_num().to_string(), cq.cq_num().to_string());
+    let id = find(&ev, 0, &["MMIO BAR0+0x000 ID ->", "\"RNIC\""]);
+    assert_eq!(ev[id].lane, Lane::Driver);
+    let reset = find(&ev, id, &["CTRL <-", "reset: true"]);
+    let cmd_cq = find(&ev, reset, &["CREATE_CQ", "log_size"]);
+    let done_cq = find(&ev, cmd_cq, &["CREATE_CQ done: OK", &format!("cqn {cqn}")]);
+    assert_eq!(ev[done_cq].lane, Lane::Device);
+    let qp_done = find(&ev, done_cq, &["CREATE_QP done: OK", &format!("qpn {qa}")]);
+    let wqe = find(
+        &ev,
+        qp_done,
+        &[
+            &format!("WQE qpn {qa} idx 0: ctrl RDMA_WRITE signaled ds 4"),
+            "rkey",
+            "sge",
+            "len 6",
+        ],
+    );
+    let db = find(&ev, qp_done, &[&format!("SQ doorbell qpn {qa} pi 1")]);
+    assert!(
+        db < wqe,
+        "the doorbell names the WQEs it publishes: read at it"
+    );
+    let cqe = find(
+        &ev,
+        wqe,
+        &[&format!(
+            "CQE cqn {cqn} idx 0 owner 1: REQ RDMA_WRITE wqe 1 SUCCESS"
+        )],
+    );
+    assert_eq!(ev[cqe].kind, "cqe");
+    let qb = b.qp_num().to_string();
+    let rwqe = find(
+        &ev,
+        cqe,
+        &[&format!("RWQE qpn {qb} idx 0: wr_id 8"), "len 64"],
+    );
+    let bf = find(
+        &ev,
+        rwqe,
+        &[
+            &format!("BlueFlame qpn {qa} pi 2"),
+            "ctrl SEND signaled inline ds 2",
+            "inline 8 B",
+        ],
+    );
+    assert_eq!(ev[bf].kind, "blueflame");
+    find(&ev, bf, &["REQ SEND", "SUCCESS"]);
+    find(&ev, bf, &["RESP RECV", "SUCCESS", "len 8"]);
+    assert!(ev.windows(2).all(|w| w[0].seq + 1 == w[1].seq));
+    // The same events as JSON lines.
+    let lines = std::fs::read_to_string(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(lines.lines().count(), ev.len());
+    let v: serde_json::Value = serde_json::from_str(lines.lines().nth(cqe).unwrap()).unwrap();
+    assert_eq!(v["kind"], "cqe");
+    assert_eq!(v["lane"], "device");
+    assert_eq!(v["text"], ev[cqe].text);
+}
