@@ -3,10 +3,11 @@
 //! or VFIO's) to observe the driver-device boundary.
 //!
 //! - [`TraceHal`] records every BAR access, command, WQE and CQE,
-//!   decoded with hw-regs, to `log` and to [`trace::Sink`]s (a JSON-lines
-//!   file for `rnic-trace`, memory for tests).
+//!   decoded with hw-regs, on a [`Timeline`] that frames and the peer's
+//!   NIC can share, to `log` and to [`trace::Sink`]s (a JSON-lines file
+//!   for `rnic-trace`, memory for tests).
 
 pub mod decode;
 pub mod trace;
 
-pub use trace::{Event, JsonLines, Lane, Memory, Sink, TraceHal};
+pub use trace::{Event, JsonLines, Lane, Memory, Sink, Timeline, TraceHal};

@@ -17,7 +17,9 @@
 //! A Hal sees only calls: the device's writes (command completions,
 //! CQEs) are found by looking at the rings at the driver's next call,
 //! which for a waiting driver is its next `now_ns` or `relax`. Events go
-//! to `log` (target `rnic_trace`, level debug) and to the [`Sink`]s given.
+//! on a [`Timeline`], which other sources share (a wire tap's frames, the
+//! peer's `TraceHal`, the application's notes), and from it to `log`
+//! (target `rnic_trace`, level debug) and to its [`Sink`]s.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -44,6 +46,8 @@ use crate::decode::{self, read, Decoded};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Lane {
+    /// What the application says it does ([`Timeline::note`]).
+    App,
     /// The driver's own calls: DMA memory, register reads.
     Driver,
     /// Register writes and doorbells: the driver telling the device.
@@ -52,6 +56,9 @@ pub enum Lane {
     Device,
     /// Frames on the NIC's wire.
     Wire,
+    /// Everything of the peer's NIC, when both are traced on one
+    /// timeline ([`TraceHal::peer`]).
+    Peer,
 }
 
 /// One recorded event.
@@ -59,7 +66,7 @@ pub enum Lane {
 pub struct Event {
     /// Its order in this trace, from 0.
     pub seq: u64,
-    /// The platform's clock (`Hal::now_ns`) when it was recorded.
+    /// Nanoseconds since the timeline began.
     pub t_ns: u64,
     /// Its lane.
     pub lane: Lane,
@@ -122,6 +129,66 @@ impl<W: Write + Send> Sink for JsonLines<W> {
     }
 }
 
+/// One timeline of events, from any number of sources (the [`TraceHal`]s
+/// of one or two NICs, a wire tap, the application's notes), numbered in
+/// the order they are recorded.
+pub struct Timeline {
+    start: std::time::Instant,
+    seq: Mutex<u64>,
+    sinks: Vec<Arc<dyn Sink>>,
+}
+
+impl Timeline {
+    /// A timeline whose events go to `log` (target `rnic_trace`, level
+    /// debug) and to `sinks`.
+    pub fn new(sinks: Vec<Arc<dyn Sink>>) -> Arc<Self> {
+        Arc::new(Timeline {
+            start: std::time::Instant::now(),
+            seq: Mutex::new(0),
+            sinks,
+        })
+    }
+
+    /// Records an event.
+    pub fn record(&self, lane: Lane, kind: &'static str, d: Decoded, raw: &[u8]) {
+        // The lock orders the events as they are numbered.
+        let mut seq = self.seq.lock().unwrap_or_else(|e| e.into_inner());
+        let e = Event {
+            seq: *seq,
+            t_ns: self.start.elapsed().as_nanos() as u64,
+            lane,
+            kind,
+            text: d.text,
+            fields: d.fields,
+            raw: decode::hex(raw),
+        };
+        *seq += 1;
+        log::debug!(target: "rnic_trace", "{:?} {}", e.lane, e.text);
+        for s in &self.sinks {
+            s.record(&e);
+        }
+    }
+
+    /// Records what the application is doing, on its lane.
+    pub fn note(&self, text: impl Into<String>) {
+        let d = Decoded {
+            text: text.into(),
+            fields: Vec::new(),
+        };
+        self.record(Lane::App, "note", d, &[]);
+    }
+
+    /// Records a frame of the wire, described by `text` (rnic-emu's
+    /// `wire::frame::describe`), with its bytes.
+    pub fn frame(&self, tx: bool, text: String, bytes: &[u8]) {
+        let d = Decoded {
+            text: format!("FRAME {} {text}", if tx { "tx" } else { "rx" }),
+            fields: vec![("len".into(), bytes.len().to_string())],
+        };
+        self.record(Lane::Wire, "frame", d, bytes);
+    }
+}
+
 /// A ring of DMA memory the trace reads.
 #[derive(Debug, Clone, Copy)]
 struct Ring {
@@ -157,7 +224,6 @@ struct CqRing {
 /// What the trace knows of the device's memory and objects.
 #[derive(Default)]
 struct State {
-    seq: u64,
     /// DMA regions by IOVA: (host address, length).
     dma: BTreeMap<u64, (usize, usize)>,
     cmdq_lo: u32,
@@ -202,17 +268,33 @@ fn copy(ring: Ring, at: usize, len: usize) -> Vec<u8> {
 pub struct TraceHal<H: Hal> {
     inner: H,
     state: Mutex<State>,
-    sinks: Vec<Arc<dyn Sink>>,
+    timeline: Arc<Timeline>,
+    /// The peer's: every event on [`Lane::Peer`].
+    peer: bool,
 }
 
 impl<H: Hal> TraceHal<H> {
-    /// Wraps `inner`, recording to `log` and to `sinks`.
-    pub fn new(inner: H, sinks: Vec<Arc<dyn Sink>>) -> Self {
+    /// Wraps `inner`, recording on `timeline`.
+    pub fn new(inner: H, timeline: Arc<Timeline>) -> Self {
         TraceHal {
             inner,
             state: Mutex::new(State::default()),
-            sinks,
+            timeline,
+            peer: false,
         }
+    }
+
+    /// Wraps the peer NIC's `inner`, recording on `timeline`'s peer lane.
+    pub fn peer(inner: H, timeline: Arc<Timeline>) -> Self {
+        TraceHal {
+            peer: true,
+            ..Self::new(inner, timeline)
+        }
+    }
+
+    /// The timeline it records on.
+    pub fn timeline(&self) -> &Arc<Timeline> {
+        &self.timeline
     }
 
     /// The platform inside.
@@ -224,21 +306,11 @@ impl<H: Hal> TraceHal<H> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn emit(&self, st: &mut State, lane: Lane, kind: &'static str, d: Decoded, raw: &[u8]) {
-        let e = Event {
-            seq: st.seq,
-            t_ns: self.inner.now_ns(),
-            lane,
-            kind,
-            text: d.text,
-            fields: d.fields,
-            raw: decode::hex(raw),
-        };
-        st.seq += 1;
-        log::debug!(target: "rnic_trace", "{}", e.text);
-        for s in &self.sinks {
-            s.record(&e);
-        }
+    /// Records an event. The state's lock is held: events of this NIC are
+    /// recorded in the order they happen.
+    fn emit(&self, _st: &mut State, lane: Lane, kind: &'static str, d: Decoded, raw: &[u8]) {
+        let lane = if self.peer { Lane::Peer } else { lane };
+        self.timeline.record(lane, kind, d, raw);
     }
 
     /// Records what the device wrote since the last look: completed
@@ -538,14 +610,18 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn mmio_write32(&self, bar: u8, offset: usize, value: u32) {
-        // Recorded before it is passed on: the device acts on it at once.
+        // Recorded before it is passed on: the device acts on it at once,
+        // and a device that runs in the caller's thread has done so when
+        // the call returns.
         self.write(bar, offset, value.into(), 4);
         self.inner.mmio_write32(bar, offset, value);
+        self.look(&mut self.state());
     }
 
     fn mmio_write64(&self, bar: u8, offset: usize, value: u64) {
         self.write(bar, offset, value, 8);
         self.inner.mmio_write64(bar, offset, value);
+        self.look(&mut self.state());
     }
 
     fn mmio_write_block(&self, bar: u8, offset: usize, block: &[u64; 8]) -> Result<(), HalError> {
@@ -571,11 +647,19 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
                 fields: w.fields,
             };
             self.emit(&mut st, Lane::Doorbell, "blueflame", d, &bytes);
-            if let Some(q) = st.qps.get_mut(&db.qpn()) {
+        }
+        let r = self.inner.mmio_write_block(bar, offset, block);
+        let mut st = self.state();
+        // A refused write published nothing: the driver rings the doorbell
+        // for the same WQE.
+        if r.is_ok() {
+            let qpn = WqDoorbell::from_bits(block[0]).qpn();
+            if let Some(q) = st.qps.get_mut(&qpn) {
                 q.sq_pi = q.sq_pi.wrapping_add(1);
             }
         }
-        self.inner.mmio_write_block(bar, offset, block)
+        self.look(&mut st);
+        r
     }
 
     fn now_ns(&self) -> u64 {

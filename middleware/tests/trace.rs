@@ -8,8 +8,10 @@ use rnic_driver::{
     access, qp_attr, send_flags, AhAttr, Context, Cq, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr,
     QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion,
 };
+use rnic_emu::net::{Direction, Loopback, Tap};
+use rnic_emu::wire::frame::describe;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
-use rnic_middleware::{Event, JsonLines, Lane, Memory, TraceHal};
+use rnic_middleware::{Event, JsonLines, Lane, Memory, Timeline, TraceHal};
 use rnic_queues::Hal as _;
 
 type Hal = TraceHal<EmuHal>;
@@ -89,8 +91,20 @@ fn an_rdma_write_at_the_register_level() {
     let mem = Arc::new(Memory::default());
     let file = std::env::temp_dir().join(format!("rnic-trace-{}.jsonl", std::process::id()));
     let json = Arc::new(JsonLines::new(std::fs::File::create(&file).unwrap()));
-    let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
-    let ctx = Context::open(TraceHal::new(dev.hal(), vec![mem.clone(), json])).unwrap();
+    let tl = Timeline::new(vec![mem.clone(), json]);
+    // The NIC's frames on the same timeline, through a tap on its wire.
+    let t = tl.clone();
+    let tap = Tap::new(
+        Loopback::default(),
+        Arc::new(move |d, f: &[u8]| t.frame(d == Direction::Tx, describe(f), f)),
+    );
+    let dev = EmuDevice::builder(EmuConfig::default())
+        .mode(ExecMode::Inline)
+        .wire(tap)
+        .build()
+        .unwrap();
+    let ctx = Context::open(TraceHal::new(dev.hal(), tl.clone())).unwrap();
+    tl.note("bring-up done");
     let pd = ctx.alloc_pd().unwrap();
     let src = pd.alloc_mr(4096, access::LOCAL_WRITE).unwrap();
     let dst = pd
@@ -138,6 +152,7 @@ fn an_rdma_write_at_the_register_level() {
         payload: Payload::Sgl(&[src.sge(0, 6).unwrap(), src.sge(6, 6).unwrap()]),
         flags: send_flags::SIGNALED,
     };
+    tl.note("post an RDMA WRITE");
     a.post_send(&[wr]).unwrap();
     let wc = one(&cq);
     assert_eq!((wc.wr_id, wc.status), (7, WcStatus::Success));
@@ -187,15 +202,37 @@ fn an_rdma_write_at_the_register_level() {
         db < wqe,
         "the doorbell names the WQEs it publishes: read at it"
     );
-    let cqe = find(
+    let qb = b.qp_num().to_string();
+    // The WRITE's packet, both ways on the loopback wire, and its ACK.
+    let tx = find(
         &ev,
         wqe,
+        &[
+            "FRAME tx",
+            "RDMA_WRITE_ONLY",
+            &format!("qp {qb} psn 0 ackreq"),
+            "RETH",
+            "len 12",
+            "| 12 B",
+        ],
+    );
+    assert_eq!((ev[tx].lane, ev[tx].kind), (Lane::Wire, "frame"));
+    let rx = find(&ev, tx, &["FRAME rx", "RDMA_WRITE_ONLY"]);
+    let ack = find(
+        &ev,
+        rx,
+        &["FRAME", "ACKNOWLEDGE", &format!("qp {qa}"), "AETH"],
+    );
+    let cqe = find(
+        &ev,
+        ack,
         &[&format!(
             "CQE cqn {cqn} idx 0 owner 1: REQ RDMA_WRITE wqe 1 SUCCESS"
         )],
     );
+    let note = find(&ev, 0, &["post an RDMA WRITE"]);
+    assert!(ev[note].lane == Lane::App && note < db);
     assert_eq!(ev[cqe].kind, "cqe");
-    let qb = b.qp_num().to_string();
     let rwqe = find(
         &ev,
         cqe,

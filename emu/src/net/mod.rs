@@ -24,6 +24,7 @@ mod faults;
 mod loopback;
 mod shm;
 mod switch;
+mod tap;
 mod udp;
 
 use std::sync::Arc;
@@ -33,6 +34,7 @@ pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
 pub use loopback::Loopback;
 pub use shm::ShmWire;
 pub use switch::{Switch, SwitchPort, DEFAULT_PORT_CAPACITY};
+pub use tap::{Direction, Tap, TapFn};
 pub use udp::UdpWire;
 
 /// An Ethernet frame, from the destination MAC to the end of the payload
