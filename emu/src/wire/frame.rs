@@ -290,6 +290,60 @@ pub fn ipv6_multicast_mac(a: &Ipv6Address) -> EthernetAddress {
     EthernetAddress([0x33, 0x33, b[12], b[13], b[14], b[15]])
 }
 
+/// A one-line account of `frame`, for traces and logs: a RoCEv2 packet's
+/// addresses, opcode, QP, PSN and headers (`192.0.2.1 > 192.0.2.2
+/// RC_RDMA_WRITE_ONLY qp 3 psn 0 ackreq | RETH va 0x1000 rkey 0x200 len
+/// 12 | 12 B`), ARP and neighbour discovery by kind, or why
+/// [`classify`] drops it.
+pub fn describe(frame: &[u8]) -> String {
+    match classify(frame) {
+        Ok(Received::Roce(f, payload)) => {
+            let b = &f.roce.bth;
+            let name = super::opcode::info(b.opcode).map_or("?", |i| i.name);
+            let mut s = format!(
+                "{} > {} {name} qp {} psn {}{}{}",
+                f.ip.src_addr(),
+                f.ip.dst_addr(),
+                b.dest_qp,
+                b.psn,
+                if b.ack_req { " ackreq" } else { "" },
+                if b.solicited { " se" } else { "" },
+            );
+            if let Some(r) = f.roce.reth {
+                s += &format!(
+                    " | RETH va {:#x} rkey {:#x} len {}",
+                    r.va, r.rkey, r.dma_len
+                );
+            }
+            if let Some(d) = f.roce.deth {
+                s += &format!(" | DETH qkey {:#x} src qp {}", d.qkey, d.src_qp);
+            }
+            if let Some(a) = f.roce.aeth {
+                s += &format!(" | AETH {:?} msn {}", a.kind, a.msn);
+            }
+            if let Some(a) = f.roce.atomic_eth {
+                s += &format!(" | AtomicETH va {:#x} rkey {:#x}", a.va, a.rkey);
+            }
+            if let Some(a) = f.roce.atomic_ack_eth {
+                s += &format!(" | AtomicAckETH orig {:#x}", a.orig);
+            }
+            if let Some(i) = f.roce.immdt {
+                s += &format!(" | ImmDt {:#010x}", u32::from_be_bytes(i.imm));
+            }
+            if let Some(i) = f.roce.ieth {
+                s += &format!(" | IETH rkey {:#x}", i.rkey);
+            }
+            s + &format!(" | {} B", payload.len())
+        }
+        Ok(Received::Arp(_, a)) => format!(
+            "ARP {:?} from {} for {}",
+            a.operation, a.sender_ip, a.target_ip
+        ),
+        Ok(Received::Ndisc(_, src, nd)) => format!("ND from {src}: {nd:?}"),
+        Err(e) => format!("{} B, not taken: {e}", frame.len()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -435,6 +489,8 @@ mod tests {
         };
         let f = arp_frame(me, EthernetAddress::BROADCAST, &arp);
         assert_eq!(f.len(), 42);
+        assert_eq!(describe(&f), "ARP Request from 192.0.2.1 for 192.0.2.2");
+        assert_eq!(describe(&f[..20]), "20 B, not taken: truncated packet");
         assert_eq!(
             classify(&f),
             Ok(Received::Arp(
@@ -463,59 +519,5 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-    }
-}
-
-/// A one-line account of `frame`, for traces and logs: a RoCEv2 packet's
-/// addresses, opcode, QP, PSN and headers (`192.0.2.1 > 192.0.2.2
-/// RC_RDMA_WRITE_ONLY qp 3 psn 0 ackreq | RETH va 0x1000 rkey 0x200 len
-/// 12 | 12 B`), ARP and neighbour discovery by kind, or why
-/// [`classify`] drops it.
-pub fn describe(frame: &[u8]) -> String {
-    match classify(frame) {
-        Ok(Received::Roce(f, payload)) => {
-            let b = &f.roce.bth;
-            let name = super::opcode::info(b.opcode).map_or("?", |i| i.name);
-            let mut s = format!(
-                "{} > {} {name} qp {} psn {}{}{}",
-                f.ip.src_addr(),
-                f.ip.dst_addr(),
-                b.dest_qp,
-                b.psn,
-                if b.ack_req { " ackreq" } else { "" },
-                if b.solicited { " se" } else { "" },
-            );
-            if let Some(r) = f.roce.reth {
-                s += &format!(
-                    " | RETH va {:#x} rkey {:#x} len {}",
-                    r.va, r.rkey, r.dma_len
-                );
-            }
-            if let Some(d) = f.roce.deth {
-                s += &format!(" | DETH qkey {:#x} src qp {}", d.qkey, d.src_qp);
-            }
-            if let Some(a) = f.roce.aeth {
-                s += &format!(" | AETH {:?} msn {}", a.kind, a.msn);
-            }
-            if let Some(a) = f.roce.atomic_eth {
-                s += &format!(" | AtomicETH va {:#x} rkey {:#x}", a.va, a.rkey);
-            }
-            if let Some(a) = f.roce.atomic_ack_eth {
-                s += &format!(" | AtomicAckETH orig {:#x}", a.orig);
-            }
-            if let Some(i) = f.roce.immdt {
-                s += &format!(" | ImmDt {:#010x}", u32::from_be_bytes(i.imm));
-            }
-            if let Some(i) = f.roce.ieth {
-                s += &format!(" | IETH rkey {:#x}", i.rkey);
-            }
-            s + &format!(" | {} B", payload.len())
-        }
-        Ok(Received::Arp(_, a)) => format!(
-            "ARP {:?} from {} for {}",
-            a.operation, a.sender_ip, a.target_ip
-        ),
-        Ok(Received::Ndisc(_, src, nd)) => format!("ND from {src}: {nd:?}"),
-        Err(e) => format!("{} B, not taken: {e}", frame.len()),
     }
 }
