@@ -5,8 +5,8 @@
 # from: QEMU, a kernel with its modules, busybox, cpio, kmod (and xz-utils
 # or zstd if the modules are compressed); what the interop test puts in its
 # guest and builds: ibverbs-utils, ibverbs-providers, perftest,
-# libibverbs-dev (headers, static libraries), iproute2, gcc; and tshark for
-# the capture test.
+# libibverbs-dev (headers, static libraries), iproute2, gcc; tshark for
+# the capture test; and Chromium, in which rnic-trace's test renders.
 # Idempotent, and quick when everything is already there (it only asks
 # rustup or apt when something is missing).
 set -euo pipefail
@@ -64,6 +64,8 @@ command -v strace >/dev/null 2>&1 || vm_missing+=(strace)
     vm_missing+=(libibverbs-dev)
 [ -x /usr/bin/rdma ] && command -v ss >/dev/null 2>&1 || vm_missing+=(iproute2)
 command -v gcc >/dev/null 2>&1 || vm_missing+=(gcc)
+# rnic-trace's test renders its HTML in headless Chromium.
+[ -x /usr/bin/chromium ] || vm_missing+=(chromium)
 # Compressed modules (Debian 13 ships .ko.xz) are unpacked for the VM.
 if [ -n "$vm_kernel" ]; then
     mods=/lib/modules/${vm_kernel#/boot/vmlinuz-}/kernel/drivers/vfio
@@ -91,5 +93,5 @@ fi
 
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
-    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, perftest, tshark)"
+    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, perftest, tshark, chromium)"
 fi
