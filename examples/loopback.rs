@@ -25,6 +25,7 @@ use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 type Res<T> = Result<T, Box<dyn Error>>;
 
 fn main() -> ExitCode {
+    env_logger::init();
     let mode = if std::env::args().any(|a| a == "--thread") {
         ExecMode::Thread
     } else {

@@ -59,6 +59,9 @@ impl Device {
 fn devices() -> Result<&'static [Device], &'static str> {
     static DEVICES: OnceLock<Result<Vec<Device>, String>> = OnceLock::new();
     let made = DEVICES.get_or_init(|| {
+        // A C program has no Rust logger: RUST_LOG=debug shows what the
+        // driver and the device log.
+        let _ = env_logger::try_init();
         config::from_env()
             .map(|specs| specs.into_iter().map(Device::new).collect())
             .inspect_err(|e| eprintln!("rnic libibverbs: {e}"))

@@ -23,6 +23,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    env_logger::init();
     let a = Args::parse();
     let text = match std::fs::read_to_string(&a.trace) {
         Ok(t) => t,

@@ -63,22 +63,6 @@ const EDU_BUF: u64 = 0x40000;
 const XFER: usize = 2048;
 const SECOND: u64 = 1_000_000_000;
 
-/// Prints log records at info level and above (debug with
-/// `EDU_CHECK_DEBUG=1`) to stderr.
-struct Logger;
-
-impl log::Log for Logger {
-    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
-        m.level() <= log::max_level()
-    }
-    fn log(&self, r: &log::Record<'_>) {
-        if self.enabled(r.metadata()) {
-            eprintln!("[{} {}] {}", r.level(), r.target(), r.args());
-        }
-    }
-    fn flush(&self) {}
-}
-
 #[derive(Default)]
 struct Checks {
     passed: u32,
@@ -122,13 +106,8 @@ impl Checks {
 }
 
 fn main() -> ExitCode {
-    static LOGGER: Logger = Logger;
-    let _ = log::set_logger(&LOGGER);
-    log::set_max_level(if std::env::var_os("EDU_CHECK_DEBUG").is_some() {
-        log::LevelFilter::Debug
-    } else {
-        log::LevelFilter::Info
-    });
+    // Info and above unless RUST_LOG says otherwise (RUST_LOG=debug).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut c = Checks::default();
     let mode = args.first().map(String::as_str).unwrap_or("");
