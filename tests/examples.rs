@@ -30,3 +30,31 @@ fn loopback_verifies_its_transfers_and_logs_at_debug() {
     assert!(err.contains("DEBUG rnic_driver"), "{err}");
     assert!(err.contains("rnic_emu"), "{err}");
 }
+
+#[test]
+fn bringup_explains_every_step_in_the_spec_s_order() {
+    let o = Command::new(example("bringup")).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("bringup: the sequence is the spec's"), "{out}");
+    // Every line of the trace comes with what it means.
+    for step in [
+        "ID -> 0x43494e52 (\"RNIC\")",
+        "CTRL <- 0x1 (Ctrl { reset: true",
+        "CMDQ_BASE_HI <- ",
+        "EQ_CTRL <- ",
+        "STATUS -> 0x3 (Status { ready: true, enabled: true",
+        "CMD 0 ALLOC_UCTX done: OK",
+    ] {
+        let at = out.find(step).unwrap_or_else(|| panic!("{step}: {out}"));
+        let next = out[at..].lines().nth(1).unwrap_or("");
+        assert!(
+            next.trim_start().starts_with("= "),
+            "{step} is explained: {next}"
+        );
+    }
+}
