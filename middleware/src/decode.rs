@@ -216,7 +216,10 @@ pub fn command(entry: &[u8], index: u32) -> (Option<CmdOpcode>, Decoded) {
                 i.pdn.to_ne(),
                 i.send_cqn.to_ne(),
                 i.recv_cqn.to_ne(),
-                i.srqn.to_ne(),
+                match i.srqn.to_ne() {
+                    rnic_hw_regs::cmd::NONE => "none".to_owned(),
+                    n => n.to_string(),
+                },
                 i.log_sq_bbs.to_ne(),
                 i.log_rq_wqes.to_ne(),
                 i.sq_iova.to_ne(),
