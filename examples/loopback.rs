@@ -6,7 +6,14 @@
 //! ```text
 //! cargo run --example loopback            # device model runs inline
 //! cargo run --example loopback -- --thread  # device model on its own thread
+//! cargo run --example loopback -- --registers          # and what crossed the boundary
+//! cargo run --example loopback -- --trace loopback.jsonl  # the same as JSON lines, for rnic-trace
 //! ```
+//!
+//! The platform is wrapped in rnic-middleware's `TraceHal` and the wire in
+//! a tap, on one timeline: `--registers` prints every register access,
+//! command, WQE, frame and CQE as it happens, beneath the transfer that
+//! caused it; `--trace FILE` writes them for `rnic-trace FILE`.
 //!
 //! Everything below goes through the verbs API of `rnic-driver`; the driver
 //! reaches the device model only through BAR registers, doorbells and DMA
@@ -20,18 +27,54 @@ use rnic_driver::{
     access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr, QpState,
     QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
+use rnic_emu::net::{Direction, Loopback, Tap};
+use rnic_emu::wire::frame::describe;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_middleware::{Event, JsonLines, Sink, Timeline, TraceHal};
 
 type Res<T> = Result<T, Box<dyn Error>>;
+/// The platform: the model's, traced.
+type H = TraceHal<EmuHal>;
+
+/// Prints each event as it is recorded (`--registers`).
+struct Print;
+
+impl Sink for Print {
+    fn record(&self, e: &Event) {
+        println!(
+            "      | {:<8} {}",
+            format!("{:?}", e.lane).to_lowercase(),
+            e.text
+        );
+    }
+}
 
 fn main() -> ExitCode {
     env_logger::init();
-    let mode = if std::env::args().any(|a| a == "--thread") {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = if args.iter().any(|a| a == "--thread") {
         ExecMode::Thread
     } else {
         ExecMode::Inline
     };
-    match run(mode) {
+    let mut sinks: Vec<std::sync::Arc<dyn Sink>> = Vec::new();
+    if args.iter().any(|a| a == "--registers") {
+        sinks.push(std::sync::Arc::new(Print));
+    }
+    if let Some(i) = args.iter().position(|a| a == "--trace") {
+        let Some(path) = args.get(i + 1) else {
+            eprintln!("loopback: --trace needs a file");
+            return ExitCode::FAILURE;
+        };
+        match std::fs::File::create(path) {
+            Ok(f) => sinks.push(std::sync::Arc::new(JsonLines::new(f))),
+            Err(e) => {
+                eprintln!("loopback: {path}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    match run(mode, Timeline::new(sinks)) {
         Ok(()) => {
             println!("\nloopback: all transfers verified");
             ExitCode::SUCCESS
@@ -43,9 +86,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(mode: ExecMode) -> Res<()> {
-    let dev = EmuDevice::new(EmuConfig::default(), mode);
-    let ctx = Context::open(dev.hal())?;
+fn run(mode: ExecMode, tl: std::sync::Arc<Timeline>) -> Res<()> {
+    // The NIC's frames go on the timeline too, through a tap on its wire.
+    let t = tl.clone();
+    let tap = Tap::new(
+        Loopback::default(),
+        std::sync::Arc::new(move |d, f: &[u8]| t.frame(d == Direction::Tx, describe(f), f)),
+    );
+    let dev = EmuDevice::builder(EmuConfig::default())
+        .mode(mode)
+        .wire(tap)
+        .build()?;
+    tl.note("open the device: rnic-driver's bring-up");
+    let ctx = Context::open(TraceHal::new(dev.hal(), tl.clone()))?;
 
     let attr = ctx.query_device()?;
     let port = ctx.query_port(1)?;
@@ -108,6 +161,7 @@ fn run(mode: ExecMode) -> Res<()> {
         is_global: true,
         ..AhAttr::default()
     };
+    tl.note("connect the QPs to each other: RESET -> INIT -> RTR -> RTS");
     connect(&qp_a, qp_b.qp_num(), path, rights)?;
     connect(&qp_b, qp_a.qp_num(), path, rights)?;
     println!(
@@ -123,6 +177,7 @@ fn run(mode: ExecMode) -> Res<()> {
     let (head, tail) = (&b"hello from "[..], &b"QP a over the loopback port"[..]);
     mr_a.write(0, head)?;
     mr_a.write(512, tail)?;
+    tl.note("SEND: QP b posts a receive, QP a sends two pieces of its MR");
     qp_b.post_recv(&[RecvWr {
         wr_id: 100,
         sg_list: &[mr_b.sge(0, 256)?],
@@ -153,6 +208,7 @@ fn run(mode: ExecMode) -> Res<()> {
     // is not involved and gets no completion.
     let pattern: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
     mr_a.write(1024, &pattern)?;
+    tl.note("RDMA WRITE: QP a writes 256 bytes into QP b's MR");
     qp_a.post_send(&[SendWr {
         wr_id: 2,
         op: SendOp::RdmaWrite {
@@ -178,6 +234,7 @@ fn run(mode: ExecMode) -> Res<()> {
     // RDMA READ: QP a fetches bytes from QP b's MR into its own.
     let remote = b"data that lives in QP b's memory";
     mr_b.write(3072, remote)?;
+    tl.note("RDMA READ: QP a reads them back into its own MR");
     qp_a.post_send(&[SendWr {
         wr_id: 3,
         op: SendOp::RdmaRead {
@@ -204,7 +261,7 @@ fn run(mode: ExecMode) -> Res<()> {
 }
 
 /// Walks `qp` through RESET → INIT → RTR → RTS towards `dest_qpn`.
-fn connect(qp: &Qp<EmuHal>, dest_qpn: u32, path: AhAttr, rights: u32) -> Res<()> {
+fn connect(qp: &Qp<H>, dest_qpn: u32, path: AhAttr, rights: u32) -> Res<()> {
     let init = QpAttr {
         qp_state: QpState::Init,
         port_num: 1,
@@ -259,7 +316,7 @@ fn connect(qp: &Qp<EmuHal>, dest_qpn: u32, path: AhAttr, rights: u32) -> Res<()>
 
 /// Polls `cq` for one completion and checks it is a successful `opcode`
 /// for `wr_id`.
-fn expect(cq: &Cq<EmuHal>, wr_id: u64, opcode: WcOpcode) -> Res<WorkCompletion> {
+fn expect(cq: &Cq<H>, wr_id: u64, opcode: WcOpcode) -> Res<WorkCompletion> {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut wc = [WorkCompletion::default()];
     while cq.poll(&mut wc)? == 0 {
@@ -282,7 +339,7 @@ fn expect(cq: &Cq<EmuHal>, wr_id: u64, opcode: WcOpcode) -> Res<WorkCompletion> 
     Ok(wc)
 }
 
-fn read(mr: &Mr<EmuHal>, offset: usize, len: usize) -> Res<Vec<u8>> {
+fn read(mr: &Mr<H>, offset: usize, len: usize) -> Res<Vec<u8>> {
     let mut out = vec![0; len];
     mr.read(offset, &mut out)?;
     Ok(out)

@@ -90,3 +90,43 @@ fn doorbell_moves_bytes_with_a_hand_built_wqe() {
             .unwrap_or_else(|| panic!("{line} after {at}: {out}"));
     }
 }
+
+#[test]
+fn loopback_shows_each_transfer_at_the_register_level() {
+    let trace = std::env::temp_dir().join(format!("rnic-loopback-{}.jsonl", std::process::id()));
+    let o = Command::new(example("loopback"))
+        .args(["--registers", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The RDMA WRITE: the application's note, its WQE at the doorbell (or
+    // a BlueFlame write), its packet out and back, the ACK, its CQE.
+    let mut at = out.find("| app      RDMA WRITE").expect("the note");
+    for line in [
+        "ctrl RDMA_WRITE signaled",
+        "| wire     FRAME tx",
+        "RC_RDMA_WRITE_ONLY",
+        "| wire     FRAME rx",
+        "RC_ACKNOWLEDGE",
+        "| device   CQE",
+        "REQ RDMA_WRITE",
+        "SUCCESS",
+        "RDMA WRITE  QP",
+    ] {
+        at += out[at..]
+            .find(line)
+            .unwrap_or_else(|| panic!("{line}: {out}"));
+    }
+    // The file holds the same events, one JSON object per line.
+    let json = std::fs::read_to_string(&trace).unwrap();
+    std::fs::remove_file(&trace).unwrap();
+    let printed = out.lines().filter(|l| l.starts_with("      | ")).count();
+    assert_eq!(json.lines().count(), printed);
+    assert!(json.lines().all(|l| l.starts_with("{\"seq\":")));
+}
