@@ -6,8 +6,14 @@
 //!   decoded with hw-regs, on a [`Timeline`] that frames and the peer's
 //!   NIC can share, to `log` and to [`trace::Sink`]s (a JSON-lines file
 //!   for `rnic-trace`, memory for tests).
+//! - [`FaultHal`] injects faults: registers that read wrong, command
+//!   timeouts, failed DMA allocations and mappings, failed commands and
+//!   numbers already in use, corrupt or out-of-range CQEs.
 
 pub mod decode;
+pub mod fault;
+mod shadow;
 pub mod trace;
 
+pub use fault::{CqeFault, FaultHal, FaultHandle, Faults, Injected};
 pub use trace::{Event, JsonLines, Lane, Memory, Sink, Timeline, TraceHal};

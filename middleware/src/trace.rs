@@ -21,26 +21,18 @@
 //! peer's `TraceHal`, the application's notes), and from it to `log`
 //! (target `rnic_trace`, level debug) and to its [`Sink`]s.
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rnic_hw_regs::bar0;
-use rnic_hw_regs::cmd::{
-    CmdEntry, CmdOpcode, CreateCqIn, CreateCqOut, CreateQpIn, CreateQpOut, ObjIn, CMD_IN_SIZE,
-    CMD_OWNER_OFFSET, CMD_STATUS_OFFSET, NONE,
-};
-use rnic_hw_regs::cqe::{Cqe, CQE_SIZE};
-use rnic_hw_regs::owner_bit;
+use rnic_hw_regs::cqe::CQE_SIZE;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS};
 use rnic_hw_regs::uar::{self, WqDoorbell};
-use rnic_hw_regs::verbs::QpType;
-use rnic_hw_regs::wqe::{CtrlSeg, SEND_WQE_BB};
 use rnic_queues::{DmaRegion, Hal, HalError};
 use serde::Serialize;
 
-use crate::decode::{self, read, Decoded};
+use crate::decode::{self, Decoded};
+use crate::shadow::{copy, Shadow};
 
 /// Where an event happened, the lanes of a sequence diagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -189,85 +181,10 @@ impl Timeline {
     }
 }
 
-/// A ring of DMA memory the trace reads.
-#[derive(Debug, Clone, Copy)]
-struct Ring {
-    /// Host address of the ring's start.
-    vaddr: usize,
-    /// Its length in bytes.
-    len: usize,
-}
-
-/// A QP's queues, from its `CREATE_QP`.
-#[derive(Debug)]
-struct QpRings {
-    ty: Option<QpType>,
-    sq: Option<Ring>,
-    sq_bbs: u32,
-    /// Producer index (in basic blocks) up to which WQEs were recorded.
-    sq_pi: u32,
-    rq: Option<Ring>,
-    rq_wqes: u32,
-    rq_stride: usize,
-    rq_pi: u32,
-}
-
-/// A CQ's ring, from its `CREATE_CQ`.
-#[derive(Debug, Clone, Copy)]
-struct CqRing {
-    ring: Option<Ring>,
-    log_size: u32,
-    /// The next index whose CQE has not been recorded.
-    next: u32,
-}
-
-/// What the trace knows of the device's memory and objects.
-#[derive(Default)]
-struct State {
-    /// DMA regions by IOVA: (host address, length).
-    dma: BTreeMap<u64, (usize, usize)>,
-    cmdq_lo: u32,
-    cmdq_hi: u32,
-    cmdq_log: u32,
-    cmdq_pi: u32,
-    /// Commands handed over and not yet seen completed: (index, opcode,
-    /// the entry as handed over).
-    pending: Vec<(u32, Option<CmdOpcode>, Vec<u8>)>,
-    qps: BTreeMap<u32, QpRings>,
-    cqs: BTreeMap<u32, CqRing>,
-}
-
-impl State {
-    /// The host address of `len` bytes at `iova`, if they lie in one DMA
-    /// region.
-    fn host(&self, iova: u64, len: usize) -> Option<Ring> {
-        let (&base, &(vaddr, rlen)) = self.dma.range(..=iova).next_back()?;
-        let off = usize::try_from(iova - base).ok()?;
-        (off.checked_add(len)? <= rlen).then_some(Ring {
-            vaddr: vaddr + off,
-            len,
-        })
-    }
-}
-
-/// Copies `len` bytes at offset `at` (wrapping) of `ring`.
-fn copy(ring: Ring, at: usize, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            let p = ring.vaddr + (at + i) % ring.len;
-            // SAFETY: `p` is inside a DMA region the platform handed out
-            // and has not freed (regions leave the map at dma_free). The
-            // device may be writing it: a volatile byte read sees some
-            // value, which only the decoded text depends on.
-            unsafe { std::ptr::read_volatile(p as *const u8) }
-        })
-        .collect()
-}
-
 /// A `Hal` that records what crosses it (see the module documentation).
 pub struct TraceHal<H: Hal> {
     inner: H,
-    state: Mutex<State>,
+    state: Mutex<Shadow>,
     timeline: Arc<Timeline>,
     /// The peer's: every event on [`Lane::Peer`].
     peer: bool,
@@ -278,7 +195,7 @@ impl<H: Hal> TraceHal<H> {
     pub fn new(inner: H, timeline: Arc<Timeline>) -> Self {
         TraceHal {
             inner,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(Shadow::default()),
             timeline,
             peer: false,
         }
@@ -302,183 +219,35 @@ impl<H: Hal> TraceHal<H> {
         &self.inner
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, Shadow> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records an event. The state's lock is held: events of this NIC are
     /// recorded in the order they happen.
-    fn emit(&self, _st: &mut State, lane: Lane, kind: &'static str, d: Decoded, raw: &[u8]) {
+    fn emit(&self, _st: &mut Shadow, lane: Lane, kind: &'static str, d: Decoded, raw: &[u8]) {
         let lane = if self.peer { Lane::Peer } else { lane };
         self.timeline.record(lane, kind, d, raw);
     }
 
     /// Records what the device wrote since the last look: completed
     /// commands and new CQEs.
-    fn look(&self, st: &mut State) {
-        let pending = std::mem::take(&mut st.pending);
-        for (index, op, entry) in pending {
-            let Some(ring) = self.cmd_entry(st, index) else {
-                continue;
-            };
-            let now = copy(ring, 0, ring.len);
-            if now[CMD_OWNER_OFFSET] != 0 {
-                st.pending.push((index, op, entry));
-                continue;
-            }
+    fn look(&self, st: &mut Shadow) {
+        for c in st.take_completions() {
+            let now = copy(c.ring, 0, c.ring.len);
+            let d = decode::command_done(&now, c.index, c.op);
+            self.emit(st, Lane::Device, "cmd_done", d, &now);
+            st.learn(c.op, &c.entry, &now);
+        }
+        for q in st.take_cqes() {
+            let bytes = copy(q.ring, q.at, CQE_SIZE);
             self.emit(
                 st,
                 Lane::Device,
-                "cmd_done",
-                decode::command_done(&now, index, op),
-                &now,
-            );
-            self.learn(st, op, &entry, &now);
-        }
-        let cqns: Vec<u32> = st.cqs.keys().copied().collect();
-        for cqn in cqns {
-            while let Some(&CqRing {
-                ring: Some(ring),
-                next,
-                log_size: log,
-            }) = st.cqs.get(&cqn)
-            {
-                let size = 1usize << log;
-                let at = (next as usize % size) * CQE_SIZE;
-                let bytes = copy(ring, at, CQE_SIZE);
-                let c: Cqe = read(&bytes);
-                if c.owner.owner() != owner_bit(next, log) {
-                    break;
-                }
-                let d = decode::cqe(cqn, next, &bytes);
-                self.emit(st, Lane::Device, "cqe", d, &bytes);
-                if let Some(cq) = st.cqs.get_mut(&cqn) {
-                    cq.next = next.wrapping_add(1);
-                }
-            }
-        }
-    }
-
-    /// Where command entry `index` lies.
-    fn cmd_entry(&self, st: &State, index: u32) -> Option<Ring> {
-        let base = u64::from(st.cmdq_hi) << 32 | u64::from(st.cmdq_lo);
-        let size = std::mem::size_of::<CmdEntry>();
-        let slot = index as usize % (1usize << st.cmdq_log);
-        st.host(base + (slot * size) as u64, size)
-    }
-
-    /// Notes the objects a completed command made or destroyed.
-    fn learn(&self, st: &mut State, op: Option<CmdOpcode>, entry: &[u8], done: &[u8]) {
-        use std::mem::size_of;
-        let hdr = size_of::<rnic_hw_regs::cmd::CmdHeader>();
-        let input = &entry[hdr..];
-        let output = &done[hdr + CMD_IN_SIZE..];
-        if done[CMD_STATUS_OFFSET] != 0 {
-            return;
-        }
-        match op {
-            Some(CmdOpcode::CreateCq) => {
-                let i: CreateCqIn = read(input);
-                let o: CreateCqOut = read(output);
-                let log = i.log_size.to_ne();
-                let ring = st.host(i.buf_iova.to_ne(), CQE_SIZE << log.min(24));
-                st.cqs.insert(
-                    o.cqn.to_ne(),
-                    CqRing {
-                        ring,
-                        log_size: log,
-                        next: 0,
-                    },
-                );
-            }
-            Some(CmdOpcode::CreateQp) => {
-                let i: CreateQpIn = read(input);
-                let o: CreateQpOut = read(output);
-                let sq_bbs = 1u32 << i.log_sq_bbs.to_ne().min(24);
-                let rq_wqes = 1u32 << i.log_rq_wqes.to_ne().min(24);
-                let stride = 1usize << i.log_rq_stride.min(16);
-                let sq = st.host(i.sq_iova.to_ne(), sq_bbs as usize * SEND_WQE_BB);
-                // A QP on an SRQ has no receive queue of its own.
-                let rq = (i.srqn.to_ne() == NONE)
-                    .then(|| st.host(i.rq_iova.to_ne(), rq_wqes as usize * stride))
-                    .flatten();
-                st.qps.insert(
-                    o.qpn.to_ne(),
-                    QpRings {
-                        ty: QpType::from_raw(i.qp_type),
-                        sq,
-                        sq_bbs,
-                        sq_pi: 0,
-                        rq,
-                        rq_wqes,
-                        rq_stride: stride,
-                        rq_pi: 0,
-                    },
-                );
-            }
-            Some(CmdOpcode::DestroyCq) => {
-                st.cqs.remove(&read::<ObjIn>(input).id.to_ne());
-            }
-            Some(CmdOpcode::DestroyQp) => {
-                st.qps.remove(&read::<ObjIn>(input).id.to_ne());
-            }
-            _ => {}
-        }
-    }
-
-    /// Records the send WQEs of QP `qpn` up to producer index `pi` (low
-    /// 16 bits, in basic blocks).
-    fn send_wqes(&self, st: &mut State, qpn: u32, pi: u16) {
-        let Some(q) = st.qps.get(&qpn) else { return };
-        let (Some(ring), ty, bbs) = (q.sq, q.ty, q.sq_bbs) else {
-            return;
-        };
-        let mut at = q.sq_pi;
-        let end = (at & !0xffff) | u32::from(pi);
-        let end = if end < at { end + 0x1_0000 } else { end };
-        let mut found = Vec::new();
-        while at < end && found.len() < 4096 {
-            let off = (at % bbs) as usize * SEND_WQE_BB;
-            let ctrl: CtrlSeg = read(&copy(ring, off, 16));
-            let nbb = (usize::from(ctrl.word.ds()) * 16)
-                .div_ceil(SEND_WQE_BB)
-                .max(1);
-            let bytes = copy(ring, off, nbb * SEND_WQE_BB);
-            found.push((at, bytes));
-            at += nbb as u32;
-        }
-        if let Some(q) = st.qps.get_mut(&qpn) {
-            q.sq_pi = at;
-        }
-        for (idx, bytes) in found {
-            self.emit(
-                st,
-                Lane::Doorbell,
-                "wqe",
-                decode::send_wqe(qpn, idx, ty, &bytes),
+                "cqe",
+                decode::cqe(q.cqn, q.idx, &bytes),
                 &bytes,
             );
-        }
-    }
-
-    /// Records the receive WQEs of QP `qpn` up to producer index `pi`.
-    fn recv_wqes(&self, st: &mut State, qpn: u32, pi: u16) {
-        let Some(q) = st.qps.get(&qpn) else { return };
-        let (Some(ring), n, stride) = (q.rq, q.rq_wqes, q.rq_stride) else {
-            return;
-        };
-        let from = q.rq_pi;
-        let end = (from & !0xffff) | u32::from(pi);
-        let end = if end < from { end + 0x1_0000 } else { end };
-        let found: Vec<(u32, Vec<u8>)> = (from..end.min(from + n))
-            .map(|i| (i, copy(ring, (i % n) as usize * stride, stride)))
-            .collect();
-        if let Some(q) = st.qps.get_mut(&qpn) {
-            q.rq_pi = end;
-        }
-        for (idx, bytes) in found {
-            let d = decode::recv_wqe(&format!("qpn {qpn}"), idx, &bytes);
-            self.emit(st, Lane::Doorbell, "rwqe", d, &bytes);
         }
     }
 
@@ -487,31 +256,11 @@ impl<H: Hal> TraceHal<H> {
         self.look(&mut st);
         if bar == BAR_REGS {
             let v = value as u32;
-            match offset {
-                bar0::CMDQ_BASE_LO => st.cmdq_lo = v,
-                bar0::CMDQ_BASE_HI => st.cmdq_hi = v,
-                bar0::CMDQ_CTRL => st.cmdq_log = v & 0x1f,
-                _ => {}
-            }
-            self.emit(
-                &mut st,
-                Lane::Doorbell,
-                "mmio_write",
-                decode::bar0_access(offset, v, true),
-                &[],
-            );
-            if offset == bar0::CMDQ_DB {
-                while st.cmdq_pi != v {
-                    let index = st.cmdq_pi;
-                    st.cmdq_pi = st.cmdq_pi.wrapping_add(1);
-                    let Some(ring) = self.cmd_entry(&st, index) else {
-                        continue;
-                    };
-                    let entry = copy(ring, 0, ring.len);
-                    let (op, d) = decode::command(&entry, index);
-                    self.emit(&mut st, Lane::Doorbell, "cmd", d, &entry[..64]);
-                    st.pending.push((index, op, entry));
-                }
+            let d = decode::bar0_access(offset, v, true);
+            self.emit(&mut st, Lane::Doorbell, "mmio_write", d, &[]);
+            for h in st.on_bar0_write(offset, v) {
+                let (_, d) = decode::command(&h.entry, h.index);
+                self.emit(&mut st, Lane::Doorbell, "cmd", d, &h.entry[..64]);
             }
             return;
         }
@@ -519,9 +268,21 @@ impl<H: Hal> TraceHal<H> {
             let d = decode::doorbell(offset, value);
             self.emit(&mut st, Lane::Doorbell, "doorbell", d, &value.to_le_bytes());
             let db = WqDoorbell::from_bits(value);
+            let qpn = db.qpn();
             match offset % uar::UAR_PAGE_SIZE {
-                uar::SQ_DB => self.send_wqes(&mut st, db.qpn(), db.pi()),
-                uar::RQ_DB => self.recv_wqes(&mut st, db.qpn(), db.pi()),
+                uar::SQ_DB => {
+                    let ty = st.qp_type(qpn);
+                    for (idx, bytes) in st.send_wqes(qpn, db.pi()) {
+                        let d = decode::send_wqe(qpn, idx, ty, &bytes);
+                        self.emit(&mut st, Lane::Doorbell, "wqe", d, &bytes);
+                    }
+                }
+                uar::RQ_DB => {
+                    for (idx, bytes) in st.recv_wqes(qpn, db.pi()) {
+                        let d = decode::recv_wqe(&format!("qpn {qpn}"), idx, &bytes);
+                        self.emit(&mut st, Lane::Doorbell, "rwqe", d, &bytes);
+                    }
+                }
                 _ => {}
             }
             return;
@@ -540,8 +301,7 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
         let r = self.inner.dma_alloc(len)?;
         let mut st = self.state();
-        st.dma
-            .insert(r.iova(), (r.vaddr().as_ptr() as usize, r.len()));
+        st.on_alloc(&r);
         let d = Decoded {
             text: format!("DMA alloc {} B at iova {:#x}", r.len(), r.iova()),
             fields: vec![("iova".into(), format!("{:#x}", r.iova()))],
@@ -552,7 +312,7 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
 
     unsafe fn dma_free(&self, region: DmaRegion) {
         let mut st = self.state();
-        st.dma.remove(&region.iova());
+        st.on_free(region.iova());
         let d = Decoded {
             text: format!("DMA free iova {:#x}", region.iova()),
             fields: Vec::new(),
@@ -630,7 +390,7 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
             self.look(&mut st);
             let db = WqDoorbell::from_bits(block[0]);
             let bytes: Vec<u8> = block.iter().flat_map(|w| w.to_le_bytes()).collect();
-            let ty = st.qps.get(&db.qpn()).and_then(|q| q.ty);
+            let ty = st.qp_type(db.qpn());
             let w = decode::send_wqe(
                 db.qpn(),
                 u32::from(db.pi()).wrapping_sub(1),
@@ -653,10 +413,7 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         // A refused write published nothing: the driver rings the doorbell
         // for the same WQE.
         if r.is_ok() {
-            let qpn = WqDoorbell::from_bits(block[0]).qpn();
-            if let Some(q) = st.qps.get_mut(&qpn) {
-                q.sq_pi = q.sq_pi.wrapping_add(1);
-            }
+            st.blueflame_taken(WqDoorbell::from_bits(block[0]).qpn());
         }
         self.look(&mut st);
         r

@@ -5,73 +5,18 @@
 use std::sync::Arc;
 
 use rnic_driver::{
-    access, qp_attr, send_flags, AhAttr, Context, Cq, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr,
-    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcStatus, WorkCompletion,
+    access, send_flags, AhAttr, Context, Payload, QpCap, QpInitAttr, QpType, RecvWr, RemoteAddr,
+    SendOp, SendWr, WcStatus,
 };
 use rnic_emu::net::{Direction, Loopback, Tap};
 use rnic_emu::wire::frame::describe;
-use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_middleware::{Event, JsonLines, Lane, Memory, Timeline, TraceHal};
 use rnic_queues::Hal as _;
 
-type Hal = TraceHal<EmuHal>;
+mod common;
 
-fn connect(qp: &Qp<Hal>, dest: u32, path: AhAttr) {
-    let a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qp_access_flags: access::REMOTE_WRITE,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS,
-    )
-    .unwrap();
-    let a = QpAttr {
-        qp_state: QpState::Rtr,
-        path_mtu: Some(Mtu::Mtu1024),
-        dest_qp_num: dest,
-        max_dest_rd_atomic: 1,
-        min_rnr_timer: 12,
-        ah_attr: path,
-        ..QpAttr::default()
-    };
-    let m = qp_attr::STATE
-        | qp_attr::AV
-        | qp_attr::PATH_MTU
-        | qp_attr::DEST_QPN
-        | qp_attr::RQ_PSN
-        | qp_attr::MAX_DEST_RD_ATOMIC
-        | qp_attr::MIN_RNR_TIMER;
-    qp.modify(&a, m).unwrap();
-    let a = QpAttr {
-        qp_state: QpState::Rts,
-        timeout: 14,
-        retry_cnt: 7,
-        rnr_retry: 7,
-        max_rd_atomic: 1,
-        ..QpAttr::default()
-    };
-    let m = qp_attr::STATE
-        | qp_attr::SQ_PSN
-        | qp_attr::TIMEOUT
-        | qp_attr::RETRY_CNT
-        | qp_attr::RNR_RETRY
-        | qp_attr::MAX_QP_RD_ATOMIC;
-    qp.modify(&a, m).unwrap();
-}
-
-fn one(cq: &Cq<Hal>) -> WorkCompletion {
-    let mut wc = [WorkCompletion::default()];
-    for _ in 0..1_000_000 {
-        if cq.poll(&mut wc).unwrap() == 1 {
-            return wc[0];
-        }
-        std::thread::yield_now();
-    }
-    panic!("no completion");
-}
+use common::{connect, one};
 
 /// The index of the first event after `from` whose text contains all of
 /// `words`.

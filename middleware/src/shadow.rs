@@ -1,0 +1,337 @@
+//! What a `Hal` middleware can know of the device's memory from the calls
+//! it passes on: the DMA regions the platform handed out, the command
+//! queue (from its base and size registers), and the rings that
+//! `CREATE_CQ` and `CREATE_QP` placed. `TraceHal` reads them to decode;
+//! `FaultHal` writes them to inject faults.
+
+use std::collections::BTreeMap;
+use std::mem::size_of;
+
+use rnic_hw_regs::bar0;
+use rnic_hw_regs::cmd::{
+    CmdEntry, CmdHeader, CmdOpcode, CreateCqIn, CreateCqOut, CreateQpIn, CreateQpOut, ObjIn,
+    CMD_IN_SIZE, CMD_OWNER_OFFSET, CMD_STATUS_OFFSET, NONE,
+};
+use rnic_hw_regs::cqe::{Cqe, CQE_SIZE};
+use rnic_hw_regs::owner_bit;
+use rnic_hw_regs::verbs::QpType;
+use rnic_hw_regs::wqe::{CtrlSeg, SEND_WQE_BB};
+use rnic_queues::DmaRegion;
+
+use crate::decode::read;
+
+/// A stretch of DMA memory the host can reach.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ring {
+    /// Host address of its start.
+    pub vaddr: usize,
+    /// Its length in bytes.
+    pub len: usize,
+}
+
+/// Copies `len` bytes at offset `at` (wrapping) of `ring`.
+pub(crate) fn copy(ring: Ring, at: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            let p = ring.vaddr + (at + i) % ring.len;
+            // SAFETY: `p` is inside a DMA region the platform handed out
+            // and has not freed (regions leave the map at dma_free). The
+            // device may be writing it: a volatile byte read sees some
+            // value, which only the decoded text depends on.
+            unsafe { std::ptr::read_volatile(p as *const u8) }
+        })
+        .collect()
+}
+
+/// Writes `bytes` at offset `at` (wrapping) of `ring`.
+pub(crate) fn overwrite(ring: Ring, at: usize, bytes: &[u8]) {
+    for (i, &b) in bytes.iter().enumerate() {
+        let p = ring.vaddr + (at + i) % ring.len;
+        // SAFETY: as in `copy`; the caller writes only what the device has
+        // handed back (a completed entry, a written CQE) before the driver
+        // reads it, as a faulty device would have written it.
+        unsafe { std::ptr::write_volatile(p as *mut u8, b) };
+    }
+}
+
+/// A QP's queues, from its `CREATE_QP`.
+#[derive(Debug)]
+struct QpRings {
+    ty: Option<QpType>,
+    sq: Option<Ring>,
+    sq_bbs: u32,
+    /// Producer index (in basic blocks) up to which WQEs were taken.
+    sq_pi: u32,
+    rq: Option<Ring>,
+    rq_wqes: u32,
+    rq_stride: usize,
+    rq_pi: u32,
+}
+
+/// A CQ's ring, from its `CREATE_CQ`.
+#[derive(Debug, Clone, Copy)]
+struct CqRing {
+    ring: Option<Ring>,
+    log_size: u32,
+    /// The next index whose CQE has not been taken.
+    next: u32,
+}
+
+/// A command the driver handed over.
+pub(crate) struct Handed {
+    pub index: u32,
+    pub entry: Vec<u8>,
+}
+
+/// A command the device handed back.
+pub(crate) struct Completed {
+    pub index: u32,
+    pub op: Option<CmdOpcode>,
+    /// The entry as the driver handed it over.
+    pub entry: Vec<u8>,
+    /// Where it lies.
+    pub ring: Ring,
+}
+
+/// A CQE the device wrote.
+pub(crate) struct NewCqe {
+    pub cqn: u32,
+    pub idx: u32,
+    pub ring: Ring,
+    /// Its offset in the ring.
+    pub at: usize,
+}
+
+/// The device's memory as the calls show it.
+#[derive(Default)]
+pub(crate) struct Shadow {
+    /// DMA regions by IOVA: (host address, length).
+    dma: BTreeMap<u64, (usize, usize)>,
+    cmdq_lo: u32,
+    cmdq_hi: u32,
+    cmdq_log: u32,
+    cmdq_pi: u32,
+    /// Commands handed over and not yet seen completed.
+    pending: Vec<(u32, Option<CmdOpcode>, Vec<u8>)>,
+    qps: BTreeMap<u32, QpRings>,
+    cqs: BTreeMap<u32, CqRing>,
+}
+
+impl Shadow {
+    /// The host address of `len` bytes at `iova`, if they lie in one DMA
+    /// region.
+    fn host(&self, iova: u64, len: usize) -> Option<Ring> {
+        let (&base, &(vaddr, rlen)) = self.dma.range(..=iova).next_back()?;
+        let off = usize::try_from(iova - base).ok()?;
+        (off.checked_add(len)? <= rlen).then_some(Ring {
+            vaddr: vaddr + off,
+            len,
+        })
+    }
+
+    /// Notes a region the platform handed out.
+    pub fn on_alloc(&mut self, r: &DmaRegion) {
+        self.dma
+            .insert(r.iova(), (r.vaddr().as_ptr() as usize, r.len()));
+    }
+
+    /// Forgets a region given back.
+    pub fn on_free(&mut self, iova: u64) {
+        self.dma.remove(&iova);
+    }
+
+    /// Where command entry `index` lies.
+    pub fn cmd_entry(&self, index: u32) -> Option<Ring> {
+        let base = u64::from(self.cmdq_hi) << 32 | u64::from(self.cmdq_lo);
+        let size = size_of::<CmdEntry>();
+        let slot = index as usize % (1usize << self.cmdq_log);
+        self.host(base + (slot * size) as u64, size)
+    }
+
+    /// Notes a BAR 0 write: the command queue's place, and at `CMDQ_DB`
+    /// the commands it hands over.
+    pub fn on_bar0_write(&mut self, offset: usize, v: u32) -> Vec<Handed> {
+        match offset {
+            bar0::CMDQ_BASE_LO => self.cmdq_lo = v,
+            bar0::CMDQ_BASE_HI => self.cmdq_hi = v,
+            bar0::CMDQ_CTRL => self.cmdq_log = v & 0x1f,
+            _ => {}
+        }
+        let mut handed = Vec::new();
+        if offset != bar0::CMDQ_DB {
+            return handed;
+        }
+        while self.cmdq_pi != v {
+            let index = self.cmdq_pi;
+            self.cmdq_pi = self.cmdq_pi.wrapping_add(1);
+            let Some(ring) = self.cmd_entry(index) else {
+                continue;
+            };
+            let entry = copy(ring, 0, ring.len);
+            let hdr: CmdHeader = read(&entry);
+            let op = CmdOpcode::from_raw(hdr.opcode.to_ne());
+            self.pending.push((index, op, entry.clone()));
+            handed.push(Handed { index, entry });
+        }
+        handed
+    }
+
+    /// The commands the device has handed back since the last call. The
+    /// caller calls [`Shadow::learn`] with each once it is done with it.
+    pub fn take_completions(&mut self) -> Vec<Completed> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut done = Vec::new();
+        for (index, op, entry) in pending {
+            match self.cmd_entry(index) {
+                Some(ring) if copy(ring, CMD_OWNER_OFFSET, 1)[0] == 0 => done.push(Completed {
+                    index,
+                    op,
+                    entry,
+                    ring,
+                }),
+                Some(_) => self.pending.push((index, op, entry)),
+                None => {}
+            }
+        }
+        done
+    }
+
+    /// Notes the objects a completed command made or destroyed: `entry`
+    /// as handed over, `done` as handed back.
+    pub fn learn(&mut self, op: Option<CmdOpcode>, entry: &[u8], done: &[u8]) {
+        let hdr = size_of::<CmdHeader>();
+        let input = &entry[hdr..];
+        let output = &done[hdr + CMD_IN_SIZE..];
+        if done[CMD_STATUS_OFFSET] != 0 {
+            return;
+        }
+        match op {
+            Some(CmdOpcode::CreateCq) => {
+                let i: CreateCqIn = read(input);
+                let o: CreateCqOut = read(output);
+                let log = i.log_size.to_ne();
+                let ring = self.host(i.buf_iova.to_ne(), CQE_SIZE << log.min(24));
+                let cq = CqRing {
+                    ring,
+                    log_size: log,
+                    next: 0,
+                };
+                self.cqs.insert(o.cqn.to_ne(), cq);
+            }
+            Some(CmdOpcode::CreateQp) => {
+                let i: CreateQpIn = read(input);
+                let o: CreateQpOut = read(output);
+                let sq_bbs = 1u32 << i.log_sq_bbs.to_ne().min(24);
+                let rq_wqes = 1u32 << i.log_rq_wqes.to_ne().min(24);
+                let stride = 1usize << i.log_rq_stride.min(16);
+                let sq = self.host(i.sq_iova.to_ne(), sq_bbs as usize * SEND_WQE_BB);
+                // A QP on an SRQ has no receive queue of its own.
+                let rq = (i.srqn.to_ne() == NONE)
+                    .then(|| self.host(i.rq_iova.to_ne(), rq_wqes as usize * stride))
+                    .flatten();
+                let q = QpRings {
+                    ty: QpType::from_raw(i.qp_type),
+                    sq,
+                    sq_bbs,
+                    sq_pi: 0,
+                    rq,
+                    rq_wqes,
+                    rq_stride: stride,
+                    rq_pi: 0,
+                };
+                self.qps.insert(o.qpn.to_ne(), q);
+            }
+            Some(CmdOpcode::DestroyCq) => {
+                self.cqs.remove(&read::<ObjIn>(input).id.to_ne());
+            }
+            Some(CmdOpcode::DestroyQp) => {
+                self.qps.remove(&read::<ObjIn>(input).id.to_ne());
+            }
+            _ => {}
+        }
+    }
+
+    /// The CQEs the device wrote since the last call, in order per CQ.
+    pub fn take_cqes(&mut self) -> Vec<NewCqe> {
+        let mut found = Vec::new();
+        for (&cqn, cq) in self.cqs.iter_mut() {
+            let Some(ring) = cq.ring else { continue };
+            loop {
+                let size = 1usize << cq.log_size;
+                let at = (cq.next as usize % size) * CQE_SIZE;
+                let c: Cqe = read(&copy(ring, at, CQE_SIZE));
+                if c.owner.owner() != owner_bit(cq.next, cq.log_size) {
+                    break;
+                }
+                found.push(NewCqe {
+                    cqn,
+                    idx: cq.next,
+                    ring,
+                    at,
+                });
+                cq.next = cq.next.wrapping_add(1);
+            }
+        }
+        found
+    }
+
+    /// The type of QP `qpn`, if known.
+    pub fn qp_type(&self, qpn: u32) -> Option<QpType> {
+        self.qps.get(&qpn).and_then(|q| q.ty)
+    }
+
+    /// The send WQEs of QP `qpn` up to producer index `pi` (low 16 bits,
+    /// in basic blocks) not taken before: (index, bytes).
+    pub fn send_wqes(&mut self, qpn: u32, pi: u16) -> Vec<(u32, Vec<u8>)> {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return Vec::new();
+        };
+        let Some(ring) = q.sq else {
+            return Vec::new();
+        };
+        let mut at = q.sq_pi;
+        let end = (at & !0xffff) | u32::from(pi);
+        let end = if end < at { end + 0x1_0000 } else { end };
+        let mut found = Vec::new();
+        while at < end && found.len() < 4096 {
+            let off = (at % q.sq_bbs) as usize * SEND_WQE_BB;
+            let ctrl: CtrlSeg = read(&copy(ring, off, 16));
+            let nbb = (usize::from(ctrl.word.ds()) * 16)
+                .div_ceil(SEND_WQE_BB)
+                .max(1);
+            found.push((at, copy(ring, off, nbb * SEND_WQE_BB)));
+            at += nbb as u32;
+        }
+        q.sq_pi = at;
+        found
+    }
+
+    /// A BlueFlame write published one basic block of QP `qpn`'s SQ.
+    pub fn blueflame_taken(&mut self, qpn: u32) {
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            q.sq_pi = q.sq_pi.wrapping_add(1);
+        }
+    }
+
+    /// The receive WQEs of QP `qpn` up to producer index `pi` not taken
+    /// before: (index, bytes).
+    pub fn recv_wqes(&mut self, qpn: u32, pi: u16) -> Vec<(u32, Vec<u8>)> {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return Vec::new();
+        };
+        let Some(ring) = q.rq else {
+            return Vec::new();
+        };
+        let from = q.rq_pi;
+        let end = (from & !0xffff) | u32::from(pi);
+        let end = if end < from { end + 0x1_0000 } else { end };
+        let found = (from..end.min(from + q.rq_wqes))
+            .map(|i| {
+                let at = (i % q.rq_wqes) as usize * q.rq_stride;
+                (i, copy(ring, at, q.rq_stride))
+            })
+            .collect();
+        q.rq_pi = end;
+        found
+    }
+}
