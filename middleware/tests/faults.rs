@@ -167,13 +167,13 @@ fn corrupt_cqes_are_reported_not_taken() {
     // A CQE for a QP the CQ does not serve.
     faults.set(|f| f.cqe = Some(CqeFault::Qpn(0x77)));
     a.post_send(&[write(1)]).unwrap();
-    let e = cq.poll(&mut wc).err().expect("refused");
+    let e = cq.poll(&mut wc).expect_err("refused");
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("QP 119"), "{e}");
     // One whose wqe_counter names no outstanding WQE.
     faults.set(|f| f.cqe = Some(CqeFault::WqeCounter(500)));
     a.post_send(&[write(2)]).unwrap();
-    let e = cq.poll(&mut wc).err().expect("refused");
+    let e = cq.poll(&mut wc).expect_err("refused");
     assert!(
         e.to_string().contains("outside its outstanding WQEs"),
         "{e}"
