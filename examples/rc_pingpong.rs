@@ -24,6 +24,9 @@
 //! `tests/interop/verbs_peer.c`, their C twin over libibverbs (the rxe
 //! interop test, docs/interop.md). `--faults` puts the fault injector on
 //! this side's wire and `--counters` prints the port's counters at the end.
+//! `--registers` prints this side's register accesses, commands, WQEs,
+//! frames and CQEs as they happen, and `--trace FILE` writes them for
+//! rnic-trace (docs/trace.md).
 
 use std::io::Write;
 use std::net::TcpStream;
@@ -35,10 +38,9 @@ use rnic_driver::{
     access, qp_attr, send_flags, AhAttr, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr, QpState,
     QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
-use rnic_emu::EmuHal;
 
 mod pingpong;
-use pingpong::{exchange, poll, read_exact, report, Common, Dest, Nic};
+use pingpong::{exchange, poll, read_exact, report, Common, Dest, Nic, H};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -94,7 +96,7 @@ fn mtu(bytes: u32) -> Result<Mtu, String> {
 /// remote rights `--ops` needs, and room for its READs and atomics), or
 /// with `--uc` as `ibv_uc_pingpong` does (UC's masks have none of the
 /// RC-only attributes).
-fn connect(qp: &Qp<EmuHal>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), String> {
+fn connect(qp: &Qp<H>, a: &Args, my_psn: u32, dest: &Dest) -> Result<(), String> {
     let rd_atomic = if a.ops { 16 } else { 1 };
     let mut rtr = QpAttr {
         qp_state: QpState::Rtr,
@@ -340,9 +342,9 @@ fn pattern(role: u8, len: usize) -> Vec<u8> {
 /// fetch-and-adds, then both check what the other did to them.
 fn ops(
     a: &Args,
-    pd: &rnic_driver::Pd<EmuHal>,
-    qp: &Qp<EmuHal>,
-    cq: &rnic_driver::Cq<EmuHal>,
+    pd: &rnic_driver::Pd<H>,
+    qp: &Qp<H>,
+    cq: &rnic_driver::Cq<H>,
     tcp: &mut TcpStream,
 ) -> Result<(), String> {
     let role = role(&a.c);
@@ -401,9 +403,8 @@ fn ops(
             }
         }
     };
-    let sge = |mr: &Mr<EmuHal>, off: usize, len: usize| {
-        mr.sge(off, len as u32).map_err(|e| e.to_string())
-    };
+    let sge =
+        |mr: &Mr<H>, off: usize, len: usize| mr.sge(off, len as u32).map_err(|e| e.to_string());
     run(
         10,
         SendOp::RdmaWrite { remote: at(0) },

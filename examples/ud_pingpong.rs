@@ -29,7 +29,7 @@ use rnic_driver::{
 };
 
 mod pingpong;
-use pingpong::{exchange, poll, report, Common, Dest, Nic};
+use pingpong::{exchange, poll, report, Common, Dest, Nic, H};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -220,7 +220,7 @@ fn run(a: Args) -> Result<(), String> {
 /// Checks a received message: from the peer's QP, a GRH from the peer's
 /// address, then `size` bytes of 0x7b.
 fn check(
-    buf: &rnic_driver::Mr<rnic_emu::EmuHal>,
+    buf: &rnic_driver::Mr<H>,
     w: &WorkCompletion,
     rem: &Dest,
     size: usize,

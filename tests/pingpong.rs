@@ -54,13 +54,14 @@ fn pair(extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
 }
 
 fn pair_with(extra: &[&str], server_extra: &[&str], pcap: Option<&PathBuf>) -> (Output, Output) {
-    pair_of(&example(), extra, server_extra, pcap)
+    pair_of(&example(), extra, server_extra, &[], pcap)
 }
 
 fn pair_of(
     bin: &PathBuf,
     extra: &[&str],
     server_extra: &[&str],
+    client_extra: &[&str],
     pcap: Option<&PathBuf>,
 ) -> (Output, Output) {
     let (tcp, s_udp, c_udp) = (free_port(false), free_port(true), free_port(true));
@@ -93,6 +94,7 @@ fn pair_of(
                 "192.0.2.2",
                 "127.0.0.1",
             ])
+            .args(client_extra)
             .output()
             .unwrap();
         let refused = String::from_utf8_lossy(&out.stderr).contains("couldn't connect");
@@ -320,7 +322,7 @@ fn ud_pingpong_over_ipv4_and_ipv6() {
     let ud = example_named("ud_pingpong");
     for gid in ["0", "1"] {
         for size in ["1", "2048", "4096"] {
-            let (s, c) = pair_of(&ud, &["-g", gid, "-s", size, "-n", "50"], &[], None);
+            let (s, c) = pair_of(&ud, &["-g", gid, "-s", size, "-n", "50"], &[], &[], None);
             for (o, who) in [(&s, "server"), (&c, "client")] {
                 let out = String::from_utf8_lossy(&o.stdout);
                 let err = String::from_utf8_lossy(&o.stderr);
@@ -377,4 +379,45 @@ fn uc_pingpong() {
         .output()
         .unwrap();
     assert!(!o.status.success(), "--uc and --ops together");
+}
+
+/// `--registers` (the client, whose output is read as it runs) and
+/// `--trace FILE` (the server): each side's register accesses, commands,
+/// WQEs, frames and CQEs as they happen, and the ping-pong still runs.
+#[test]
+fn registers_show_each_side_at_the_register_level() {
+    let trace = std::env::temp_dir().join(format!("rnic-pp-trace-{}.jsonl", std::process::id()));
+    let t = trace.to_str().unwrap();
+    let (server, client) = pair_of(
+        &example(),
+        &["-s", "64", "-n", "2"],
+        &["--trace", t],
+        &["--registers"],
+        None,
+    );
+    let server_trace = std::fs::read_to_string(&trace).unwrap();
+    std::fs::remove_file(&trace).unwrap();
+    let client_out = String::from_utf8_lossy(&client.stdout).into_owned();
+    for (who, o, text) in [
+        ("server", &server, server_trace),
+        ("client", &client, client_out),
+    ] {
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{who}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.contains("2 iters in"), "{who}: {out}");
+        assert!(text.contains("MMIO BAR0+0x05c CMDQ_DB"), "{who}");
+        assert!(text.contains("CREATE_QP done: OK qpn"), "{who}");
+        // A SEND: its WQE, its packet, the ACK, and the CQEs.
+        let mut at = text.find("ctrl SEND signaled").expect("a send WQE");
+        for line in ["FRAME", "RC_SEND_ONLY", "RC_ACKNOWLEDGE", "CQE cqn"] {
+            at += text[at..]
+                .find(line)
+                .unwrap_or_else(|| panic!("{who}: {line}: {text}"));
+        }
+        assert!(text.contains("RESP RECV wqe 1 SUCCESS"), "{who}");
+    }
 }

@@ -10,11 +10,29 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use rnic_driver::{Context, Cq, WorkCompletion};
-use rnic_emu::net::{FaultConfig, FaultHandle, Faults, UdpWire};
+use rnic_emu::net::{Direction, FaultConfig, FaultHandle, Faults, Tap, UdpWire, Wire};
+use rnic_emu::wire::frame::describe;
 use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_middleware::{Event, JsonLines, Sink, Timeline, TraceHal};
 
+/// The platform: the emulated NIC's, traced with `--registers` or
+/// `--trace` (and otherwise only passed through).
+pub type H = TraceHal<EmuHal>;
 /// The driver context over the emulated NIC.
-pub type Ctx = Context<EmuHal>;
+pub type Ctx = Context<H>;
+
+/// Prints each event as it is recorded (`--registers`).
+struct Print;
+
+impl Sink for Print {
+    fn record(&self, e: &Event) {
+        println!(
+            "      | {:<8} {}",
+            format!("{:?}", e.lane).to_lowercase(),
+            e.text
+        );
+    }
+}
 
 /// Options of both ping-pongs beside the message size.
 #[derive(Args, Debug)]
@@ -67,6 +85,13 @@ pub struct Common {
     /// the fault injector did.
     #[arg(long)]
     pub counters: bool,
+    /// Print every register access, command, WQE, frame and CQE of this
+    /// side as it happens (rnic-middleware's TraceHal).
+    #[arg(long)]
+    pub registers: bool,
+    /// Write the same events to this file as JSON lines, for rnic-trace.
+    #[arg(long)]
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl Common {
@@ -85,6 +110,15 @@ pub struct Nic {
     pub faults: Option<FaultHandle>,
 }
 
+/// `w` with a tap that puts its frames on `tl`.
+fn tapped<W: Wire>(w: W, tl: &Arc<Timeline>) -> Tap<W> {
+    let t = tl.clone();
+    Tap::new(
+        w,
+        Arc::new(move |d, f: &[u8]| t.frame(d == Direction::Tx, describe(f), f)),
+    )
+}
+
 impl Nic {
     pub fn open(a: &Common) -> Result<Nic, String> {
         let (local, remote) = parse_wire(&a.wire)?;
@@ -94,17 +128,28 @@ impl Nic {
             ipv4: a.ipv4.octets(),
             ..EmuConfig::default()
         };
+        let mut sinks: Vec<Arc<dyn Sink>> = Vec::new();
+        if a.registers {
+            sinks.push(Arc::new(Print));
+        }
+        if let Some(path) = &a.trace {
+            let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            sinks.push(Arc::new(JsonLines::new(f)));
+        }
+        let tl = Timeline::new(sinks);
         let builder = EmuDevice::builder(cfg).mode(ExecMode::Thread);
+        // The tap sees what the NIC sends and receives, above the faults.
         let (builder, faults) = match a.faults {
             Some(f) => {
                 let (wire, handle) = Faults::new(wire, Clock::real(), a.seed);
                 handle.set(f);
-                (builder.wire(wire), Some(handle))
+                (builder.wire(tapped(wire, &tl)), Some(handle))
             }
-            None => (builder.wire(wire), None),
+            None => (builder.wire(tapped(wire, &tl)), None),
         };
         let dev = builder.build().map_err(|e| e.to_string())?;
-        let ctx = Context::open(dev.hal()).map_err(|e| format!("Couldn't open the NIC: {e}"))?;
+        let ctx = Context::open(TraceHal::new(dev.hal(), tl))
+            .map_err(|e| format!("Couldn't open the NIC: {e}"))?;
         Ok(Nic {
             _dev: dev,
             ctx,
@@ -249,7 +294,7 @@ pub fn exchange(
 
 /// Polls until at least one completion arrives, or `limit` passes.
 pub fn poll(
-    cq: &Cq<EmuHal>,
+    cq: &Cq<H>,
     wc: &mut [WorkCompletion],
     since: Instant,
     limit: Duration,

@@ -161,6 +161,13 @@ impl Timeline {
         }
     }
 
+    /// Whether anything takes its events: a sink, or `log` at debug for
+    /// target `rnic_trace`. A `TraceHal` on a timeline nobody reads passes
+    /// calls on and does nothing else.
+    pub fn active(&self) -> bool {
+        !self.sinks.is_empty() || log::log_enabled!(target: "rnic_trace", log::Level::Debug)
+    }
+
     /// Records what the application is doing, on its lane.
     pub fn note(&self, text: impl Into<String>) {
         let d = Decoded {
@@ -188,12 +195,16 @@ pub struct TraceHal<H: Hal> {
     timeline: Arc<Timeline>,
     /// The peer's: every event on [`Lane::Peer`].
     peer: bool,
+    /// Whether the timeline is read ([`Timeline::active`]); if not, calls
+    /// are only passed on.
+    on: bool,
 }
 
 impl<H: Hal> TraceHal<H> {
     /// Wraps `inner`, recording on `timeline`.
     pub fn new(inner: H, timeline: Arc<Timeline>) -> Self {
         TraceHal {
+            on: timeline.active(),
             inner,
             state: Mutex::new(Shadow::default()),
             timeline,
@@ -299,6 +310,9 @@ impl<H: Hal> TraceHal<H> {
 // the trace only reads memory `inner` handed out and has not taken back.
 unsafe impl<H: Hal> Hal for TraceHal<H> {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
+        if !self.on {
+            return self.inner.dma_alloc(len);
+        }
         let r = self.inner.dma_alloc(len)?;
         let mut st = self.state();
         st.on_alloc(&r);
@@ -311,6 +325,10 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     unsafe fn dma_free(&self, region: DmaRegion) {
+        if !self.on {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.inner.dma_free(region) };
+        }
         let mut st = self.state();
         st.on_free(region.iova());
         let d = Decoded {
@@ -324,6 +342,10 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     unsafe fn dma_map(&self, vaddr: NonNull<u8>, len: usize) -> Result<u64, HalError> {
+        if !self.on {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.inner.dma_map(vaddr, len) };
+        }
         // SAFETY: the caller's promise, passed on.
         let iova = unsafe { self.inner.dma_map(vaddr, len) }?;
         let mut st = self.state();
@@ -336,6 +358,10 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        if !self.on {
+            // SAFETY: the caller's promise, passed on.
+            return unsafe { self.inner.dma_unmap(iova, len) };
+        }
         {
             let mut st = self.state();
             let d = Decoded {
@@ -354,6 +380,9 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
+        if !self.on {
+            return self.inner.mmio_read32(bar, offset);
+        }
         let v = self.inner.mmio_read32(bar, offset);
         let mut st = self.state();
         self.look(&mut st);
@@ -370,6 +399,9 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn mmio_write32(&self, bar: u8, offset: usize, value: u32) {
+        if !self.on {
+            return self.inner.mmio_write32(bar, offset, value);
+        }
         // Recorded before it is passed on: the device acts on it at once,
         // and a device that runs in the caller's thread has done so when
         // the call returns.
@@ -379,12 +411,18 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn mmio_write64(&self, bar: u8, offset: usize, value: u64) {
+        if !self.on {
+            return self.inner.mmio_write64(bar, offset, value);
+        }
         self.write(bar, offset, value, 8);
         self.inner.mmio_write64(bar, offset, value);
         self.look(&mut self.state());
     }
 
     fn mmio_write_block(&self, bar: u8, offset: usize, block: &[u64; 8]) -> Result<(), HalError> {
+        if !self.on {
+            return self.inner.mmio_write_block(bar, offset, block);
+        }
         {
             let mut st = self.state();
             self.look(&mut st);
@@ -420,6 +458,9 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn now_ns(&self) -> u64 {
+        if !self.on {
+            return self.inner.now_ns();
+        }
         let t = self.inner.now_ns();
         let mut st = self.state();
         self.look(&mut st);
@@ -427,6 +468,9 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
+        if !self.on {
+            return self.inner.wait_irq(vector, timeout_ns);
+        }
         let r = self.inner.wait_irq(vector, timeout_ns);
         let mut st = self.state();
         self.look(&mut st);
@@ -438,6 +482,9 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn relax(&self) {
+        if !self.on {
+            return self.inner.relax();
+        }
         self.inner.relax();
         let mut st = self.state();
         self.look(&mut st);
