@@ -31,6 +31,11 @@ const BATCH: usize = 32;
 const RX_QUEUE: usize = 1 << 16;
 /// Buffers of frames sent kept for the NIC at most.
 const SPENT: usize = 1024;
+/// Socket buffer asked for each way (the kernel caps it at
+/// `net.core.rmem_max` / `wmem_max`): a burst of full-MTU frames, such as
+/// one large RDMA WRITE, overflows the default 208 KiB and every frame
+/// lost then costs the transport a retransmission timeout.
+const SOCKET_BUFFER: libc::c_int = 4 << 20;
 /// How often the receive thread looks up from a quiet socket to see if it
 /// should stop.
 const POLL: Duration = Duration::from_millis(20);
@@ -70,6 +75,7 @@ impl UdpWire {
     /// picks a free one) and receiving whatever reaches it.
     pub fn bind(local: SocketAddr, remote: SocketAddr) -> io::Result<UdpWire> {
         let socket = Arc::new(UdpSocket::bind(local)?);
+        enlarge_buffers(&socket);
         socket.set_read_timeout(Some(POLL))?;
         let rx = Arc::new(Rx {
             queue: Mutex::new(VecDeque::new()),
@@ -97,6 +103,7 @@ impl UdpWire {
     /// device takes what has arrived on each step ([`Wire::poll`]).
     pub fn bind_polled(local: SocketAddr, remote: SocketAddr) -> io::Result<UdpWire> {
         let socket = Arc::new(UdpSocket::bind(local)?);
+        enlarge_buffers(&socket);
         socket.set_nonblocking(true)?;
         Ok(UdpWire {
             socket,
@@ -136,6 +143,28 @@ impl Drop for UdpWire {
         self.rx.stop.store(true, Ordering::Release);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+    }
+}
+
+/// Asks for [`SOCKET_BUFFER`] bytes of receive and send buffer; a kernel
+/// that gives less leaves the wire slower on bursts, not broken.
+fn enlarge_buffers(socket: &UdpSocket) {
+    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
+        let size = SOCKET_BUFFER;
+        // SAFETY: the option value is a c_int that outlives the call, and
+        // its length is given.
+        let rc = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            log::debug!("UDP wire: socket buffer: {}", io::Error::last_os_error());
         }
     }
 }
