@@ -130,3 +130,102 @@ fn loopback_shows_each_transfer_at_the_register_level() {
     assert_eq!(json.lines().count(), printed);
     assert!(json.lines().all(|l| l.starts_with("{\"seq\":")));
 }
+
+/// The figures of an all-reduce result line (`size count float sum time
+/// algbw busbw #wrong what`): size, time in µs, algbw, busbw, #wrong.
+fn result_line(out: &str, what: &str) -> (f64, f64, f64, f64, usize) {
+    let l = out
+        .lines()
+        .find(|l| !l.starts_with('#') && l.trim_end().ends_with(what))
+        .unwrap_or_else(|| panic!("a {what} line: {out}"));
+    let w: Vec<&str> = l.split_whitespace().collect();
+    let num = |i: usize| w[i].parse::<f64>().unwrap_or_else(|_| panic!("{l}"));
+    assert_eq!((w[2], w[3]), ("float", "sum"), "{l}");
+    (num(0), num(4), num(5), num(6), num(7) as usize)
+}
+
+/// Checks a result line: nothing wrong, and algbw and busbw as nccl-tests
+/// computes them from the size and the time.
+fn check_result(out: &str, what: &str, ranks: usize, size: usize) {
+    let (bytes, us, algbw, busbw, wrong) = result_line(out, what);
+    assert_eq!(bytes as usize, size, "{out}");
+    assert_eq!(wrong, 0, "{out}");
+    assert!(us > 0.0, "{out}");
+    let want = bytes / (us * 1e-6) / 1e9;
+    // Printed with 3 decimals, from a time printed with one.
+    assert!((algbw - want).abs() <= 0.002 + want * 0.01, "{out}");
+    let bus = algbw * 2.0 * (ranks - 1) as f64 / ranks as f64;
+    assert!((busbw - bus).abs() <= 0.002 + bus * 0.01, "{out}");
+}
+
+#[test]
+fn allreduce_sums_over_2_to_8_nics_on_the_switch() {
+    for (ranks, size) in [(2, 4096), (3, 1000), (5, 65536), (8, 40000)] {
+        let o = Command::new(example("allreduce"))
+            .args(["--ranks", &ranks.to_string(), "--size", &size.to_string()])
+            .args(["--iters", "3"])
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{ranks} ranks: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains("every element of every rank is the sum"),
+            "{out}"
+        );
+        // Rounded down to whole floats in whole chunks.
+        let size = size / (4 * ranks) * (4 * ranks);
+        check_result(&out, "rnic", ranks, size);
+        check_result(&out, "tcp", ranks, size);
+        assert!(
+            out.contains(&format!("{} steps per all-reduce", 2 * (ranks - 1))),
+            "{out}"
+        );
+    }
+    // Bad arguments are refused with a reason.
+    for bad in [["--ranks", "9"], ["--size", "3"]] {
+        let o = Command::new(example("allreduce"))
+            .args(bad)
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        assert!(String::from_utf8_lossy(&o.stderr).contains("FAILED: --"));
+    }
+}
+
+#[test]
+fn allreduce_sums_between_processes_over_udp() {
+    let ranks = 3;
+    // Below the kernel's ephemeral ports, apart for concurrent runs.
+    let port = 24000 + (std::process::id() % 500) * 16;
+    let children: Vec<_> = (0..ranks)
+        .map(|r| {
+            Command::new(example("allreduce"))
+                .args(["--wire", "udp", "--ranks", "3", "--size", "262144"])
+                .args(["--iters", "2", "--rank", &r.to_string()])
+                .args(["--port", &port.to_string()])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (r, c) in children.into_iter().enumerate() {
+        let o = c.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "rank {r}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains(&format!("rank {r}: every element is the sum")),
+            "{out}"
+        );
+        check_result(&out, &format!("rnic rank {r}"), ranks, 262140);
+        check_result(&out, &format!("tcp rank {r}"), ranks, 262140);
+    }
+}
