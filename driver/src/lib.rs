@@ -92,7 +92,7 @@ mod wqe;
 mod wr;
 
 #[cfg(test)]
-mod fake;
+mod tests;
 
 pub use ah::{Ah, GRH_LEN};
 pub use attr::{DeviceAttr, Gid, PortAttr};

@@ -43,14 +43,17 @@ pub struct Faults {
     /// long as they are set.
     pub reads: Vec<(u8, usize, u32)>,
     /// Command doorbells go nowhere, for as long as it is set: the device
-    /// never runs the commands, and the driver times out.
+    /// does not run the commands, and the driver times out. Cleared, the
+    /// last doorbell swallowed reaches the device at the next call, as
+    /// from a device that was only slow.
     pub hang_commands: bool,
     /// How many of the next `dma_alloc` calls fail.
     pub fail_dma_allocs: u32,
     /// How many of the next `dma_map` calls fail.
     pub fail_dma_maps: u32,
-    /// The next command of this opcode completes with this status and
-    /// syndrome instead.
+    /// The next command of this opcode is refused with this status and
+    /// syndrome: the device never runs it (it is handed an opcode it does
+    /// not know in its place), as a device refuses a command.
     pub fail_command: Option<(CmdOpcode, CmdStatus, u32)>,
     /// The next successful command of this opcode reports this number as
     /// its output's first word (a CQN, QPN, PDN…), whatever the device
@@ -82,7 +85,17 @@ pub struct Injected {
 struct Shared {
     faults: Faults,
     injected: Injected,
+    /// Commands handed over under [`UNKNOWN_OPCODE`]: (index, their own
+    /// opcode, the status and syndrome they complete with).
+    refused: Vec<(u32, CmdOpcode, CmdStatus, u32)>,
+    /// The last command doorbell swallowed.
+    swallowed: Option<u32>,
 }
+
+/// The opcode a refused command is handed to the device under: one no
+/// version of the spec defines, which the device completes without doing
+/// anything.
+const UNKNOWN_OPCODE: u16 = 0xffff;
 
 /// Sets the faults of a [`FaultHal`] and reads what it injected.
 #[derive(Clone)]
@@ -140,21 +153,36 @@ impl<H: Hal> FaultHal<H> {
     /// Applies the faults set on what the device wrote since the last
     /// look.
     fn look(&self) {
+        let late = {
+            let mut f = self.shared();
+            if f.faults.hang_commands {
+                None
+            } else {
+                f.swallowed.take()
+            }
+        };
+        if let Some(v) = late {
+            if self.write(BAR_REGS, bar0::CMDQ_DB, v) {
+                self.inner.mmio_write32(BAR_REGS, bar0::CMDQ_DB, v);
+            }
+        }
         let mut sh = self.shadow();
         let mut f = self.shared();
         for c in sh.take_completions() {
             let hdr = std::mem::size_of::<CmdHeader>();
-            if let Some((op, status, syndrome)) = f.faults.fail_command {
-                if c.op == Some(op) {
-                    overwrite(c.ring, CMD_STATUS_OFFSET, &[status.raw()]);
-                    overwrite(
-                        c.ring,
-                        offset_of!(CmdHeader, syndrome),
-                        &syndrome.to_le_bytes(),
-                    );
-                    f.faults.fail_command = None;
-                    f.injected.commands_changed += 1;
-                }
+            if let Some(i) = f.refused.iter().position(|r| r.0 == c.index) {
+                let (_, op, status, syndrome) = f.refused.swap_remove(i);
+                overwrite(
+                    c.ring,
+                    offset_of!(CmdHeader, opcode),
+                    &op.raw().to_le_bytes(),
+                );
+                overwrite(c.ring, CMD_STATUS_OFFSET, &[status.raw()]);
+                overwrite(
+                    c.ring,
+                    offset_of!(CmdHeader, syndrome),
+                    &syndrome.to_le_bytes(),
+                );
             }
             if let Some((op, n)) = f.faults.number {
                 let ok = copy(c.ring, CMD_STATUS_OFFSET, 1)[0] == CmdStatus::Ok.raw();
@@ -191,10 +219,32 @@ impl<H: Hal> FaultHal<H> {
             let mut f = self.shared();
             if f.faults.hang_commands {
                 f.injected.commands_hung += 1;
+                f.swallowed = Some(value);
                 return false;
             }
+            f.swallowed = None;
         }
-        self.shadow().on_bar0_write(offset, value);
+        let mut sh = self.shadow();
+        for h in sh.on_bar0_write(offset, value) {
+            let mut f = self.shared();
+            let Some((op, status, syndrome)) = f.faults.fail_command else {
+                break;
+            };
+            let hdr: CmdHeader = crate::decode::read(&h.entry);
+            if hdr.opcode.to_ne() != op.raw() {
+                continue;
+            }
+            if let Some(ring) = sh.cmd_entry(h.index) {
+                overwrite(
+                    ring,
+                    offset_of!(CmdHeader, opcode),
+                    &UNKNOWN_OPCODE.to_le_bytes(),
+                );
+                f.refused.push((h.index, op, status, syndrome));
+                f.faults.fail_command = None;
+                f.injected.commands_changed += 1;
+            }
+        }
         true
     }
 }

@@ -376,7 +376,16 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
 
     unsafe fn dma_unmap_retired(&self, iova: u64, len: usize) -> Result<(), HalError> {
         // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.dma_unmap_retired(iova, len) }
+        let r = unsafe { self.inner.dma_unmap_retired(iova, len) };
+        if self.on && r.is_ok() {
+            let mut st = self.state();
+            let d = Decoded {
+                text: format!("DMA retire {len} B at iova {iova:#x}"),
+                fields: Vec::new(),
+            };
+            self.emit(&mut st, Lane::Driver, "dma", d, &[]);
+        }
+        r
     }
 
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
