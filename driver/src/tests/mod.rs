@@ -251,6 +251,14 @@ fn post_recvs(qp: &Qp<H>, mr: &crate::Mr<H>, ids: core::ops::Range<u64>) {
     }
 }
 
+/// A signaled SEND `id` of `hello` from `qp` to itself and the receive
+/// WQE `id` it lands in: two completions in the CQ.
+fn send_to_self(qp: &Qp<H>, mr: &crate::Mr<H>, id: u64) {
+    post_recvs(qp, mr, id..id + 1);
+    qp.post_send(&[inline_send(id, crate::send_flags::SIGNALED)])
+        .unwrap();
+}
+
 fn poll_all(cq: &Cq<H>) -> Vec<WorkCompletion> {
     let mut wc = [WorkCompletion::default(); 16];
     let n = cq.poll(&mut wc).unwrap();

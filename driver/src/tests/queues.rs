@@ -410,22 +410,23 @@ fn reset_removes_the_qps_completions_and_restarts_queues() {
     let b = qp(&pd, &cq, cap(4, 4));
     to_rts(&ctx, &a);
     to_rts(&ctx, &b);
-    let signaled = |id| inline_send(id, send_flags::SIGNALED);
     for i in 0..8u64 {
-        post_recvs(&a, &mr, 0..1);
-        a.post_send(&[signaled(100 + i)]).unwrap();
-        post_recvs(&b, &mr, 0..1);
-        b.post_send(&[signaled(200 + i)]).unwrap();
+        send_to_self(&a, &mr, 100 + i);
+        send_to_self(&b, &mr, 200 + i);
         // Four completions wait in the CQ; B's go with its reset.
         b.modify(&state(QpState::Reset), qp_attr::STATE).unwrap();
         assert_eq!(b.state(), QpState::Reset);
         let wc = poll_all(&cq);
         let ids: Vec<u64> = wc.iter().map(|w| w.wr_id).collect();
-        assert_eq!(ids.len(), 2, "iteration {i}: {wc:?}");
-        assert!(ids.contains(&(100 + i)) && ids.contains(&0), "{ids:?}");
+        assert_eq!(ids, [100 + i; 2], "iteration {i}: {wc:?}");
         assert!(wc.iter().all(|w| w.qp_num == a.qp_num()));
         to_rts(&ctx, &b);
     }
+    // B's queues start from 0 after each reset, where the device looks.
+    send_to_self(&b, &mr, 300);
+    let wc = poll_all(&cq);
+    assert_eq!(wc.len(), 2, "{wc:?}");
+    assert!(wc.iter().all(|w| w.qp_num == b.qp_num() && w.wr_id == 300));
     assert!(ctx.poll_event().is_none(), "no CQ error");
 }
 
@@ -442,9 +443,7 @@ fn events_update_arm_sequence_and_qp_state() {
     let db = rig.doorbells("CQ").pop().unwrap();
     assert_eq!(field(&db, "cqn"), cq.cq_num().to_string());
     assert!(db.text.contains("cmd 0 sn 0"), "{}", db.text);
-    post_recvs(&q, &mr, 0..1);
-    q.post_send(&[inline_send(1, send_flags::SIGNALED)])
-        .unwrap();
+    send_to_self(&q, &mr, 1);
     let ev = ctx.poll_event().expect("a completion event");
     assert_eq!(
         (ev.event_type, ev.obj),
