@@ -1,7 +1,8 @@
 //! [`FaultHal`]: a `Hal` that injects platform and device faults, to test
 //! how a driver takes them: registers that read wrong, command doorbells
 //! the device never sees (timeouts), DMA allocations and mappings that
-//! fail, commands that fail or hand out a number already in use, and
+//! fail, commands the device refuses or that hand out a number already
+//! in use, and
 //! CQEs that are corrupt or out of range.
 //!
 //! Faults are set at any time through a [`FaultHandle`] and each fires

@@ -107,8 +107,17 @@ fn a_failed_command_reports_its_status_and_the_next_one_runs() {
     faults.set(|f| f.fail_command = Some((CmdOpcode::CreatePd, CmdStatus::NoResources, 0)));
     let e = ctx.alloc_pd().err().expect("refused");
     assert_eq!(e.kind(), ErrorKind::NoMemory, "{e}");
-    assert!(ctx.alloc_pd().is_ok());
+    let pd = ctx.alloc_pd().unwrap();
     assert_eq!(faults.injected().commands_changed, 1);
+    // Refused, the command never ran: the PD handed back is still the
+    // device's, and destroying it again succeeds.
+    faults.set(|f| f.fail_command = Some((CmdOpcode::DestroyPd, CmdStatus::Internal, 0)));
+    let e = pd.destroy().unwrap_err();
+    assert_eq!(
+        e.error.command().map(|c| c.status),
+        Some(CmdStatus::Internal)
+    );
+    e.object.expect("handed back").destroy().unwrap();
 }
 
 #[test]
