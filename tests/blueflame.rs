@@ -4,8 +4,6 @@
 //! make 64-byte writes gets doorbells from then on, and every WRITE lands
 //! in each case, in both execution modes.
 
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rnic_driver::{
@@ -13,73 +11,14 @@ use rnic_driver::{
     WcStatus, WorkCompletion,
 };
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
-use rnic_hw_regs::pci::BAR_DOORBELL;
-use rnic_hw_regs::uar::{SQ_DB, UAR_PAGE_SIZE};
-use rnic_queues::{DmaRegion, Hal, HalError};
+use rnic_middleware::{FaultHal, Memory, Sink, Timeline, TraceHal};
 use rnic_tests::{cap, init_attr, rtr_attr_to, rts_attr, Conn};
 
-/// The emulated device's platform, counting BlueFlame writes and SQ
-/// doorbells, and refusing 64-byte writes while `refuse` is set.
-#[derive(Clone)]
-struct Counting {
-    inner: EmuHal,
-    blocks: Arc<AtomicUsize>,
-    sq_doorbells: Arc<AtomicUsize>,
-    refuse: Arc<AtomicBool>,
-}
+/// The emulated device's platform, under FaultHal (which refuses 64-byte
+/// writes when told) and TraceHal (whose trace counts them).
+type H = TraceHal<FaultHal<EmuHal>>;
 
-// SAFETY: every call goes to the inner platform, which keeps the contract;
-// a refused 64-byte write reaches nothing, as on a platform without them.
-unsafe impl Hal for Counting {
-    fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
-        self.inner.dma_alloc(len)
-    }
-    unsafe fn dma_free(&self, region: DmaRegion) {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.dma_free(region) }
-    }
-    unsafe fn dma_map(&self, vaddr: NonNull<u8>, len: usize) -> Result<u64, HalError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.dma_map(vaddr, len) }
-    }
-    unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
-        // SAFETY: the caller's promise, passed on.
-        unsafe { self.inner.dma_unmap(iova, len) }
-    }
-    fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
-        self.inner.mmio_read32(bar, offset)
-    }
-    fn mmio_write32(&self, bar: u8, offset: usize, value: u32) {
-        self.inner.mmio_write32(bar, offset, value)
-    }
-    fn mmio_write64(&self, bar: u8, offset: usize, value: u64) {
-        if bar == BAR_DOORBELL && offset % UAR_PAGE_SIZE == SQ_DB {
-            self.sq_doorbells.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner.mmio_write64(bar, offset, value)
-    }
-    fn mmio_write_block(&self, bar: u8, offset: usize, block: &[u64; 8]) -> Result<(), HalError> {
-        if self.refuse.load(Ordering::Relaxed) {
-            return Err(HalError::Unsupported);
-        }
-        self.blocks.fetch_add(1, Ordering::Relaxed);
-        self.inner.mmio_write_block(bar, offset, block)
-    }
-    fn now_ns(&self) -> u64 {
-        self.inner.now_ns()
-    }
-    fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
-        self.inner.wait_irq(vector, timeout_ns)
-    }
-    fn irq_eventfd(&self, vector: u16) -> Option<i32> {
-        self.inner.irq_eventfd(vector)
-    }
-    fn relax(&self) {
-        self.inner.relax()
-    }
-}
-
-fn reap(cq: &Cq<Counting>, n: usize) {
+fn reap(cq: &Cq<H>, n: usize) {
     let mut wc = [WorkCompletion::default(); 8];
     let mut got = 0;
     let start = std::time::Instant::now();
@@ -95,13 +34,11 @@ fn reap(cq: &Cq<Counting>, n: usize) {
 
 fn blueflame(mode: ExecMode) {
     let dev = EmuDevice::new(EmuConfig::default(), mode);
-    let hal = Counting {
-        inner: dev.hal(),
-        blocks: Arc::default(),
-        sq_doorbells: Arc::default(),
-        refuse: Arc::default(),
-    };
-    let ctx = Context::open(hal.clone()).unwrap();
+    let (hal, faults) = FaultHal::new(dev.hal());
+    let trace = Arc::new(Memory::default());
+    let sink: Arc<dyn Sink> = trace.clone();
+    let hal = TraceHal::new(hal, Timeline::new(vec![sink]));
+    let ctx = Context::open(hal).unwrap();
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(64).unwrap();
     let qp = || {
@@ -144,10 +81,17 @@ fn blueflame(mode: ExecMode) {
         mr.read(0, &mut got).unwrap();
         assert_eq!(got, v, "the WRITE landed");
     };
+    // BlueFlame writes taken, and SQ doorbells.
     let counts = || {
+        let ev = trace.events();
+        let n = |kind: &str, text: &str| {
+            ev.iter()
+                .filter(|e| e.kind == kind && e.text.contains(text))
+                .count()
+        };
         (
-            hal.blocks.load(Ordering::Relaxed),
-            hal.sq_doorbells.load(Ordering::Relaxed),
+            n("blueflame", "") - n("refused", "BlueFlame"),
+            n("doorbell", "SQ doorbell"),
         )
     };
     // 8 inline bytes: 3 segments, a BlueFlame write.
@@ -174,11 +118,12 @@ fn blueflame(mode: ExecMode) {
     reap(&cq, 2);
     assert_eq!(counts(), (10, 2));
     // A platform that refuses: the doorbell, and no more tries.
-    hal.refuse.store(true, Ordering::Relaxed);
+    faults.set(|f| f.refuse_blocks = true);
     write(&[0x77; 8]);
-    hal.refuse.store(false, Ordering::Relaxed);
+    faults.set(|f| f.refuse_blocks = false);
     write(&[0x78; 8]);
     assert_eq!(counts(), (10, 4), "BlueFlame stays off once refused");
+    assert_eq!(faults.injected().blocks_refused, 1);
 }
 
 #[test]

@@ -65,6 +65,10 @@ pub struct Faults {
     /// `dma_unmap_retired` is not supported, as on a platform that cannot
     /// retire IOVAs.
     pub retire_unsupported: bool,
+    /// 64-byte `mmio_write_block` writes (BlueFlame) are unsupported, for
+    /// as long as it is set, as on a platform without write-combining
+    /// mappings.
+    pub refuse_blocks: bool,
 }
 
 /// What was injected so far.
@@ -80,6 +84,8 @@ pub struct Injected {
     pub commands_changed: u64,
     /// CQEs changed.
     pub cqes_changed: u64,
+    /// 64-byte writes refused.
+    pub blocks_refused: u64,
 }
 
 #[derive(Default)]
@@ -335,6 +341,13 @@ unsafe impl<H: Hal> Hal for FaultHal<H> {
 
     fn mmio_write_block(&self, bar: u8, offset: usize, block: &[u64; 8]) -> Result<(), HalError> {
         self.look();
+        {
+            let mut f = self.shared();
+            if f.faults.refuse_blocks {
+                f.injected.blocks_refused += 1;
+                return Err(HalError::Unsupported);
+            }
+        }
         let r = self.inner.mmio_write_block(bar, offset, block);
         self.look();
         r

@@ -63,7 +63,8 @@ pub struct Event {
     /// Its lane.
     pub lane: Lane,
     /// What it is: `mmio_read`, `mmio_write`, `doorbell`, `blueflame`,
-    /// `cmd`, `cmd_done`, `wqe`, `rwqe`, `cqe`, `dma`, `frame`.
+    /// `refused` (a BlueFlame write the platform refused), `cmd`,
+    /// `cmd_done`, `wqe`, `rwqe`, `cqe`, `dma`, `frame`.
     pub kind: &'static str,
     /// The decoded line.
     pub text: String,
@@ -459,8 +460,15 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         let mut st = self.state();
         // A refused write published nothing: the driver rings the doorbell
         // for the same WQE.
-        if r.is_ok() {
-            st.blueflame_taken(WqDoorbell::from_bits(block[0]).qpn());
+        match &r {
+            Ok(()) => st.blueflame_taken(WqDoorbell::from_bits(block[0]).qpn()),
+            Err(e) => {
+                let d = Decoded {
+                    text: format!("MMIO BAR{bar}+{offset:#x} BlueFlame write refused: {e}"),
+                    fields: Vec::new(),
+                };
+                self.emit(&mut st, Lane::Doorbell, "refused", d, &[]);
+            }
         }
         self.look(&mut st);
         r
