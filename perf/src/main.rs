@@ -370,8 +370,31 @@ fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) ->
     if cli.no_baselines {
         return fig;
     }
-    let tcp_iters = iters.min(20_000) as usize;
-    let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, tcp_iters);
+    fig.tcp = Some(latency_baselines(
+        cli,
+        op,
+        k,
+        (&lat, cpu),
+        cache,
+        iters,
+        "the application threads",
+    ));
+    fig
+}
+
+/// Prints latency `lat` (with `cpu` ns per message on `threads`) beside
+/// the cache-line and TCP ping-pongs of the same run, and their tails;
+/// returns the TCP figure, in µs, on the scale of `lat`'s test.
+fn latency_baselines(
+    cli: &Cli,
+    op: Op,
+    k: &Knobs,
+    (lat, cpu): (&Latency, f64),
+    cache: &Latency,
+    iters: u64,
+    threads: &str,
+) -> f64 {
+    let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, iters.min(20_000) as usize);
     let full = matches!(op, Op::Read | Op::Atomic);
     // READ and atomics report a whole round trip: so do their baselines.
     let scale = if full { 2.0 } else { 1.0 };
@@ -388,17 +411,14 @@ fn latency_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs, cache: &Latency) ->
         tcp.typical() * scale / 1000.0,
         ratio(lat.typical(), tcp.typical() * scale)
     );
-    println!("{}", tail_line(&lat, cache, &tcp));
+    println!("{}", tail_line(lat, cache, &tcp));
     if cli.cpu_util {
         println!(
-            "   CPU per message on the application threads: rnic {:.0} ns, TCP {:.0} ns ({})",
-            cpu,
-            tcp_cpu,
+            "   CPU per message on {threads}: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",
             ratio(cpu, tcp_cpu)
         );
     }
-    fig.tcp = Some(tcp.typical() * scale / 1000.0);
-    fig
+    tcp.typical() * scale / 1000.0
 }
 
 fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) -> Figures {
@@ -420,6 +440,22 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) -> Figures {
     if cli.no_baselines {
         return fig;
     }
+    let (tcp, copy) = bandwidth_baselines(cli, k, &bw, cpu, "the application threads");
+    fig.tcp = Some(tcp);
+    fig.memcpy = Some(copy);
+    fig
+}
+
+/// Prints bandwidth `bw` (with `cpu` ns per message on `threads`) beside
+/// the TCP stream and one core's memcpy of the same run; returns those
+/// two, in the figure's unit.
+fn bandwidth_baselines(
+    cli: &Cli,
+    k: &Knobs,
+    bw: &Bandwidth,
+    cpu: f64,
+    threads: &str,
+) -> (f64, f64) {
     let n = bw.iters.clamp(1, 200_000);
     let (tcp, tcp_cpu) = baseline::tcp_stream(k.size, n);
     let copy = baseline::memcpy(k.size, n.max(64));
@@ -435,15 +471,11 @@ fn bandwidth_size(cli: &Cli, op: Op, setup: &Setup, k: &Knobs) -> Figures {
     );
     if cli.cpu_util {
         println!(
-            "   CPU per message on the application threads: rnic {:.0} ns, TCP {:.0} ns ({})",
-            cpu,
-            tcp_cpu,
+            "   CPU per message on {threads}: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",
             ratio(cpu, tcp_cpu)
         );
     }
-    fig.tcp = Some(cli.bw_unit(tcp.average()));
-    fig.memcpy = Some(cli.bw_unit(copy));
-    fig
+    (cli.bw_unit(tcp.average()), cli.bw_unit(copy))
 }
 
 /// A run with the other side in another process (see the crate
@@ -550,30 +582,16 @@ fn client_size(
         println!("{}", lat.row(k.size));
         fig.rnic = lat.typical() / 1000.0;
         if !cli.no_baselines {
-            let (tcp, tcp_cpu) = baseline::tcp_pingpong(k.size, cli.iters.min(20_000) as usize);
-            let full = matches!(op, Op::Read | Op::Atomic);
-            let scale = if full { 2.0 } else { 1.0 };
-            fig.tcp = Some(tcp.typical() * scale / 1000.0);
-            println!(
-                "   vs cache-line {} round trip {:.3} usec: t_typical = {}",
-                if full { "whole" } else { "half" },
-                cache.typical() * scale / 1000.0,
-                ratio(lat.typical(), cache.typical() * scale)
-            );
-            println!(
-                "   vs TCP loopback {} B {} round trip {:.2} usec: t_typical = {}",
-                k.size,
-                if full { "whole" } else { "half" },
-                tcp.typical() * scale / 1000.0,
-                ratio(lat.typical(), tcp.typical() * scale)
-            );
-            println!("{}", tail_line(&lat, cache, &tcp));
-            if cli.cpu_util {
-                println!(
-                    "   CPU per message on this process's thread: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",
-                    ratio(cpu, tcp_cpu)
-                );
-            }
+            let who = "this process's thread";
+            fig.tcp = Some(latency_baselines(
+                cli,
+                op,
+                k,
+                (&lat, cpu),
+                cache,
+                cli.iters,
+                who,
+            ));
         }
     } else {
         let (bw, cpu) = run::send_loop(op, &r.me, r.peer, k, b);
@@ -582,27 +600,9 @@ fn client_size(
         println!("{}", bw.row(cli.report_gbits));
         fig.rnic = cli.bw_unit(bw.average());
         if !cli.no_baselines {
-            let n = bw.iters.clamp(1, 200_000);
-            let (tcp, tcp_cpu) = baseline::tcp_stream(k.size, n);
-            let copy = baseline::memcpy(k.size, n.max(64));
-            fig.tcp = Some(cli.bw_unit(tcp.average()));
-            fig.memcpy = Some(cli.bw_unit(copy));
-            println!(
-                "   vs TCP loopback stream {:.2} MB/s: BW average = {}",
-                tcp.average() / (1u64 << 20) as f64,
-                ratio(bw.average(), tcp.average())
-            );
-            println!(
-                "   vs one core's memcpy {:.2} MB/s: BW average = {}",
-                copy / (1u64 << 20) as f64,
-                ratio(bw.average(), copy)
-            );
-            if cli.cpu_util {
-                println!(
-                    "   CPU per message on the sender's thread: rnic {cpu:.0} ns, TCP {tcp_cpu:.0} ns ({})",
-                    ratio(cpu, tcp_cpu)
-                );
-            }
+            let (tcp, copy) = bandwidth_baselines(cli, k, &bw, cpu, "the sender's thread");
+            fig.tcp = Some(tcp);
+            fig.memcpy = Some(copy);
         }
     }
     r.ctl.send("next");
