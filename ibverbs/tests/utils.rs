@@ -353,8 +353,7 @@ fn cq_wc_and_ops_are_laid_out_as_the_header() {
 fn cq_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     CHECK(ctx, 1);
     int tag;
     struct ibv_cq *cq = ibv_create_cq(ctx, 100, &tag, NULL, 0);
@@ -503,8 +502,7 @@ fn qp_attributes_are_laid_out_as_the_header() {
 fn qp_state_machine_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
     struct ibv_qp_init_attr ia;
@@ -613,18 +611,10 @@ fn work_requests_are_laid_out_as_the_header() {
 fn data_path_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *ca = ibv_create_cq(ctx, 16, NULL, NULL, 0), *cb = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.qp_type = IBV_QPT_RC; ia.cap.max_send_wr = 8; ia.cap.max_recv_wr = 8;
-    ia.cap.max_send_sge = 2; ia.cap.max_recv_sge = 2; ia.cap.max_inline_data = 64;
-    ia.send_cq = ca; ia.recv_cq = ca;
-    struct ibv_qp *a = ibv_create_qp(pd, &ia);
-    ia.send_cq = cb; ia.recv_cq = cb;
-    struct ibv_qp *b = ibv_create_qp(pd, &ia);
+    struct ibv_qp *a = rc_qp(pd, ca, 8, 2, 64), *b = rc_qp(pd, cb, 8, 2, 64);
     CHECK(a && b, 1);
     union ibv_gid gid;
     ibv_query_gid(ctx, 1, 0, &gid);
@@ -709,8 +699,7 @@ int main(void) {
 fn qp_from_c() {
     let code = r#"
 int main(void) {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = ibv_open_device(list[0]);
+    struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_cq *cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
     CHECK(ctx && pd && cq, 1);
