@@ -36,11 +36,7 @@ struct Rig {
 /// An inline model (it runs on the driver's own calls, so each test is
 /// deterministic) under FaultHal and TraceHal, not opened yet.
 fn platform() -> (H, Rig) {
-    platform_with(EmuConfig::default())
-}
-
-fn platform_with(cfg: EmuConfig) -> (H, Rig) {
-    let dev = EmuDevice::new(cfg, ExecMode::Inline);
+    let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
     let (hal, faults) = FaultHal::new(dev.hal());
     let trace = Arc::new(Memory::default());
     let sink: Arc<dyn Sink> = trace.clone();
