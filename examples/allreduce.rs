@@ -27,6 +27,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,7 +118,7 @@ struct Rank {
     stage: Mr<EmuHal>,
     tx_ctx: Context<EmuHal>,
     rx_ctx: Context<EmuHal>,
-    _devs: [Arc<EmuDevice>; 2],
+    devs: [Arc<EmuDevice>; 2],
     _bufs: [Buffer; 2],
 }
 
@@ -174,8 +175,8 @@ fn run(a: &Args) -> Res<bool> {
     let switch = Switch::new();
     let ranks: Vec<Rank> = (0..n)
         .map(|r| {
-            let tx = nic(r, 0, switch.port())?;
-            let rx = nic(r, 1, switch.port())?;
+            let tx = nic(r, 0, switch.port(), ExecMode::Thread)?;
+            let rx = nic(r, 1, switch.port(), ExecMode::Thread)?;
             rank(tx, rx, size, chunk * 2 * (n - 1))
         })
         .collect::<Res<_>>()?;
@@ -276,15 +277,22 @@ fn unfloats(b: &[u8]) -> Vec<f32> {
 }
 
 /// A NIC with MAC `...:r:side` and IPv4 `192.0.2.(2r + side + 1)` on
-/// `wire`, in device-worker mode, and its context.
-fn nic(r: usize, side: u8, wire: impl Wire + 'static) -> Res<(Arc<EmuDevice>, Context<EmuHal>)> {
+/// `wire`, in `mode` (an inline NIC is polled by the rank that owns it),
+/// and its context.
+fn nic(
+    r: usize,
+    side: u8,
+    wire: impl Wire + 'static,
+    mode: ExecMode,
+) -> Res<(Arc<EmuDevice>, Context<EmuHal>)> {
     let cfg = EmuConfig {
         mac: [0x02, 0, 0, 0, r as u8, side + 1],
         ipv4: [192, 0, 2, (2 * r) as u8 + side + 1],
         ..EmuConfig::default()
     };
     let dev = EmuDevice::builder(cfg)
-        .mode(ExecMode::Thread)
+        .mode(mode)
+        .poll_mode(mode == ExecMode::Inline)
         .wire(wire)
         .build()
         .map_err(|e| e.to_string())?;
@@ -348,7 +356,7 @@ fn rank(
         stage: stage_mr,
         tx_ctx: tx.1,
         rx_ctx: rx.1,
-        _devs: [tx.0, rx.0],
+        devs: [tx.0, rx.0],
         _bufs: bufs,
     })
 }
@@ -606,6 +614,12 @@ fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
         }
     }
     if got == 0 {
+        // Inline NICs run when polled: this thread is their driver.
+        for d in &k.devs {
+            if d.mode() == ExecMode::Inline {
+                d.poll();
+            }
+        }
         if Instant::now() > deadline {
             return Err(format!(
                 "step {}: no completion within {} s; {}",
@@ -851,6 +865,57 @@ fn dial(port: u16) -> Res<TcpStream> {
     }
 }
 
+/// Polls inline NICs from a thread of its own, unless paused, every 100 µs:
+/// a rank's NICs on polled UDP wires take a neighbour's writes,
+/// retransmissions and ACKs only when polled, and a rank that meets its
+/// neighbours over TCP, or runs the TCP ring, must still answer them (a
+/// neighbour that started first is already writing; one whose ACK was
+/// lost retransmits).
+struct Poller {
+    paused: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Poller {
+    fn start(devs: [Arc<EmuDevice>; 2]) -> Poller {
+        let (paused, stop) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (p, st) = (paused.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                if !p.load(Ordering::Relaxed) {
+                    for d in &devs {
+                        d.poll();
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        });
+        Poller {
+            paused,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// While paused, the rank's own thread polls.
+    fn pause(&self, on: bool) {
+        self.paused.store(on, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// `--wire udp`: this process is rank `a.rank` of `n`. Its sending NIC
 /// is on a UDP wire to the right neighbour's receiving NIC (ports
 /// `port + 2i` and `port + 2i + 1` of rank i); each rank tells its left
@@ -865,14 +930,17 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     let port = |i: usize| a.port + i as u16;
     let udp = |i: usize| std::net::SocketAddr::from(([127, 0, 0, 1], port(i)));
     let wire = |l: usize, rem: usize| {
-        UdpWire::bind(udp(l), udp(rem)).map_err(|e| format!("UDP {}: {e}", udp(l)))
+        UdpWire::bind_polled(udp(l), udp(rem)).map_err(|e| format!("UDP {}: {e}", udp(l)))
     };
     let k = rank(
-        nic(r, 0, wire(2 * r, 2 * right + 1)?)?,
-        nic(r, 1, wire(2 * r + 1, 2 * left)?)?,
+        nic(r, 0, wire(2 * r, 2 * right + 1)?, ExecMode::Inline)?,
+        nic(r, 1, wire(2 * r + 1, 2 * left)?, ExecMode::Inline)?,
         size,
         chunk * 2 * (n - 1),
     )?;
+    // The rank's own thread drives its NICs while it runs the ring; this
+    // one while it does anything else.
+    let poller = Poller::start(k.devs.clone());
     let listen = |i: usize| TcpListener::bind(("127.0.0.1", port(i))).map_err(|e| e.to_string());
     let (hellos, ring_l) = (listen(2 * n + r)?, listen(3 * n + r)?);
     let right_target = std::thread::scope(|s| -> Res<Target> {
@@ -909,6 +977,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         .write(0, &floats(&init(r, size / 4)))
         .map_err(|e| e.to_string())?;
     let mut p = Progress::default();
+    poller.pause(true);
     ring(&k, &mut p, r, n, right_target, chunk, 0)?;
     let mut got = vec![0u8; size];
     k.data.read(0, &mut got).map_err(|e| e.to_string())?;
@@ -921,6 +990,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     for it in 0..a.iters {
         ring(&k, &mut p, r, n, right_target, chunk, 1 + it)?;
     }
+    poller.pause(false);
     let rdma = start.elapsed() / a.iters.max(1) as u32;
     // The same ring over TCP between the processes.
     let (tx, rx) = std::thread::scope(|s| -> Res<(TcpStream, TcpStream)> {

@@ -196,24 +196,28 @@ fn allreduce_sums_over_2_to_8_nics_on_the_switch() {
     }
 }
 
-#[test]
-fn allreduce_sums_between_processes_over_udp() {
-    let ranks = 3;
-    // Below the kernel's ephemeral ports, apart for concurrent runs.
-    let port = 24000 + (std::process::id() % 500) * 16;
-    let children: Vec<_> = (0..ranks)
-        .map(|r| {
-            Command::new(example("allreduce"))
-                .args(["--wire", "udp", "--ranks", "3", "--size", "262144"])
-                .args(["--iters", "2", "--rank", &r.to_string()])
-                .args(["--port", &port.to_string()])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+/// `allreduce --wire udp` for `ranks` processes on ports from `port`,
+/// rank `late` started `delay` after the others: each exits 0, says its
+/// sum is right, and prints nccl-tests' columns.
+fn allreduce_processes(ranks: usize, late: usize, delay: std::time::Duration, port: u32) {
+    let spawn = |r: usize| {
+        Command::new(example("allreduce"))
+            .args(["--wire", "udp", "--ranks", &ranks.to_string()])
+            .args(["--size", "262144", "--iters", "2", "--rank", &r.to_string()])
+            .args(["--port", &port.to_string()])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut children: Vec<_> = (0..ranks)
+        .filter(|&r| r != late)
+        .map(|r| (r, spawn(r)))
         .collect();
-    for (r, c) in children.into_iter().enumerate() {
+    std::thread::sleep(delay);
+    children.push((late, spawn(late)));
+    let size = 262144 / (4 * ranks) * (4 * ranks);
+    for (r, c) in children {
         let o = c.wait_with_output().unwrap();
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(
@@ -225,7 +229,27 @@ fn allreduce_sums_between_processes_over_udp() {
             out.contains(&format!("rank {r}: every element is the sum")),
             "{out}"
         );
-        check_result(&out, &format!("rnic rank {r}"), ranks, 262140);
-        check_result(&out, &format!("tcp rank {r}"), ranks, 262140);
+        check_result(&out, &format!("rnic rank {r}"), ranks, size);
+        check_result(&out, &format!("tcp rank {r}"), ranks, size);
     }
+}
+
+/// A port range of its own for this test process (below the kernel's
+/// ephemeral ports): `slot` 0 or 1.
+fn ports(slot: u32) -> u32 {
+    20000 + (std::process::id() % 350) * 32 + slot * 16
+}
+
+#[test]
+fn allreduce_sums_between_processes_over_udp() {
+    allreduce_processes(3, 0, std::time::Duration::ZERO, ports(0));
+}
+
+/// A rank that starts two seconds late: its neighbours, which already
+/// write to or wait on the others, still answer their writes and
+/// retransmissions (far beyond the 0.5 s a write is retried) while they
+/// wait to meet it.
+#[test]
+fn allreduce_waits_for_a_rank_that_starts_late() {
+    allreduce_processes(4, 2, std::time::Duration::from_secs(2), ports(1));
 }
