@@ -11,6 +11,7 @@ use rnic_hw_regs::cmd::{
     CMD_IN_SIZE,
 };
 use rnic_hw_regs::cqe::Cqe;
+use rnic_hw_regs::eqe::{Eqe, EventType};
 use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::{self, CqDoorbell, EqArmDoorbell, WqDoorbell};
 use rnic_hw_regs::verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
@@ -420,6 +421,25 @@ pub fn cqe(cqn: u32, idx: u32, bytes: &[u8]) -> Decoded {
     .field("status", status)
     .field("wr_id", c.wr_id.to_ne())
     .field("wqe_counter", c.wqe_counter.to_ne())
+}
+
+/// The EQE `eqe` at index `idx` of EQ `eqn`: `EQE eqn 1 idx 0 owner 1:
+/// COMPLETION obj 2 syndrome 0`, `obj` being the CQN, QPN, SRQN or port
+/// the event is about.
+pub fn eqe(eqn: u32, idx: u32, bytes: &[u8]) -> Decoded {
+    let e: Eqe = read(bytes);
+    let raw = e.word.event_type();
+    let event = named(EventType::from_raw(raw), raw, "event");
+    Decoded::new(format!(
+        "EQE eqn {eqn} idx {idx} owner {}: {event} obj {} syndrome {}",
+        u8::from(e.owner.owner()),
+        e.obj.to_ne(),
+        e.syndrome.to_ne()
+    ))
+    .field("eqn", eqn)
+    .field("idx", idx)
+    .field("event", event)
+    .field("obj", e.obj.to_ne())
 }
 
 /// A GID, as IPv6 text groups.

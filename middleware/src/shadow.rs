@@ -1,21 +1,24 @@
 //! What a `Hal` middleware can know of the device's memory from the calls
 //! it passes on: the DMA regions the platform handed out, the command
-//! queue (from its base and size registers), and the rings that
-//! `CREATE_CQ` and `CREATE_QP` placed. `TraceHal` reads them to decode;
-//! `FaultHal` writes them to inject faults.
+//! queue and EQ 0 (from their base and size registers), and the rings
+//! that `CREATE_CQ`, `CREATE_QP`, `CREATE_SRQ` and `CREATE_EQ` placed.
+//! `TraceHal` reads them to decode; `FaultHal` writes them to inject
+//! faults.
 
 use std::collections::BTreeMap;
 use std::mem::size_of;
 
-use rnic_hw_regs::bar0;
+use rnic_hw_regs::bar0::{self, EqCtrl};
 use rnic_hw_regs::cmd::{
-    CmdEntry, CmdHeader, CmdOpcode, CreateCqIn, CreateCqOut, CreateQpIn, CreateQpOut, ObjIn,
-    CMD_IN_SIZE, CMD_OWNER_OFFSET, CMD_STATUS_OFFSET, NONE,
+    CmdEntry, CmdHeader, CmdOpcode, CreateCqIn, CreateCqOut, CreateEqIn, CreateEqOut, CreateQpIn,
+    CreateQpOut, CreateSrqIn, CreateSrqOut, ObjIn, CMD_IN_SIZE, CMD_OWNER_OFFSET,
+    CMD_STATUS_OFFSET, NONE,
 };
 use rnic_hw_regs::cqe::{Cqe, CQE_SIZE};
-use rnic_hw_regs::owner_bit;
+use rnic_hw_regs::eqe::{Eqe, EQE_SIZE};
 use rnic_hw_regs::verbs::QpType;
 use rnic_hw_regs::wqe::{CtrlSeg, SEND_WQE_BB};
+use rnic_hw_regs::{le32, owner_bit};
 use rnic_queues::DmaRegion;
 
 use crate::decode::read;
@@ -62,19 +65,68 @@ struct QpRings {
     sq_bbs: u32,
     /// Producer index (in basic blocks) up to which WQEs were taken.
     sq_pi: u32,
-    rq: Option<Ring>,
-    rq_wqes: u32,
-    rq_stride: usize,
-    rq_pi: u32,
+    rq: RecvRing,
 }
 
-/// A CQ's ring, from its `CREATE_CQ`.
+/// A receive queue: a QP's own or an SRQ.
+#[derive(Debug)]
+struct RecvRing {
+    ring: Option<Ring>,
+    wqes: u32,
+    stride: usize,
+    /// Producer index up to which WQEs were taken.
+    pi: u32,
+}
+
+impl RecvRing {
+    /// The WQEs up to producer index `pi` (low 16 bits) not taken before:
+    /// (index, bytes).
+    fn take(&mut self, pi: u16) -> Vec<(u32, Vec<u8>)> {
+        let Some(ring) = self.ring else {
+            return Vec::new();
+        };
+        let from = self.pi;
+        let end = (from & !0xffff) | u32::from(pi);
+        let end = if end < from { end + 0x1_0000 } else { end };
+        let found = (from..end.min(from + self.wqes))
+            .map(|i| {
+                let at = (i % self.wqes) as usize * self.stride;
+                (i, copy(ring, at, self.stride))
+            })
+            .collect();
+        self.pi = end;
+        found
+    }
+}
+
+/// A ring the device writes entries into, each with an owner bit: a CQ's
+/// (from its `CREATE_CQ`) or an EQ's.
 #[derive(Debug, Clone, Copy)]
-struct CqRing {
+struct OwnedRing {
     ring: Option<Ring>,
     log_size: u32,
-    /// The next index whose CQE has not been taken.
+    /// The next index whose entry has not been taken.
     next: u32,
+}
+
+impl OwnedRing {
+    /// The entries of `size` bytes, their owner bit at `owner_at`, that
+    /// the device wrote since the last call: (index, offset).
+    fn take(&mut self, size: usize, owner_at: usize) -> Vec<(u32, usize)> {
+        let Some(ring) = self.ring else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        loop {
+            let at = (self.next as usize % (1usize << self.log_size)) * size;
+            let word: le32 = read(&copy(ring, at + owner_at, 4));
+            if (word.to_ne() & 1 == 1) != owner_bit(self.next, self.log_size) {
+                return found;
+            }
+            found.push((self.next, at));
+            self.next = self.next.wrapping_add(1);
+        }
+    }
 }
 
 /// A command the driver handed over.
@@ -93,9 +145,10 @@ pub(crate) struct Completed {
     pub ring: Ring,
 }
 
-/// A CQE the device wrote.
-pub(crate) struct NewCqe {
-    pub cqn: u32,
+/// An entry the device wrote to a CQ or an EQ.
+pub(crate) struct NewEntry {
+    /// The CQN or EQN.
+    pub queue: u32,
     pub idx: u32,
     pub ring: Ring,
     /// Its offset in the ring.
@@ -113,8 +166,12 @@ pub(crate) struct Shadow {
     cmdq_pi: u32,
     /// Commands handed over and not yet seen completed.
     pending: Vec<(u32, Option<CmdOpcode>, Vec<u8>)>,
+    eq_lo: u32,
+    eq_hi: u32,
     qps: BTreeMap<u32, QpRings>,
-    cqs: BTreeMap<u32, CqRing>,
+    srqs: BTreeMap<u32, RecvRing>,
+    cqs: BTreeMap<u32, OwnedRing>,
+    eqs: BTreeMap<u32, OwnedRing>,
 }
 
 impl Shadow {
@@ -155,6 +212,19 @@ impl Shadow {
             bar0::CMDQ_BASE_LO => self.cmdq_lo = v,
             bar0::CMDQ_BASE_HI => self.cmdq_hi = v,
             bar0::CMDQ_CTRL => self.cmdq_log = v & 0x1f,
+            bar0::EQ_BASE_LO => self.eq_lo = v,
+            bar0::EQ_BASE_HI => self.eq_hi = v,
+            // EQ 0 starts over at index 0 when it is configured.
+            bar0::EQ_CTRL => {
+                let log = u32::from(EqCtrl::from_bits(le32::from_ne(v)).log_size());
+                let base = u64::from(self.eq_hi) << 32 | u64::from(self.eq_lo);
+                let eq = OwnedRing {
+                    ring: self.host(base, EQE_SIZE << log),
+                    log_size: log,
+                    next: 0,
+                };
+                self.eqs.insert(0, eq);
+            }
             _ => {}
         }
         let mut handed = Vec::new();
@@ -211,7 +281,7 @@ impl Shadow {
                 let o: CreateCqOut = read(output);
                 let log = i.log_size.to_ne();
                 let ring = self.host(i.buf_iova.to_ne(), CQE_SIZE << log.min(24));
-                let cq = CqRing {
+                let cq = OwnedRing {
                     ring,
                     log_size: log,
                     next: 0,
@@ -234,12 +304,38 @@ impl Shadow {
                     sq,
                     sq_bbs,
                     sq_pi: 0,
-                    rq,
-                    rq_wqes,
-                    rq_stride: stride,
-                    rq_pi: 0,
+                    rq: RecvRing {
+                        ring: rq,
+                        wqes: rq_wqes,
+                        stride,
+                        pi: 0,
+                    },
                 };
                 self.qps.insert(o.qpn.to_ne(), q);
+            }
+            Some(CmdOpcode::CreateSrq) => {
+                let i: CreateSrqIn = read(input);
+                let o: CreateSrqOut = read(output);
+                let wqes = 1u32 << i.log_wqes.to_ne().min(24);
+                let stride = 1usize << i.log_stride.to_ne().min(16);
+                let srq = RecvRing {
+                    ring: self.host(i.buf_iova.to_ne(), wqes as usize * stride),
+                    wqes,
+                    stride,
+                    pi: 0,
+                };
+                self.srqs.insert(o.srqn.to_ne(), srq);
+            }
+            Some(CmdOpcode::CreateEq) => {
+                let i: CreateEqIn = read(input);
+                let o: CreateEqOut = read(output);
+                let log = i.log_size.to_ne().min(24);
+                let eq = OwnedRing {
+                    ring: self.host(i.buf_iova.to_ne(), EQE_SIZE << log),
+                    log_size: log,
+                    next: 0,
+                };
+                self.eqs.insert(o.eqn.to_ne(), eq);
             }
             Some(CmdOpcode::DestroyCq) => {
                 self.cqs.remove(&read::<ObjIn>(input).id.to_ne());
@@ -247,32 +343,26 @@ impl Shadow {
             Some(CmdOpcode::DestroyQp) => {
                 self.qps.remove(&read::<ObjIn>(input).id.to_ne());
             }
+            Some(CmdOpcode::DestroySrq) => {
+                self.srqs.remove(&read::<ObjIn>(input).id.to_ne());
+            }
+            Some(CmdOpcode::DestroyEq) => {
+                self.eqs.remove(&read::<ObjIn>(input).id.to_ne());
+            }
             _ => {}
         }
     }
 
     /// The CQEs the device wrote since the last call, in order per CQ.
-    pub fn take_cqes(&mut self) -> Vec<NewCqe> {
-        let mut found = Vec::new();
-        for (&cqn, cq) in self.cqs.iter_mut() {
-            let Some(ring) = cq.ring else { continue };
-            loop {
-                let size = 1usize << cq.log_size;
-                let at = (cq.next as usize % size) * CQE_SIZE;
-                let c: Cqe = read(&copy(ring, at, CQE_SIZE));
-                if c.owner.owner() != owner_bit(cq.next, cq.log_size) {
-                    break;
-                }
-                found.push(NewCqe {
-                    cqn,
-                    idx: cq.next,
-                    ring,
-                    at,
-                });
-                cq.next = cq.next.wrapping_add(1);
-            }
-        }
-        found
+    pub fn take_cqes(&mut self) -> Vec<NewEntry> {
+        let owner = std::mem::offset_of!(Cqe, owner);
+        take(&mut self.cqs, CQE_SIZE, owner)
+    }
+
+    /// The EQEs the device wrote since the last call, in order per EQ.
+    pub fn take_eqes(&mut self) -> Vec<NewEntry> {
+        let owner = std::mem::offset_of!(Eqe, owner);
+        take(&mut self.eqs, EQE_SIZE, owner)
     }
 
     /// The type of QP `qpn`, if known.
@@ -316,22 +406,33 @@ impl Shadow {
     /// The receive WQEs of QP `qpn` up to producer index `pi` not taken
     /// before: (index, bytes).
     pub fn recv_wqes(&mut self, qpn: u32, pi: u16) -> Vec<(u32, Vec<u8>)> {
-        let Some(q) = self.qps.get_mut(&qpn) else {
-            return Vec::new();
-        };
-        let Some(ring) = q.rq else {
-            return Vec::new();
-        };
-        let from = q.rq_pi;
-        let end = (from & !0xffff) | u32::from(pi);
-        let end = if end < from { end + 0x1_0000 } else { end };
-        let found = (from..end.min(from + q.rq_wqes))
-            .map(|i| {
-                let at = (i % q.rq_wqes) as usize * q.rq_stride;
-                (i, copy(ring, at, q.rq_stride))
-            })
-            .collect();
-        q.rq_pi = end;
-        found
+        self.qps
+            .get_mut(&qpn)
+            .map_or_else(Vec::new, |q| q.rq.take(pi))
     }
+
+    /// The receive WQEs of SRQ `srqn` up to producer index `pi` not taken
+    /// before: (index, bytes).
+    pub fn srq_wqes(&mut self, srqn: u32, pi: u16) -> Vec<(u32, Vec<u8>)> {
+        self.srqs
+            .get_mut(&srqn)
+            .map_or_else(Vec::new, |q| q.take(pi))
+    }
+}
+
+/// The entries written to the rings of `rings` since the last call.
+fn take(rings: &mut BTreeMap<u32, OwnedRing>, size: usize, owner_at: usize) -> Vec<NewEntry> {
+    let mut found = Vec::new();
+    for (&queue, r) in rings.iter_mut() {
+        let Some(ring) = r.ring else { continue };
+        for (idx, at) in r.take(size, owner_at) {
+            found.push(NewEntry {
+                queue,
+                idx,
+                ring,
+                at,
+            });
+        }
+    }
+    found
 }

@@ -26,6 +26,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rnic_hw_regs::cqe::CQE_SIZE;
+use rnic_hw_regs::eqe::EQE_SIZE;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS};
 use rnic_hw_regs::uar::{self, WqDoorbell};
 use rnic_queues::{DmaRegion, Hal, HalError};
@@ -64,7 +65,7 @@ pub struct Event {
     pub lane: Lane,
     /// What it is: `mmio_read`, `mmio_write`, `doorbell`, `blueflame`,
     /// `refused` (a BlueFlame write the platform refused), `cmd`,
-    /// `cmd_done`, `wqe`, `rwqe`, `cqe`, `dma`, `frame`.
+    /// `cmd_done`, `wqe`, `rwqe`, `cqe`, `eqe`, `dma`, `frame`.
     pub kind: &'static str,
     /// The decoded line.
     pub text: String,
@@ -243,7 +244,7 @@ impl<H: Hal> TraceHal<H> {
     }
 
     /// Records what the device wrote since the last look: completed
-    /// commands and new CQEs.
+    /// commands, new CQEs and new EQEs.
     fn look(&self, st: &mut Shadow) {
         for c in st.take_completions() {
             let now = copy(c.ring, 0, c.ring.len);
@@ -257,9 +258,14 @@ impl<H: Hal> TraceHal<H> {
                 st,
                 Lane::Device,
                 "cqe",
-                decode::cqe(q.cqn, q.idx, &bytes),
+                decode::cqe(q.queue, q.idx, &bytes),
                 &bytes,
             );
+        }
+        for q in st.take_eqes() {
+            let bytes = copy(q.ring, q.at, EQE_SIZE);
+            let d = decode::eqe(q.queue, q.idx, &bytes);
+            self.emit(st, Lane::Device, "eqe", d, &bytes);
         }
     }
 
@@ -292,6 +298,13 @@ impl<H: Hal> TraceHal<H> {
                 uar::RQ_DB => {
                     for (idx, bytes) in st.recv_wqes(qpn, db.pi()) {
                         let d = decode::recv_wqe(&format!("qpn {qpn}"), idx, &bytes);
+                        self.emit(&mut st, Lane::Doorbell, "rwqe", d, &bytes);
+                    }
+                }
+                // The doorbell's number field holds the SRQN.
+                uar::SRQ_DB => {
+                    for (idx, bytes) in st.srq_wqes(qpn, db.pi()) {
+                        let d = decode::recv_wqe(&format!("srqn {qpn}"), idx, &bytes);
                         self.emit(&mut st, Lane::Doorbell, "rwqe", d, &bytes);
                     }
                 }

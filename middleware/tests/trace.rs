@@ -205,3 +205,84 @@ fn an_rdma_write_at_the_register_level() {
     assert_eq!(v["lane"], "device");
     assert_eq!(v["text"], ev[cqe].text);
 }
+
+/// What else the device is handed and hands back: receive WQEs posted to
+/// an SRQ, and EQEs, on EQ 0 and on a completion channel's EQ.
+#[test]
+fn srq_wqes_and_eqes_are_decoded() {
+    let mem = Arc::new(Memory::default());
+    let tl = Timeline::new(vec![mem.clone()]);
+    let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
+    let ctx = Context::open(TraceHal::new(dev.hal(), tl.clone())).unwrap();
+    let pd = ctx.alloc_pd().unwrap();
+    let mr = pd.alloc_mr(4096, access::LOCAL_WRITE).unwrap();
+    let srq = pd
+        .create_srq(&rnic_driver::SrqAttr {
+            max_wr: 8,
+            max_sge: 1,
+            srq_limit: 0,
+        })
+        .unwrap();
+    let sgl = [mr.sge(256, 64).unwrap()];
+    srq.post_recv(&[RecvWr {
+        wr_id: 77,
+        sg_list: &sgl,
+    }])
+    .unwrap();
+    let channel = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq(16).unwrap();
+    let ccq = ctx.create_cq_with(16, Some(&channel), 0).unwrap();
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+    };
+    let init = |send_cq, recv_cq, srq| QpInitAttr {
+        send_cq,
+        recv_cq,
+        srq,
+        cap,
+        qp_type: QpType::Rc,
+        sq_sig_all: false,
+    };
+    let a = pd.create_qp(&init(&cq, &cq, None)).unwrap();
+    let b = pd.create_qp(&init(&ccq, &ccq, Some(&srq))).unwrap();
+    connect(&a, b.qp_num(), common::self_path(&ctx));
+    connect(&b, a.qp_num(), common::self_path(&ctx));
+    // A's send completion raises an event on EQ 0; B's receive one on the
+    // channel's EQ.
+    cq.arm(false);
+    ccq.arm(false);
+    a.post_send(&[SendWr {
+        wr_id: 1,
+        op: SendOp::Send,
+        payload: Payload::Inline(b"to the srq"),
+        flags: send_flags::SIGNALED,
+    }])
+    .unwrap();
+    assert_eq!(one(&ccq).wr_id, 77);
+    assert_eq!(one(&cq).status, WcStatus::Success);
+    let ev = mem.events();
+    let srqn = srq.srq_num();
+    let at = find(
+        &ev,
+        0,
+        &[&format!("RWQE srqn {srqn} idx 0: wr_id 77"), "len 64"],
+    );
+    assert_eq!(ev[at].lane, Lane::Doorbell);
+    let eqes: Vec<&Event> = ev.iter().filter(|e| e.kind == "eqe").collect();
+    let cqn = |n: u32| format!("COMPLETION obj {n} ");
+    assert!(
+        eqes.iter()
+            .any(|e| e.text.starts_with("EQE eqn 0 ") && e.text.contains(&cqn(cq.cq_num()))),
+        "{eqes:?}"
+    );
+    assert!(
+        eqes.iter().any(|e| !e.text.starts_with("EQE eqn 0 ")
+            && e.text.contains(&cqn(ccq.cq_num()))
+            && e.lane == Lane::Device),
+        "{eqes:?}"
+    );
+}
