@@ -2,7 +2,7 @@
 //! middleware: a platform wrapped around any platform (the device model's
 //! or VFIO's) to observe the driver-device boundary.
 //!
-//! - [`TraceHal`] records every BAR access, command, WQE and CQE,
+//! - [`TraceHal`] records every BAR access, command, WQE, CQE and EQE,
 //!   decoded with hw-regs, on a [`Timeline`] that frames and the peer's
 //!   NIC can share, to `log` and to [`trace::Sink`]s (a JSON-lines file
 //!   for `rnic-trace`, memory for tests).
