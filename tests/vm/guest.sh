@@ -97,6 +97,7 @@ step no-reset edu_check no-reset "$ROOTEDU"
 step busy group_held "$ROOTEDU"
 step bind-main bind_vfio "$MAIN"
 step run logged /tmp/run.out edu_check run "$MAIN"
+step middleware edu_check middleware "$MAIN"
 # rnic's drop-in libibverbs lists a device bound to vfio-pci beside an
 # emulated one, and opens it through VFIO: an edu is no rnic, so bring-up
 # refuses it (the ID register), and ibv_devinfo fails; the emulated device
