@@ -57,11 +57,9 @@ struct Args {
     /// Timed all-reduces, after the checked one.
     #[arg(short, long, default_value_t = 5)]
     iters: usize,
-    /// `switch`: every rank in this process, on the in-memory switch.
-    /// `udp`: this process is rank `--rank`, its NICs on UDP wires to its
-    /// neighbours' processes on 127.0.0.1.
-    #[arg(long, default_value = "switch")]
-    wire: String,
+    /// Where the ranks' NICs meet.
+    #[arg(long, value_enum, default_value_t = WireKind::Switch)]
+    wire: WireKind,
     /// With `--wire udp`: this process's rank.
     #[arg(long, default_value_t = 0)]
     rank: usize,
@@ -69,6 +67,16 @@ struct Args {
     /// 127.0.0.1 (UDP: two per rank; TCP: two per rank).
     #[arg(long, default_value_t = 23600)]
     port: u16,
+}
+
+/// Where the ranks' NICs meet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum WireKind {
+    /// Every rank in this process, on the in-memory switch.
+    Switch,
+    /// This process is rank `--rank`, its NICs on UDP wires to its
+    /// neighbours' processes on 127.0.0.1.
+    Udp,
 }
 
 /// Zeroed, page-aligned memory that both NICs of a rank reach.
@@ -166,11 +174,8 @@ fn run(a: &Args) -> Res<bool> {
         return Err(format!("--size {}: at least {} bytes", a.size, 4 * n));
     }
     let chunk = size / n;
-    if a.wire == "udp" {
+    if a.wire == WireKind::Udp {
         return process(a, n, size, chunk);
-    }
-    if a.wire != "switch" {
-        return Err(format!("--wire {}: switch or udp", a.wire));
     }
     let switch = Switch::new();
     let ranks: Vec<Rank> = (0..n)
