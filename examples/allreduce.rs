@@ -10,6 +10,8 @@
 //!
 //! ```text
 //! cargo run --release --example allreduce -- --ranks 4 --size 1048576
+//! # each step of rank 0's writes at the register level, and rank 1's side:
+//! cargo run --release --example allreduce -- --ranks 2 --size 64 --iters 1 --registers
 //! # one process per rank, on UDP wires between them:
 //! for r in 0 1 2; do
 //!     target/release/examples/allreduce --wire udp --ranks 3 --rank $r &
@@ -37,10 +39,17 @@ use rnic_driver::{
     QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus,
     WorkCompletion,
 };
+use rnic_emu::net::{Direction, Tap};
 use rnic_emu::net::{Switch, UdpWire, Wire};
+use rnic_emu::wire::frame::describe;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_middleware::{JsonLines, Print, Sink, Timeline, TraceHal};
 
 type Res<T> = Result<T, String>;
+
+/// The platform: the model's, traced for the rank `--registers` or
+/// `--trace` shows (and otherwise only passed through).
+type H = TraceHal<EmuHal>;
 
 /// Receive WQEs each rank keeps posted.
 const RECV_DEPTH: u32 = 64;
@@ -67,6 +76,15 @@ struct Args {
     /// 127.0.0.1 (UDP: two per rank; TCP: two per rank).
     #[arg(long, default_value_t = 23600)]
     port: u16,
+    /// Print what rank 0's sending NIC (over UDP, this rank's) does at
+    /// the register level beneath each step: commands, WQEs, doorbells,
+    /// frames, CQEs; on the switch also rank 1's receiving NIC, which its
+    /// writes reach, on the peer lane.
+    #[arg(long)]
+    registers: bool,
+    /// Write the same events to this file as JSON lines, for rnic-trace.
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
 }
 
 /// Where the ranks' NICs meet.
@@ -113,19 +131,24 @@ unsafe impl Sync for Buffer {}
 /// whose QP `rx` takes the left neighbour's writes, the buffer being
 /// reduced and the staging memory, each registered where it is used.
 struct Rank {
-    tx: Qp<EmuHal>,
-    rx: Qp<EmuHal>,
-    tx_cq: Cq<EmuHal>,
-    rx_cq: Cq<EmuHal>,
+    tx: Qp<H>,
+    rx: Qp<H>,
+    tx_cq: Cq<H>,
+    rx_cq: Cq<H>,
     /// The buffer on the sending NIC: the source of every write.
-    data_tx: Mr<EmuHal>,
+    data_tx: Mr<H>,
     /// The buffer on the receiving NIC: the left neighbour's all-gather
     /// target, and what this rank reads and adds into.
-    data: Mr<EmuHal>,
+    data: Mr<H>,
     /// Staging memory on the receiving NIC: the reduce-scatter target.
-    stage: Mr<EmuHal>,
-    tx_ctx: Context<EmuHal>,
-    rx_ctx: Context<EmuHal>,
+    stage: Mr<H>,
+    tx_ctx: Context<H>,
+    rx_ctx: Context<H>,
+    /// Where the rank's writes are noted, beside its sending NIC's events
+    /// (read only when that NIC is traced).
+    tl_tx: Arc<Timeline>,
+    /// Where the writes it receives are noted, beside its receiving NIC's.
+    tl_rx: Arc<Timeline>,
     devs: [Arc<EmuDevice>; 2],
     _bufs: [Buffer; 2],
 }
@@ -178,11 +201,17 @@ fn run(a: &Args) -> Res<bool> {
         return process(a, n, size, chunk);
     }
     let switch = Switch::new();
+    let traced = timeline(a)?;
+    let quiet = || Timeline::new(Vec::new());
     let ranks: Vec<Rank> = (0..n)
         .map(|r| {
-            let tx = nic(r, 0, switch.port(), ExecMode::Thread)?;
-            let rx = nic(r, 1, switch.port(), ExecMode::Thread)?;
-            rank(tx, rx, size, chunk * 2 * (n - 1))
+            // What is shown: rank 0's sending NIC, and the receiving NIC of
+            // rank 1 that it writes to, as the peer.
+            let tl_tx = if r == 0 { traced.clone() } else { quiet() };
+            let tl_rx = if r == 1 { traced.clone() } else { quiet() };
+            let tx = nic(r, 0, switch.port(), ExecMode::Thread, &tl_tx, false)?;
+            let rx = nic(r, 1, switch.port(), ExecMode::Thread, &tl_rx, true)?;
+            rank(tx, rx, size, chunk * 2 * (n - 1), (tl_tx, tl_rx))
         })
         .collect::<Res<_>>()?;
     // tx of rank r to rx of rank r+1.
@@ -289,29 +318,58 @@ fn nic(
     side: u8,
     wire: impl Wire + 'static,
     mode: ExecMode,
-) -> Res<(Arc<EmuDevice>, Context<EmuHal>)> {
+    tl: &Arc<Timeline>,
+    peer: bool,
+) -> Res<(Arc<EmuDevice>, Context<H>)> {
     let cfg = EmuConfig {
         mac: [0x02, 0, 0, 0, r as u8, side + 1],
         ipv4: [192, 0, 2, (2 * r) as u8 + side + 1],
         ..EmuConfig::default()
     };
-    let dev = EmuDevice::builder(cfg)
+    let b = EmuDevice::builder(cfg)
         .mode(mode)
-        .poll_mode(mode == ExecMode::Inline)
-        .wire(wire)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let ctx = Context::open(dev.hal()).map_err(|e| e.to_string())?;
+        .poll_mode(mode == ExecMode::Inline);
+    // A traced NIC's frames join its timeline through a tap on its wire
+    // (the peer's are the same frames).
+    let b = if tl.active() && !peer {
+        let t = tl.clone();
+        let tap = move |d, f: &[u8]| t.frame(d == Direction::Tx, describe(f), f);
+        b.wire(Tap::new(wire, Arc::new(tap)))
+    } else {
+        b.wire(wire)
+    };
+    let dev = b.build().map_err(|e| e.to_string())?;
+    let hal = if peer {
+        TraceHal::peer(dev.hal(), tl.clone())
+    } else {
+        TraceHal::new(dev.hal(), tl.clone())
+    };
+    let ctx = Context::open(hal).map_err(|e| e.to_string())?;
     Ok((dev, ctx))
+}
+
+/// The timeline `--registers` and `--trace` read (one nobody reads
+/// without them).
+fn timeline(a: &Args) -> Res<Arc<Timeline>> {
+    let mut sinks: Vec<Arc<dyn Sink>> = Vec::new();
+    if a.registers {
+        sinks.push(Arc::new(Print));
+    }
+    if let Some(path) = &a.trace {
+        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        sinks.push(Arc::new(JsonLines::new(f)));
+    }
+    Ok(Timeline::new(sinks))
 }
 
 /// Rank `r` on the NICs `tx` and `rx`: a buffer of `size` bytes, staging
 /// memory of `stage` bytes, a CQ and an RC QP on each.
 fn rank(
-    tx: (Arc<EmuDevice>, Context<EmuHal>),
-    rx: (Arc<EmuDevice>, Context<EmuHal>),
+    tx: (Arc<EmuDevice>, Context<H>),
+    rx: (Arc<EmuDevice>, Context<H>),
     size: usize,
     stage: usize,
+    (tl_tx, tl_rx): (Arc<Timeline>, Arc<Timeline>),
 ) -> Res<Rank> {
     let e = |e: rnic_driver::Error| e.to_string();
     let bufs = [Buffer::new(size)?, Buffer::new(stage)?];
@@ -339,7 +397,7 @@ fn rank(
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let qp = |pd: &rnic_driver::Pd<EmuHal>, cq| {
+    let qp = |pd: &rnic_driver::Pd<H>, cq| {
         pd.create_qp(&QpInitAttr {
             send_cq: cq,
             recv_cq: cq,
@@ -362,6 +420,8 @@ fn rank(
         tx_ctx: tx.1,
         rx_ctx: rx.1,
         devs: [tx.0, rx.0],
+        tl_tx,
+        tl_rx,
         _bufs: bufs,
     })
 }
@@ -395,7 +455,7 @@ fn ready_rx(k: &Rank, dest: u32, path: AhAttr) -> Res<()> {
 }
 
 /// The path to port 1 of `ctx`'s NIC.
-fn path(ctx: &Context<EmuHal>) -> Res<AhAttr> {
+fn path(ctx: &Context<H>) -> Res<AhAttr> {
     let port = ctx.query_port(1).map_err(|e| e.to_string())?;
     Ok(AhAttr {
         dgid: ctx.query_gid(1, 0).map_err(|e| e.to_string())?,
@@ -408,7 +468,7 @@ fn path(ctx: &Context<EmuHal>) -> Res<AhAttr> {
 }
 
 /// INIT, RTR, RTS to QP `dest` on `path`, with remote write.
-fn connect(qp: &Qp<EmuHal>, dest: u32, path: AhAttr) -> Res<()> {
+fn connect(qp: &Qp<H>, dest: u32, path: AhAttr) -> Res<()> {
     let e = |e: rnic_driver::Error| e.to_string();
     let a = QpAttr {
         qp_state: QpState::Init,
@@ -529,6 +589,19 @@ fn ring(
             .data_tx
             .sge(send * chunk, chunk as u32)
             .map_err(|e| e.to_string())?;
+        let (right_rank, left_rank) = ((r + 1) % n, (r + n - 1) % n);
+        if k.tl_tx.active() {
+            let into = if reduce {
+                format!("staging slot {}", slot(s) / chunk)
+            } else {
+                format!("chunk {send} of its buffer")
+            };
+            k.tl_tx.note(format!(
+                "rank {r} step {s} ({}): RDMA WRITE with immediate {} of chunk {send} into rank {right_rank}'s {into}",
+                if reduce { "reduce-scatter" } else { "all-gather" },
+                p.step
+            ));
+        }
         k.tx.post_send(&[SendWr {
             wr_id: s as u64,
             op: SendOp::RdmaWriteWithImm {
@@ -542,6 +615,12 @@ fn ring(
         p.sent += 1;
         // The left neighbour's write of this step.
         let wc = next_recv(k, p)?;
+        if k.tl_rx.active() {
+            k.tl_rx.note(format!(
+                "rank {r} step {s}: rank {left_rank}'s write with immediate {} arrived ({} B)",
+                p.step, wc.byte_len
+            ));
+        }
         p.step = p.step.wrapping_add(1);
         let none: [rnic_driver::Sge; 0] = [];
         k.rx.post_recv(&[RecvWr {
@@ -829,7 +908,7 @@ impl Hello {
 }
 
 /// This side's hello on `ctx`'s NIC, for QP `qpn`.
-fn hello(ctx: &Context<EmuHal>, qpn: u32, to: Option<Target>) -> Res<Hello> {
+fn hello(ctx: &Context<H>, qpn: u32, to: Option<Target>) -> Res<Hello> {
     let p = path(ctx)?;
     Ok(Hello {
         qpn,
@@ -937,11 +1016,28 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     let wire = |l: usize, rem: usize| {
         UdpWire::bind_polled(udp(l), udp(rem)).map_err(|e| format!("UDP {}: {e}", udp(l)))
     };
+    // What is shown: this rank's sending NIC.
+    let (tl_tx, tl_rx) = (timeline(a)?, Timeline::new(Vec::new()));
     let k = rank(
-        nic(r, 0, wire(2 * r, 2 * right + 1)?, ExecMode::Inline)?,
-        nic(r, 1, wire(2 * r + 1, 2 * left)?, ExecMode::Inline)?,
+        nic(
+            r,
+            0,
+            wire(2 * r, 2 * right + 1)?,
+            ExecMode::Inline,
+            &tl_tx,
+            false,
+        )?,
+        nic(
+            r,
+            1,
+            wire(2 * r + 1, 2 * left)?,
+            ExecMode::Inline,
+            &tl_rx,
+            true,
+        )?,
         size,
         chunk * 2 * (n - 1),
+        (tl_tx, tl_rx),
     )?;
     // The rank's own thread drives its NICs while it runs the ring; this
     // one while it does anything else.

@@ -30,24 +30,11 @@ use rnic_driver::{
 use rnic_emu::net::{Direction, Loopback, Tap};
 use rnic_emu::wire::frame::describe;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
-use rnic_middleware::{Event, JsonLines, Sink, Timeline, TraceHal};
+use rnic_middleware::{JsonLines, Print, Sink, Timeline, TraceHal};
 
 type Res<T> = Result<T, Box<dyn Error>>;
 /// The platform: the model's, traced.
 type H = TraceHal<EmuHal>;
-
-/// Prints each event as it is recorded (`--registers`).
-struct Print;
-
-impl Sink for Print {
-    fn record(&self, e: &Event) {
-        println!(
-            "      | {:<8} {}",
-            format!("{:?}", e.lane).to_lowercase(),
-            e.text
-        );
-    }
-}
 
 fn main() -> ExitCode {
     env_logger::init();

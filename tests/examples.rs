@@ -253,3 +253,79 @@ fn allreduce_sums_between_processes_over_udp() {
 fn allreduce_waits_for_a_rank_that_starts_late() {
     allreduce_processes(4, 2, std::time::Duration::from_secs(2), ports(1));
 }
+
+/// `allreduce --registers --trace FILE`: beneath rank 0's first write,
+/// its WQE, its packet, the peer's receive completion with the
+/// immediate data, the ACK and rank 0's send completion; the file holds
+/// the same events.
+#[test]
+fn allreduce_shows_a_write_at_the_register_level() {
+    let trace = std::env::temp_dir().join(format!("rnic-allreduce-{}.jsonl", std::process::id()));
+    let o = Command::new(example("allreduce"))
+        .args([
+            "--ranks",
+            "2",
+            "--size",
+            "64",
+            "--iters",
+            "1",
+            "--registers",
+        ])
+        .arg("--trace")
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("every element of every rank is the sum"),
+        "{out}"
+    );
+    let mut at = out
+        .find("| app      rank 0 step 0 (reduce-scatter): RDMA WRITE with immediate 0 of chunk 0 into rank 1's staging slot 0")
+        .expect("the note");
+    let after = |from: usize, lines: &[&str]| {
+        let mut at = from;
+        for line in lines {
+            at += out[at..]
+                .find(line)
+                .unwrap_or_else(|| panic!("{line}: {out}"));
+        }
+    };
+    after(
+        at,
+        &[
+            "ctrl RDMA_WRITE_WITH_IMM signaled",
+            "| wire     FRAME tx",
+            "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            "ImmDt 0x00000000",
+        ],
+    );
+    at += out[at..].find("ImmDt 0x00000000").unwrap();
+    // The two sides' workers run at once: the peer's receive completion
+    // and the ACK's way back are in either order.
+    after(at, &["| peer     CQE", "RESP RECV_RDMA_WITH_IMM", "len 32"]);
+    after(
+        at,
+        &[
+            "| wire     FRAME rx",
+            "RC_ACKNOWLEDGE",
+            "| device   CQE",
+            "REQ RDMA_WRITE",
+            "SUCCESS",
+        ],
+    );
+    assert!(
+        out.contains("| app      rank 1 step 0: rank 0's write with immediate 0 arrived (32 B)"),
+        "{out}"
+    );
+    let json = std::fs::read_to_string(&trace).unwrap();
+    std::fs::remove_file(&trace).unwrap();
+    let printed = out.lines().filter(|l| l.starts_with("      | ")).count();
+    assert_eq!(json.lines().count(), printed);
+    assert!(json.contains("\"lane\":\"peer\""), "the peer NIC's events");
+}

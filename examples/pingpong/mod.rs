@@ -13,26 +13,13 @@ use rnic_driver::{Context, Cq, WorkCompletion};
 use rnic_emu::net::{Direction, FaultConfig, FaultHandle, Faults, Tap, UdpWire, Wire};
 use rnic_emu::wire::frame::describe;
 use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode};
-use rnic_middleware::{Event, JsonLines, Sink, Timeline, TraceHal};
+use rnic_middleware::{JsonLines, Print, Sink, Timeline, TraceHal};
 
 /// The platform: the emulated NIC's, traced with `--registers` or
 /// `--trace` (and otherwise only passed through).
 pub type H = TraceHal<EmuHal>;
 /// The driver context over the emulated NIC.
 pub type Ctx = Context<H>;
-
-/// Prints each event as it is recorded (`--registers`).
-struct Print;
-
-impl Sink for Print {
-    fn record(&self, e: &Event) {
-        println!(
-            "      | {:<8} {}",
-            format!("{:?}", e.lane).to_lowercase(),
-            e.text
-        );
-    }
-}
 
 /// Options of both ping-pongs beside the message size.
 #[derive(Args, Debug)]

@@ -16,4 +16,4 @@ mod shadow;
 pub mod trace;
 
 pub use fault::{CqeFault, FaultHal, FaultHandle, Faults, Injected};
-pub use trace::{Event, JsonLines, Lane, Memory, Sink, Timeline, TraceHal};
+pub use trace::{Event, JsonLines, Lane, Memory, Print, Sink, Timeline, TraceHal};

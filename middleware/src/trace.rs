@@ -123,6 +123,18 @@ impl<W: Write + Send> Sink for JsonLines<W> {
     }
 }
 
+/// Prints each event on standard output as it is recorded, indented
+/// under the program's own lines: `      | doorbell MMIO BAR2+0x800 SQ
+/// doorbell qpn 2 pi 1` (the walkthrough examples' `--registers`).
+pub struct Print;
+
+impl Sink for Print {
+    fn record(&self, e: &Event) {
+        let lane = format!("{:?}", e.lane).to_lowercase();
+        println!("      | {lane:<8} {}", e.text);
+    }
+}
+
 /// One timeline of events, from any number of sources (the [`TraceHal`]s
 /// of one or two NICs, a wire tap, the application's notes), numbered in
 /// the order they are recorded.
