@@ -6,16 +6,25 @@
 
 mod common;
 
+use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{c_program, lib_dir, run, same_layout, text, two_processes};
+use common::{c_ok, lib_dir, run, same_layout, text, two_processes};
 
 use rnic_ibverbs::abi::{
     IbvAhAttr, IbvContext, IbvCq, IbvDevice, IbvDeviceAttr, IbvGlobalRoute, IbvMr, IbvPd,
     IbvPortAttr, IbvQp, IbvQpAttr, IbvQpCap, IbvQpInitAttr, IbvWc, COMPAT_PORT_ATTR_LEN,
     OP_POLL_CQ, OP_REQ_NOTIFY_CQ,
 };
+
+/// `[("size", size_of::<T>()), ("field", offset_of!(T, field)), …]`: the
+/// layout of `T` as `same_layout` compares it with the header.
+macro_rules! of {
+    ($t:ty, $($f:ident),*) => {
+        [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
+    };
+}
 
 /// `(version, symbol)` of every symbol the library defines, from
 /// `objdump -T`: functions (`DF .text`) and variables (`DO .bss`/`.data`);
@@ -112,7 +121,6 @@ fn defines_every_symbol_the_programs_and_libraries_import() {
 
 #[test]
 fn structures_are_laid_out_as_the_header() {
-    use std::mem::offset_of;
     same_layout(
         "struct ibv_device",
         &[
@@ -193,7 +201,6 @@ fn structures_are_laid_out_as_the_header() {
 
 #[test]
 fn port_attributes_are_laid_out_as_the_header() {
-    use std::mem::offset_of;
     macro_rules! port {
         ($($f:ident),*) => {
             [("size", size_of::<IbvPortAttr>()), $((stringify!($f), offset_of!(IbvPortAttr, $f))),*]
@@ -233,7 +240,6 @@ fn port_attributes_are_laid_out_as_the_header() {
 
 #[test]
 fn pd_and_mr_are_laid_out_as_the_header() {
-    use std::mem::offset_of;
     same_layout(
         "struct ibv_pd",
         &[
@@ -290,20 +296,12 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert_eq!(out.trim(), "ok");
 }
 
 #[test]
 fn cq_wc_and_ops_are_laid_out_as_the_header() {
-    use std::mem::offset_of;
-    macro_rules! of {
-        ($t:ty, $($f:ident),*) => {
-            [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
-        };
-    }
     same_layout(
         "struct ibv_cq",
         &of!(
@@ -373,20 +371,12 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert_eq!(out.trim(), "ok");
 }
 
 #[test]
 fn qp_structures_are_laid_out_as_the_header() {
-    use std::mem::offset_of;
-    macro_rules! of {
-        ($t:ty, $($f:ident),*) => {
-            [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
-        };
-    }
     same_layout(
         "struct ibv_qp",
         &of!(
@@ -434,12 +424,6 @@ fn qp_structures_are_laid_out_as_the_header() {
 
 #[test]
 fn qp_attributes_are_laid_out_as_the_header() {
-    use std::mem::offset_of;
-    macro_rules! of {
-        ($t:ty, $($f:ident),*) => {
-            [("size", size_of::<$t>()), $((stringify!($f), offset_of!($t, $f))),*]
-        };
-    }
     same_layout(
         "struct ibv_global_route",
         &of!(
@@ -540,16 +524,13 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert_eq!(out.trim(), "ok");
 }
 
 #[test]
 fn work_requests_are_laid_out_as_the_header() {
     use rnic_ibverbs::abi::{IbvRecvWr, IbvSendWr, IbvSge, WrAtomic, WrRdma, WrUd};
-    use std::mem::offset_of;
     let wr = offset_of!(IbvSendWr, wr);
     same_layout(
         "struct ibv_send_wr",
@@ -689,9 +670,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert_eq!(out.trim(), "remote access error");
 }
 
@@ -743,9 +722,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, None);
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, None);
     assert_eq!(out.trim(), "ok");
 }
 
@@ -803,9 +780,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let o = c_program(code, true, Some("name=a;name=b,mac=02:11:22:33:44:55"));
-    let (out, err) = text(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    let out = c_ok(code, Some("name=a;name=b,mac=02:11:22:33:44:55"));
     let words: Vec<&str> = out.split_whitespace().collect();
     assert_eq!(words[2..4], ["guid", "001122fffe334455"], "{out}");
     assert_eq!(words[4..6], ["ports", "1"], "{out}");
@@ -915,7 +890,6 @@ fn ibv_ud_pingpong_with_completion_events() {
 #[test]
 fn comp_channel_is_laid_out_as_the_header() {
     use rnic_ibverbs::abi::IbvCompChannel;
-    use std::mem::offset_of;
     same_layout(
         "struct ibv_comp_channel",
         &[
@@ -935,7 +909,6 @@ fn ibv_srq_pingpong_between_two_processes() {
 #[test]
 fn srq_is_laid_out_as_the_header() {
     use rnic_ibverbs::abi::{IbvSrq, IbvSrqAttr, IbvSrqInitAttr, OP_POST_SRQ_RECV};
-    use std::mem::offset_of;
     same_layout(
         "struct ibv_srq",
         &[
@@ -979,7 +952,6 @@ fn srq_is_laid_out_as_the_header() {
 #[test]
 fn ah_is_laid_out_as_the_header() {
     use rnic_ibverbs::abi::IbvAh;
-    use std::mem::offset_of;
     same_layout(
         "struct ibv_ah",
         &[
