@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rnic_emu::net::{Capture, FaultHandle, Faults, Switch};
+use rnic_emu::net::{FaultHandle, Faults, Switch, Tap};
 use rnic_emu::{Clock, EmuConfig, EmuDevice, ExecMode, VirtualClock};
 
 use crate::{Ctx, DriverConfig, ECq, Hal, WorkCompletion};
@@ -66,7 +66,7 @@ impl Fabric {
                     .mode(mode)
                     .clock(c);
                 let b = match capture.filter(|_| i == 0) {
-                    Some(path) => b.wire(Capture::create(wire, path).expect("capture file").0),
+                    Some(path) => b.wire(Tap::capture(wire, path).expect("capture file").0),
                     None => b.wire(wire),
                 };
                 let dev = b.build().expect("device");

@@ -44,7 +44,7 @@ use rnic_hw_regs::uar::{
 
 use crate::clock::Clock;
 use crate::irq::IrqLines;
-use crate::net::{Capture, Frame, Loopback, Wire};
+use crate::net::{Frame, Loopback, Tap, Wire};
 use crate::state::State;
 use crate::transport::requester;
 use crate::worker::{self, Core};
@@ -765,7 +765,7 @@ impl EmuBuilder {
             } else {
                 PathBuf::from(p.to_string_lossy().replace("{mac}", &mac))
             };
-            let (c, _) = Capture::create(wire, &path).map_err(|e| BuildError::Capture(path, e))?;
+            let (c, _) = Tap::capture(wire, &path).map_err(|e| BuildError::Capture(path, e))?;
             wire = Box::new(c);
         }
         let notify = Arc::new(Notify {

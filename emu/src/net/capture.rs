@@ -1,5 +1,5 @@
-//! A pcap writer as wire middleware: records every frame its NIC sends and
-//! receives.
+//! A pcap writer as wire middleware: a [`Tap`] whose function writes every
+//! frame its NIC sends and receives to a pcap file.
 
 use std::fs::File;
 use std::io::{self, BufWriter};
@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::{Frame, Waker, Wire};
+use super::{Tap, Wire};
 use crate::pcap::PcapWriter;
 
 type Sink = Arc<Mutex<PcapWriter<BufWriter<File>>>>;
@@ -29,95 +29,35 @@ impl std::fmt::Debug for CaptureHandle {
     }
 }
 
-/// A wire around `W` that writes every frame sent through it and every
-/// frame received from it to a pcap file (wall-clock time stamps), as
-/// Wireshark and tshark read it. The file is complete once the capture is
-/// dropped or its handle flushed.
-pub struct Capture<W> {
-    inner: W,
-    sink: Sink,
-}
+/// The tap's hold on the file: written out when the tap goes.
+struct Writer(Sink);
 
-impl<W: Wire> Capture<W> {
-    /// Wraps `inner`, creating (or truncating) the file at `path`.
-    pub fn create(inner: W, path: impl AsRef<Path>) -> io::Result<(Self, CaptureHandle)> {
-        let file = File::create(path)?;
-        let sink = Arc::new(Mutex::new(PcapWriter::new(BufWriter::new(file))?));
-        Ok((
-            Self {
-                inner,
-                sink: sink.clone(),
-            },
-            CaptureHandle(sink),
-        ))
-    }
-
-    fn record(&self, frames: &[Frame]) {
-        if frames.is_empty() {
-            return;
-        }
-        let ns = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        let mut w = self.sink.lock().unwrap_or_else(|e| e.into_inner());
-        for f in frames {
-            if let Err(e) = w.write(ns, f) {
-                log::warn!("pcap capture: {e}");
-                return;
-            }
-        }
-    }
-}
-
-impl<W> Drop for Capture<W> {
+impl Drop for Writer {
     fn drop(&mut self) {
-        let _ = self.sink.lock().unwrap_or_else(|e| e.into_inner()).flush();
+        let _ = self.0.lock().unwrap_or_else(|e| e.into_inner()).flush();
     }
 }
 
-impl<W: Wire> Wire for Capture<W> {
-    fn send(&mut self, frames: &mut Vec<Frame>) {
-        self.record(frames);
-        self.inner.send(frames);
-    }
-
-    fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
-        let start = out.len();
-        let n = self.inner.recv(out, max);
-        self.record(&out[start..]);
-        n
-    }
-
-    fn set_waker(&mut self, waker: Waker) {
-        self.inner.set_waker(waker);
-    }
-
-    fn poll(&mut self, now_ns: u64) {
-        self.inner.poll(now_ns);
-    }
-
-    fn next_deadline(&self) -> Option<u64> {
-        self.inner.next_deadline()
-    }
-
-    fn reclaim(&mut self, pool: &mut Vec<Frame>) {
-        self.inner.reclaim(pool)
-    }
-
-    fn spare(&mut self, frames: &mut Vec<Frame>) {
-        self.inner.spare(frames)
-    }
-
-    fn link_up(&self) -> bool {
-        self.inner.link_up()
-    }
-
-    fn in_memory(&self) -> bool {
-        self.inner.in_memory()
-    }
-
-    fn polled(&self) -> bool {
-        self.inner.polled()
+impl<W: Wire> Tap<W> {
+    /// A tap around `inner` that writes every frame sent through it and
+    /// every frame received from it to a pcap file at `path` (created or
+    /// truncated; wall-clock time stamps), as Wireshark and tshark read
+    /// it. The file is complete once the tap is dropped or the handle
+    /// flushed.
+    pub fn capture(inner: W, path: impl AsRef<Path>) -> io::Result<(Self, CaptureHandle)> {
+        let file = File::create(path)?;
+        let sink: Sink = Arc::new(Mutex::new(PcapWriter::new(BufWriter::new(file))?));
+        let writer = Writer(sink.clone());
+        let record = move |_, frame: &[u8]| {
+            let ns = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let mut w = writer.0.lock().unwrap_or_else(|e| e.into_inner());
+            if let Err(e) = w.write(ns, frame) {
+                log::warn!("pcap capture: {e}");
+            }
+        };
+        Ok((Tap::new(inner, Arc::new(record)), CaptureHandle(sink)))
     }
 }
 
@@ -131,7 +71,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rnic-capture-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("loop.pcap");
-        let (mut w, h) = Capture::create(Loopback::default(), &path).unwrap();
+        let (mut w, h) = Tap::capture(Loopback::default(), &path).unwrap();
         w.send(&mut vec![vec![1u8; 60], vec![2u8; 70]]);
         let mut out = Vec::new();
         assert_eq!(w.recv(&mut out, 8), 2);

@@ -17,7 +17,8 @@
 //!
 //! - [`Faults`]: drops, duplicates, reorders, delays and corrupts frames,
 //!   each at its own rate from a seed, changeable while running;
-//! - [`Capture`]: writes every frame sent and received to a pcap file.
+//! - [`Tap`]: hands every frame sent and received to a function, and
+//!   [`Tap::capture`] writes them to a pcap file.
 
 mod capture;
 mod faults;
@@ -29,7 +30,7 @@ mod udp;
 
 use std::sync::Arc;
 
-pub use capture::{Capture, CaptureHandle};
+pub use capture::CaptureHandle;
 pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
 pub use loopback::Loopback;
 pub use shm::ShmWire;
