@@ -64,15 +64,11 @@ pub(crate) fn ud_dest(ah: *mut IbvAh, remote_qpn: u32, remote_qkey: u32) -> Opti
 /// `attr` is NULL or points to a `struct ibv_ah_attr`.
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> *mut IbvAh {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     let Some(driver_pd) = live_pd(pd).and_then(|p| p.pd.as_ref()) else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     if attr.is_null() {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: non-NULL, and a struct ibv_ah_attr by the caller's promise.
     let a = ah_attr(unsafe { &*attr });
@@ -89,7 +85,7 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> 
             AHS.add(p);
             p.cast()
         }
-        Err(e) => fail(e.errno()),
+        Err(e) => errno::fail(e.errno()),
     }
 }
 
@@ -246,8 +242,7 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     port_num: u8,
 ) -> *mut IbvAh {
     let Some(p) = live_pd(pd) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     let mut a = IbvAhAttr::default();
     // SAFETY: the caller's promise, passed on; `a` is writable.

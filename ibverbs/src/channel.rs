@@ -44,8 +44,7 @@ pub(crate) fn live_channel(ch: *mut IbvCompChannel) -> Option<&'static CompChann
 #[no_mangle]
 pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *mut IbvCompChannel {
     let Some(c) = open_context(context) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     match c.ctx.create_comp_channel() {
         Ok(ch) => {
@@ -58,10 +57,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *m
             CHANNELS.add(p);
             p.cast()
         }
-        Err(e) => {
-            errno::set(e.errno());
-            std::ptr::null_mut()
-        }
+        Err(e) => errno::fail(e.errno()),
     }
 }
 

@@ -107,23 +107,20 @@ fn nic(spec: &DeviceSpec) -> Result<(Platform, Option<Arc<EmuDevice>>), String> 
 #[no_mangle]
 pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvContext {
     let Some(d) = ours(device) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     let (platform, nic) = match nic(&d.spec) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
-            errno::set(libc::ENODEV);
-            return std::ptr::null_mut();
+            return errno::fail(libc::ENODEV);
         }
     };
     let ctx = match DriverContext::open(platform) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
-            errno::set(e.errno());
-            return std::ptr::null_mut();
+            return errno::fail(e.errno());
         }
     };
     // The data-path calls the header's inline functions make through the

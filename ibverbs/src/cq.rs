@@ -69,8 +69,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     comp_vector: c_int,
 ) -> *mut IbvCq {
     let (Ok(n), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     new_cq(context, n, cq_context, channel, vector)
 }
@@ -85,8 +84,7 @@ fn new_cq(
     vector: u32,
 ) -> *mut IbvCq {
     let Some(c) = open_context(context) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     let ch = if channel.is_null() {
         None
@@ -94,8 +92,7 @@ fn new_cq(
         match crate::channel::live_channel(channel.cast()) {
             Some(ch) => Some(ch),
             None => {
-                errno::set(libc::EINVAL);
-                return std::ptr::null_mut();
+                return errno::fail(libc::EINVAL);
             }
         }
     };
@@ -124,10 +121,7 @@ fn new_cq(
             CQS.add(p);
             p.cast()
         }
-        Err(e) => {
-            errno::set(e.errno());
-            std::ptr::null_mut()
-        }
+        Err(e) => errno::fail(e.errno()),
     }
 }
 
@@ -336,17 +330,13 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     context: *mut IbvContext,
     attr: *mut IbvCqInitAttrEx,
 ) -> *mut IbvCqEx {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     if attr.is_null() {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: non-NULL, and the structure by the caller's promise.
     let a = unsafe { &*attr };
     if a.comp_mask & !(CQ_ATTR_FLAGS | CQ_ATTR_PD) != 0 {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     let flags = if a.comp_mask & CQ_ATTR_FLAGS != 0 {
         a.flags
@@ -355,7 +345,7 @@ pub(crate) unsafe extern "C" fn create_cq_ex(
     };
     let pd = a.comp_mask & CQ_ATTR_PD != 0 && !a.parent_domain.is_null();
     if a.wc_flags & !WC_EX_SUPPORTED != 0 || flags & !CQ_SINGLE_THREADED != 0 || pd {
-        return fail(libc::EOPNOTSUPP);
+        return errno::fail(libc::EOPNOTSUPP);
     }
     new_cq(
         context,

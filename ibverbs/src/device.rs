@@ -91,16 +91,14 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
     let list = match devices() {
         Ok(l) => l,
         Err(_) => {
-            errno::set(libc::EINVAL);
-            return std::ptr::null_mut();
+            return errno::fail(libc::EINVAL);
         }
     };
     // SAFETY: calloc with a count and an element size; checked for NULL.
     let array = unsafe { libc::calloc(list.len() + 1, size_of::<*mut IbvDevice>()) }
         .cast::<*mut IbvDevice>();
     if array.is_null() {
-        errno::set(libc::ENOMEM);
-        return std::ptr::null_mut();
+        return errno::fail(libc::ENOMEM);
     }
     for (i, d) in list.iter().enumerate() {
         // SAFETY: `i < list.len()`, inside the array of `len + 1` entries;
@@ -216,6 +214,5 @@ pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
 /// their process.
 #[no_mangle]
 pub extern "C" fn ibv_import_device(_cmd_fd: c_int) -> *mut c_void {
-    errno::set(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+    errno::fail(libc::EOPNOTSUPP)
 }

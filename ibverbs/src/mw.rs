@@ -39,20 +39,16 @@ fn live_mw(mw: *mut IbvMw) -> Option<&'static DriverMw<Platform>> {
 ///
 /// None beyond what the C signature implies: the pointer is checked.
 pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut IbvMw {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     let Some(p) = live_pd(pd) else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     let Some(driver) = p.pd.as_ref() else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     let ty = match mw_type {
         1 => MwType::Type1,
         2 => MwType::Type2,
-        _ => return fail(libc::EINVAL),
+        _ => return errno::fail(libc::EINVAL),
     };
     match driver.alloc_mw(ty) {
         Ok(mw) => {
@@ -67,7 +63,7 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut
             MWS.add(m);
             m.cast()
         }
-        Err(e) => fail(e.errno()),
+        Err(e) => errno::fail(e.errno()),
     }
 }
 

@@ -59,8 +59,7 @@ pub(crate) fn live_pd(pd: *mut IbvPd) -> Option<&'static Pd> {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
     let Some(c) = open_context(context) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     match c.ctx.alloc_pd() {
         Ok(pd) => {
@@ -72,10 +71,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
             PDS.add(p);
             p.cast()
         }
-        Err(e) => {
-            errno::set(e.errno());
-            std::ptr::null_mut()
-        }
+        Err(e) => errno::fail(e.errno()),
     }
 }
 
@@ -107,16 +103,13 @@ pub unsafe extern "C" fn ibv_reg_mr(
     access: c_int,
 ) -> *mut IbvMr {
     let Some(p) = live_pd(pd) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     let Some(ptr) = NonNull::new(addr.cast::<u8>()) else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     let Some(driver) = p.pd.as_ref() else {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     };
     // Optional flags (relaxed ordering and the like) may be ignored.
     let access = access as u32 & !ACCESS_OPTIONAL_RANGE;
@@ -137,10 +130,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
             MRS.add(m);
             m.cast()
         }
-        Err(e) => {
-            errno::set(e.errno());
-            std::ptr::null_mut()
-        }
+        Err(e) => errno::fail(e.errno()),
     }
 }
 
@@ -162,8 +152,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     access: u32,
 ) -> *mut IbvMr {
     if iova != addr as u64 {
-        errno::set(libc::EOPNOTSUPP);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EOPNOTSUPP);
     }
     // SAFETY: the caller's promise, passed on.
     unsafe { ibv_reg_mr(pd, addr, length, access as c_int) }
@@ -292,8 +281,7 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
     _fd: c_int,
     _access: c_int,
 ) -> *mut IbvMr {
-    errno::set(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// Imports of objects another process shares through a kernel context
@@ -304,8 +292,7 @@ macro_rules! no_import {
         #[doc = concat!("`", stringify!($name), "`: NULL with `errno` `EOPNOTSUPP`.")]
         #[no_mangle]
         pub extern "C" fn $name(_owner: *mut c_void, _handle: u32) -> *mut c_void {
-            errno::set(libc::EOPNOTSUPP);
-            std::ptr::null_mut()
+            errno::fail(libc::EOPNOTSUPP)
         }
     )*};
 }

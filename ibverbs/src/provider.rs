@@ -44,16 +44,14 @@ pub extern "C" fn ibv_register_driver(_name: *const c_void, _init: *const c_void
 /// device. NULL with `errno` `EOPNOTSUPP`.
 #[no_mangle]
 pub extern "C" fn _verbs_init_and_alloc_context() -> *mut c_void {
-    errno::set(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `verbs_open_device`: opening a provider's device. NULL with `errno`
 /// `EOPNOTSUPP`.
 #[no_mangle]
 pub extern "C" fn verbs_open_device() -> *mut c_void {
-    errno::set(libc::EOPNOTSUPP);
-    std::ptr::null_mut()
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `verbs_set_ops`: a provider filling its context's operations. No

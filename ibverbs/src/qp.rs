@@ -104,8 +104,7 @@ pub unsafe extern "C" fn ibv_create_qp(
     qp_init_attr: *mut IbvQpInitAttr,
 ) -> *mut IbvQp {
     if qp_init_attr.is_null() {
-        errno::set(libc::EINVAL);
-        return std::ptr::null_mut();
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: non-NULL, and a struct ibv_qp_init_attr by the caller's
     // promise.
@@ -115,22 +114,18 @@ pub unsafe extern "C" fn ibv_create_qp(
 /// A QP as [`ibv_create_qp`] makes it; `ex`: with its work-request
 /// interface open to the program.
 fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     let Some(p) = live_pd(pd) else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     let (Some(scq), Some(rcq)) = (live_cq(init.send_cq), live_cq(init.recv_cq)) else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     let srq = if init.srq.is_null() {
         None
     } else {
         match crate::srq::live_srq(init.srq.cast()) {
             Some(Some(s)) => Some(s),
-            _ => return fail(libc::EINVAL),
+            _ => return errno::fail(libc::EINVAL),
         }
     };
     let qp_type = match init.qp_type {
@@ -138,11 +133,11 @@ fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
         3 => QpType::Uc,
         4 => QpType::Ud,
         // Raw packet, XRC send and receive, driver-specific.
-        8 | 9 | 10 | 0xff => return fail(libc::EOPNOTSUPP),
-        _ => return fail(libc::EINVAL),
+        8 | 9 | 10 | 0xff => return errno::fail(libc::EOPNOTSUPP),
+        _ => return errno::fail(libc::EINVAL),
     };
     let (Some(driver_pd), Some(send_cq), Some(recv_cq)) = (p.pd.as_ref(), scq, rcq) else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     let c = init.cap;
     let attr = QpInitAttr {
@@ -190,7 +185,7 @@ fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
             QPS.add(q);
             q.cast()
         }
-        Err(e) => fail(e.errno()),
+        Err(e) => errno::fail(e.errno()),
     }
 }
 
@@ -420,18 +415,14 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     context: *mut IbvContext,
     attr: *mut IbvQpInitAttrEx,
 ) -> *mut IbvQp {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     if attr.is_null() {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: non-NULL, and the structure by the caller's promise.
     let a = unsafe { &*attr };
     let mask = a.comp_mask;
     if mask & !QP_ATTR_ALL != 0 || mask & QP_ATTR_PD == 0 {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     let others = QP_ATTR_ALL & !(QP_ATTR_PD | QP_ATTR_CREATE_FLAGS | QP_ATTR_SEND_OPS_FLAGS);
     let flags = mask & QP_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0;
@@ -441,11 +432,11 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         0
     };
     if mask & others != 0 || flags || ops & !crate::qp_ex::SEND_OPS != 0 {
-        return fail(libc::EOPNOTSUPP);
+        return errno::fail(libc::EOPNOTSUPP);
     }
     match live_pd(a.pd) {
         Some(p) if p.ibv.context == context => {}
-        _ => return fail(libc::EINVAL),
+        _ => return errno::fail(libc::EINVAL),
     }
     let pd = a.pd;
     // SAFETY: the structure starts with the fields of a struct

@@ -65,18 +65,14 @@ pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut IbvPd,
     srq_init_attr: *mut IbvSrqInitAttr,
 ) -> *mut IbvSrq {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     let Some(p) = live_pd(pd) else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     let Some(driver_pd) = p.pd.as_ref() else {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     };
     if srq_init_attr.is_null() {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: non-NULL, and the structure by the caller's promise.
     let init = unsafe { &mut *srq_init_attr };
@@ -107,7 +103,7 @@ pub unsafe extern "C" fn ibv_create_srq(
             SRQS.add(s);
             s.cast()
         }
-        Err(e) => fail(e.errno()),
+        Err(e) => errno::fail(e.errno()),
     }
 }
 
@@ -210,24 +206,20 @@ pub(crate) unsafe extern "C" fn create_srq_ex(
     context: *mut IbvContext,
     attr: *mut IbvSrqInitAttrEx,
 ) -> *mut IbvSrq {
-    let fail = |e| {
-        errno::set(e);
-        std::ptr::null_mut()
-    };
     if attr.is_null() {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: non-NULL, and the structure by the caller's promise.
     let a = unsafe { &mut *attr };
     if a.comp_mask & !SRQ_ATTR_ALL != 0 || a.comp_mask & SRQ_ATTR_PD == 0 {
-        return fail(libc::EINVAL);
+        return errno::fail(libc::EINVAL);
     }
     if a.comp_mask & SRQ_ATTR_TYPE != 0 && a.srq_type != 0 {
-        return fail(libc::EOPNOTSUPP);
+        return errno::fail(libc::EOPNOTSUPP);
     }
     match live_pd(a.pd) {
         Some(p) if p.ibv.context == context => {}
-        _ => return fail(libc::EINVAL),
+        _ => return errno::fail(libc::EINVAL),
     }
     // SAFETY: `struct ibv_srq_init_attr` is the structure's first part.
     unsafe { ibv_create_srq(a.pd, attr.cast::<IbvSrqInitAttr>()) }
