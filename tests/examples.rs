@@ -14,6 +14,24 @@ fn example(name: &str) -> PathBuf {
         .expect("the examples directory")
 }
 
+/// An example run without arguments.
+const NO_ARGS: [&str; 0] = [];
+
+/// Runs example `name` with `args`; it must exit 0. Its standard output.
+fn run_ok<S: AsRef<std::ffi::OsStr>>(name: &str, args: impl IntoIterator<Item = S>) -> String {
+    let o = Command::new(example(name))
+        .args(args)
+        .output()
+        .expect("cargo test builds the examples");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{name}: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
 #[test]
 fn loopback_verifies_its_transfers_and_logs_at_debug() {
     let o = Command::new(example("loopback"))
@@ -33,13 +51,7 @@ fn loopback_verifies_its_transfers_and_logs_at_debug() {
 
 #[test]
 fn bringup_explains_every_step_in_the_spec_s_order() {
-    let o = Command::new(example("bringup")).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = run_ok("bringup", NO_ARGS);
     assert!(out.contains("bringup: the sequence is the spec's"), "{out}");
     // Every line of the trace comes with what it means.
     for step in [
@@ -61,13 +73,7 @@ fn bringup_explains_every_step_in_the_spec_s_order() {
 
 #[test]
 fn doorbell_moves_bytes_with_a_hand_built_wqe() {
-    let o = Command::new(example("doorbell")).output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = run_ok("doorbell", NO_ARGS);
     assert!(
         out.contains("doorbell: the bytes arrived and the CQE says so"),
         "{out}"
@@ -94,16 +100,13 @@ fn doorbell_moves_bytes_with_a_hand_built_wqe() {
 #[test]
 fn loopback_shows_each_transfer_at_the_register_level() {
     let trace = std::env::temp_dir().join(format!("rnic-loopback-{}.jsonl", std::process::id()));
-    let o = Command::new(example("loopback"))
-        .args(["--registers", "--trace"])
-        .arg(&trace)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let out = run_ok(
+        "loopback",
+        [
+            "--registers".as_ref(),
+            "--trace".as_ref(),
+            trace.as_os_str(),
+        ],
     );
     // The RDMA WRITE: the application's note, its WQE at the doorbell (or
     // a BlueFlame write), its packet out and back, the ACK, its CQE.
@@ -161,16 +164,10 @@ fn check_result(out: &str, what: &str, ranks: usize, size: usize) {
 #[test]
 fn allreduce_sums_over_2_to_8_nics_on_the_switch() {
     for (ranks, size) in [(2, 4096), (3, 1000), (5, 65536), (8, 40000)] {
-        let o = Command::new(example("allreduce"))
-            .args(["--ranks", &ranks.to_string(), "--size", &size.to_string()])
-            .args(["--iters", "3"])
-            .output()
-            .unwrap();
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{ranks} ranks: {out}{}",
-            String::from_utf8_lossy(&o.stderr)
+        let (n, bytes) = (ranks.to_string(), size.to_string());
+        let out = run_ok(
+            "allreduce",
+            ["--ranks", &n, "--size", &bytes, "--iters", "3"],
         );
         assert!(
             out.contains("every element of every rank is the sum"),
@@ -261,26 +258,19 @@ fn allreduce_waits_for_a_rank_that_starts_late() {
 #[test]
 fn allreduce_shows_a_write_at_the_register_level() {
     let trace = std::env::temp_dir().join(format!("rnic-allreduce-{}.jsonl", std::process::id()));
-    let o = Command::new(example("allreduce"))
-        .args([
-            "--ranks",
-            "2",
-            "--size",
-            "64",
-            "--iters",
-            "1",
-            "--registers",
-        ])
-        .arg("--trace")
-        .arg(&trace)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let args = [
+        "--ranks",
+        "2",
+        "--size",
+        "64",
+        "--iters",
+        "1",
+        "--registers",
+        "--trace",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+    args.push(trace.as_os_str());
+    let out = run_ok("allreduce", args);
     assert!(
         out.contains("every element of every rank is the sum"),
         "{out}"
