@@ -1014,7 +1014,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     let port = |i: usize| a.port + i as u16;
     let udp = |i: usize| std::net::SocketAddr::from(([127, 0, 0, 1], port(i)));
     let wire = |l: usize, rem: usize| {
-        UdpWire::bind_polled(udp(l), udp(rem)).map_err(|e| format!("UDP {}: {e}", udp(l)))
+        UdpWire::bind(udp(l), udp(rem)).map_err(|e| format!("UDP {}: {e}", udp(l)))
     };
     // What is shown: this rank's sending NIC.
     let (tl_tx, tl_rx) = (timeline(a)?, Timeline::new(Vec::new()));

@@ -344,10 +344,27 @@ impl<H: Hal> Cq<H> {
     /// completion also retires the unsignaled WQEs before it. The consumer
     /// index is published once per batch.
     ///
+    /// A poll that finds nothing calls [`Hal::relax`] once and looks
+    /// again: a program's wait loop is a busy wait on the CQ's owner bits,
+    /// and a platform whose device needs the waiting thread's CPU (an
+    /// emulated NIC on a machine with few cores) runs it there, so a
+    /// program that spins on its CQ never starves the NIC that must write
+    /// the completion. On hardware the call is a spin-loop hint.
+    ///
     /// Errors with [`ErrorKind::Io`] if a completion contradicts the
     /// driver's queue accounting (a device error); the completions before
     /// it are returned first, and the error by the next call.
     pub fn poll(&self, wc: &mut [WorkCompletion]) -> Result<usize> {
+        let n = self.take(wc)?;
+        if n > 0 || wc.is_empty() {
+            return Ok(n);
+        }
+        self.inner.ctx.hal().relax();
+        self.take(wc)
+    }
+
+    /// One look at the ring for up to `wc.len()` completions.
+    fn take(&self, wc: &mut [WorkCompletion]) -> Result<usize> {
         let cq = &*self.inner;
         let mut guard = cq.poll.lock();
         let p = &mut *guard;

@@ -27,10 +27,11 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
+use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -47,7 +48,7 @@ use crate::irq::IrqLines;
 use crate::net::{Frame, Loopback, Tap, Wire};
 use crate::state::State;
 use crate::transport::requester;
-use crate::worker::{self, Core};
+use crate::worker::{self, Core, WorkerStats, LEND_WINDOW};
 use crate::{cq, eq, qp, regs, srq, ConfigError, EmuConfig, EmuHal, ExecMode};
 
 /// Capacity of the thread-mode work queue.
@@ -59,6 +60,16 @@ pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
 /// Steps a worker runs for a NIC between two takes of its doorbell queue
 /// at most.
 pub(crate) const STREAK: u32 = 4096;
+/// Steps one lend runs at most ([`Shared::lend`]).
+const LEND_STEPS: u32 = 64;
+
+/// Nanoseconds of host time since this process first asked, never 0 (0
+/// stands for "never"): the clock of lending, which is the host's even on
+/// a device with a virtual clock.
+pub(crate) fn host_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+}
 
 /// A write that triggers device work (in thread mode only doorbells are
 /// queued).
@@ -85,6 +96,9 @@ struct Notify {
     kicked: AtomicBool,
     /// Thread mode: the worker that runs the NIC.
     worker: OnceLock<Arc<Core>>,
+    /// Thread mode: when a waiting thread last lent itself to the NIC
+    /// ([`host_ns`]; 0: not lent).
+    lent_at: AtomicU64,
     mode: ExecMode,
     /// Inline: frames from other NICs wait for a thread that runs this one.
     poll_mode: bool,
@@ -103,11 +117,23 @@ impl Notify {
             ExecMode::Inline => schedule(self),
             ExecMode::Thread => {
                 self.kicked.store(true, Ordering::Release);
+                // A NIC lent to a waiting thread is run by that thread,
+                // which sees the kick on its next look.
+                if self.lent(host_ns()) {
+                    return;
+                }
                 if let Some(w) = self.worker.get() {
                     w.wake();
                 }
             }
         }
+    }
+
+    /// Whether a waiting thread lent itself to the NIC within the last
+    /// [`LEND_WINDOW`].
+    fn lent(&self, now: u64) -> bool {
+        let at = self.lent_at.load(Ordering::Relaxed);
+        at != 0 && now.saturating_sub(at) < LEND_WINDOW.as_nanos() as u64
     }
 }
 
@@ -172,12 +198,10 @@ fn run_list() {
     }
 }
 
-/// The port's wire, the vector frames are handed to it in, and the one
-/// it hands back buffers in.
+/// The port's wire and the vector frames are handed to it in.
 struct Link {
     wire: Box<dyn Wire>,
     spare: Vec<Frame>,
-    reclaimed: Vec<Frame>,
 }
 
 /// What the device worker and every handle share.
@@ -193,9 +217,16 @@ pub(crate) struct Shared {
     latch: Latch,
     shutdown: AtomicBool,
     notify: Arc<Notify>,
-    /// The wire must be polled on every step ([`Wire::polled`]): a worker
-    /// never skips the NIC.
+    /// The wire must be polled to learn of frames ([`Wire::polled`]).
     polled_wire: bool,
+    /// The descriptor an idle worker sleeps on for the wire's frames
+    /// ([`Wire::wait_fd`]), valid as long as the wire.
+    wait_fd: Option<RawFd>,
+    /// Steps run by threads that lent themselves to the NIC.
+    lent_steps: AtomicU64,
+    /// What the NIC's last turn left; held by the runner taking a turn
+    /// (the worker or a lending thread), one at a time.
+    note: Mutex<Note>,
     /// The earliest deadline of the device's timers and its wire, as the
     /// last step left them (`u64::MAX`: none).
     deadline: AtomicU64,
@@ -224,10 +255,6 @@ impl Shared {
 
     fn wire(&self) -> MutexGuard<'_, Link> {
         self.wire.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(crate) fn mode(&self) -> ExecMode {
-        self.mode
     }
 
     /// Nanoseconds of host time since the device was created.
@@ -351,29 +378,36 @@ impl Shared {
 
     /// [`Shared::step`], with a BlueFlame write to run first.
     fn step_with(&self, work: Option<Work>, bf: Option<Bf<'_>>, drain: Drain, turn: Turn) -> bool {
-        let r = catch_unwind(AssertUnwindSafe(|| self.step_inner(work, bf, drain, turn)));
-        r.unwrap_or_else(|_| {
+        let st = self.lock();
+        self.guarded(|| self.step_inner(st, work, bf, drain, turn))
+    }
+
+    /// Runs a step, catching a panic in the model.
+    fn guarded(&self, step: impl FnOnce() -> bool) -> bool {
+        catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
             log::error!("panic in the device model: device fatal");
             regs::fatal(&mut self.lock(), FatalSyndrome::Internal);
             false
         })
     }
 
-    fn step_inner(&self, work: Option<Work>, bf: Option<Bf<'_>>, drain: Drain, turn: Turn) -> bool {
+    fn step_inner(
+        &self,
+        mut st: MutexGuard<'_, State>,
+        work: Option<Work>,
+        bf: Option<Bf<'_>>,
+        drain: Drain,
+        turn: Turn,
+    ) -> bool {
         let now = self.clock.now_ns();
-        let mut st = self.lock();
         let mut rx = std::mem::take(&mut st.port.rx);
         let mut backlog = false;
         let mut wire_deadline;
         {
             let mut link = self.wire();
-            let Link {
-                wire, reclaimed, ..
-            } = &mut *link;
+            let wire = &mut link.wire;
             // Buffers the wire is done with, for the frames of this step.
-            wire.reclaim(reclaimed);
-            st.port.recycle(reclaimed);
-            reclaimed.clear();
+            st.port.reclaim(wire.as_mut());
             wire.poll(now);
             let up = wire.link_up();
             if up != st.port.link_up {
@@ -399,9 +433,9 @@ impl Shared {
         // Popped under the state lock: work is never taken off the queue by
         // one thread and then overtaken by a register write that another
         // thread makes after queueing it.
-        let take = match drain {
+        let mut take = match drain {
             Drain::No => 0,
-            Drain::One => 1,
+            Drain::Idle | Drain::One => 1,
             Drain::All => QUEUE_DEPTH,
         };
         if let Some((off, v, wqe)) = self.latch.take() {
@@ -410,6 +444,10 @@ impl Shared {
                 None => doorbell(&mut st, off, v),
             }
             had_work = true;
+            // The doorbell gave the NIC work: queued writes wait for it.
+            if drain == Drain::Idle {
+                take = 0;
+            }
         }
         if let Some((off, v, bytes)) = bf {
             blueflame(&mut st, off, v, bytes);
@@ -457,41 +495,141 @@ impl Shared {
         more || self.notify.rx_pending.load(Ordering::Acquire)
     }
 
-    /// A worker's turn at this NIC: takes queued work if the NIC was idle
-    /// or ran [`STREAK`] steps without, runs a step, and the inline NICs
-    /// its frames made runnable. `more` and `streak` are the worker's note
-    /// of the NIC; returns whether it had anything to do.
-    pub(crate) fn work(&self, more: &mut bool, streak: &mut u32) -> bool {
+    /// A turn at this NIC for a runner (the worker, or a lending thread):
+    /// takes queued work if the NIC was idle or ran [`STREAK`] steps
+    /// without, runs a step, and the inline NICs its frames made
+    /// runnable. Returns whether it had anything to do; `None` if `wait`
+    /// is false and another runner has the NIC now.
+    pub(crate) fn turn(&self, wait: bool) -> Option<bool> {
+        let mut note = if wait {
+            self.note.lock().unwrap_or_else(|e| e.into_inner())
+        } else {
+            match self.note.try_lock() {
+                Ok(n) => n,
+                Err(TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(TryLockError::WouldBlock) => return None,
+            }
+        };
         // Checked while busy too: a send queue that feeds itself never
         // lets the device go idle.
         if self.shutdown.load(Ordering::Acquire) {
-            *more = false;
-            return false;
+            note.more = false;
+            return Some(false);
         }
         // An idle NIC is skipped for the price of a few loads: nothing
         // queued, nothing received, nothing happened, no timer due. Its
         // step would take its locks and touch its wire for nothing (a
         // worker runs the NICs of a whole process).
+        if !note.more && self.idle() {
+            note.streak = 0;
+            return Some(false);
+        }
+        let d = if !note.more {
+            Drain::Idle
+        } else if note.streak >= STREAK {
+            Drain::One
+        } else {
+            Drain::No
+        };
+        let had_work = self.latch.full() || (d != Drain::No && !self.queue.is_empty());
+        note.more = self.step(None, d, Turn::Run);
+        if !wait {
+            self.lent_steps.fetch_add(1, Ordering::Relaxed);
+        }
+        run_list();
+        note.streak = if had_work || !note.more {
+            0
+        } else {
+            note.streak + 1
+        };
+        Some(had_work || note.more)
+    }
+
+    /// Whether a step would find nothing to do: nothing queued, nothing
+    /// received, nothing happened, no timer due, and a wire that says when
+    /// frames come. Takes the kick it finds.
+    fn idle(&self) -> bool {
         let kicked = self.notify.kicked.load(Ordering::Acquire)
             && self.notify.kicked.swap(false, Ordering::AcqRel);
-        if !*more
-            && !kicked
+        !kicked
             && !self.polled_wire
             && self.queue.is_empty()
             && !self.latch.full()
             && !self.notify.rx_pending.load(Ordering::Acquire)
             && self.clock.now_ns() < self.deadline.load(Ordering::Acquire)
-        {
-            *streak = 0;
-            return false;
+    }
+
+    /// A waiting thread lends itself to the NIC ([`EmuDevice::poll`] in
+    /// thread mode, and so `Hal::relax` in the driver's wait loops and an
+    /// empty CQ poll): it runs the NIC's steps until nothing is left (at
+    /// most [`LEND_STEPS`]), unless another thread runs one now, and keeps
+    /// the device worker off the NIC for [`LEND_WINDOW`], so that a program
+    /// polling for a completion is the NIC that makes it instead of
+    /// competing with the worker for a core.
+    pub(crate) fn lend(&self) {
+        self.notify.lent_at.store(host_ns(), Ordering::Relaxed);
+        for _ in 0..LEND_STEPS {
+            match self.turn(false) {
+                Some(true) => {}
+                Some(false) => break,
+                None => {
+                    // The worker, or another lender, has it now (the
+                    // worker lets go once it sees the lend).
+                    std::hint::spin_loop();
+                    break;
+                }
+            }
         }
-        let drain = !*more || *streak >= STREAK;
-        let had_work = self.latch.full() || (drain && !self.queue.is_empty());
-        let d = if drain { Drain::One } else { Drain::No };
-        *more = self.step(None, d, Turn::Run);
-        run_list();
-        *streak = if had_work || !*more { 0 } else { *streak + 1 };
-        had_work || *more
+    }
+
+    /// The lending thread goes to sleep: the worker takes the NIC back at
+    /// once.
+    pub(crate) fn unlend(&self) {
+        if self.notify.lent_at.swap(0, Ordering::Relaxed) != 0 {
+            if let Some(w) = self.notify.worker.get() {
+                w.wake();
+            }
+        }
+    }
+
+    /// After the worker slept: timers may be due, the NIC runs a step
+    /// (queued work waits for the NIC to have nothing else to do, as
+    /// always).
+    pub(crate) fn rouse(&self) {
+        self.note.lock().unwrap_or_else(|e| e.into_inner()).more = true;
+    }
+
+    /// Whether a waiting thread has lent itself to the NIC lately.
+    pub(crate) fn lent(&self, now: u64) -> bool {
+        self.notify.lent(now)
+    }
+
+    /// How long until the lender's hold on the NIC ends.
+    pub(crate) fn lend_ends(&self, now: u64) -> Option<Duration> {
+        let at = self.notify.lent_at.load(Ordering::Relaxed);
+        let end = at.saturating_add(LEND_WINDOW.as_nanos() as u64);
+        Some(Duration::from_nanos(end.saturating_sub(now)))
+    }
+
+    /// The descriptor an idle worker sleeps on for this NIC's frames.
+    pub(crate) fn wait_fd(&self) -> Option<RawFd> {
+        self.wait_fd
+    }
+
+    /// Whether the NIC's wire tells of frames only when looked at.
+    pub(crate) fn polled_wire(&self) -> bool {
+        self.polled_wire
+    }
+
+    /// Whether work from outside waits for the NIC (a doorbell, a command,
+    /// frames), not counting timers: what a worker whose sleep ran out
+    /// should not find.
+    pub(crate) fn waiting(&self) -> bool {
+        if !self.queue.is_empty() || self.latch.full() {
+            return true;
+        }
+        self.wire().wire.poll(self.clock.now_ns());
+        self.notify.rx_pending.load(Ordering::Acquire)
     }
 
     /// How long the worker may sleep as far as this NIC is concerned:
@@ -500,6 +638,7 @@ impl Shared {
     pub(crate) fn nap(&self) -> Option<Duration> {
         let busy = !self.queue.is_empty()
             || self.latch.full()
+            || self.notify.kicked.load(Ordering::Acquire)
             || self.notify.rx_pending.load(Ordering::Acquire);
         if busy && !self.shutdown.load(Ordering::Acquire) {
             return None;
@@ -511,6 +650,25 @@ impl Shared {
             u64::MAX => Duration::MAX,
             d => Duration::from_nanos(d.saturating_sub(self.clock.now_ns())),
         })
+    }
+}
+
+/// What a NIC's last turn left (see [`Shared::turn`]).
+#[derive(Debug)]
+struct Note {
+    /// The last step left it more to do.
+    more: bool,
+    /// Steps run since it last took queued work.
+    streak: u32,
+}
+
+impl Default for Note {
+    /// A NIC not yet looked at: it may have anything to do.
+    fn default() -> Self {
+        Note {
+            more: true,
+            streak: STREAK,
+        }
     }
 }
 
@@ -600,6 +758,10 @@ fn bf_bytes(words: &[u64; BF_WQE_BYTES / 8]) -> [u8; BF_WQE_BYTES] {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Drain {
     No,
+    /// One, the NIC having nothing else to do: not if the step takes a
+    /// doorbell from the latch, which gives it something.
+    Idle,
+    /// One, however busy the NIC is ([`STREAK`] steps ran without).
     One,
     All,
 }
@@ -655,9 +817,6 @@ fn doorbell(st: &mut State, off: usize, v: u64) {
 pub enum BuildError {
     /// The configuration is invalid.
     Config(ConfigError),
-    /// Inline mode drives its wire from the threads that ring doorbells,
-    /// which only an in-memory wire allows.
-    InlineNeedsMemoryWire,
     /// The capture file `RNIC_PCAP` names could not be created.
     Capture(PathBuf, std::io::Error),
 }
@@ -666,10 +825,6 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::Config(e) => e.fmt(f),
-            BuildError::InlineNeedsMemoryWire => f.write_str(
-                "inline mode needs a wire without a thread of its own (loopback, \
-                 switch, shared memory); use ExecMode::Thread for a socket wire",
-            ),
             BuildError::Capture(p, e) => write!(f, "RNIC_PCAP: cannot create {}: {e}", p.display()),
         }
     }
@@ -754,9 +909,6 @@ impl EmuBuilder {
     pub fn build(self) -> Result<Arc<EmuDevice>, BuildError> {
         self.config.validate().map_err(BuildError::Config)?;
         let mut wire = self.wire.unwrap_or_else(|| Box::new(Loopback::default()));
-        if self.mode == ExecMode::Inline && !wire.in_memory() {
-            return Err(BuildError::InlineNeedsMemoryWire);
-        }
         if let Some(p) = std::env::var_os("RNIC_PCAP") {
             let mac: String = self.config.mac.iter().map(|b| format!("{b:02x}")).collect();
             let p = PathBuf::from(p);
@@ -773,6 +925,7 @@ impl EmuBuilder {
             scheduled: AtomicBool::new(false),
             kicked: AtomicBool::new(true),
             worker: OnceLock::new(),
+            lent_at: AtomicU64::new(0),
             mode: self.mode,
             poll_mode: self.poll_mode,
             shared: OnceLock::new(),
@@ -780,13 +933,13 @@ impl EmuBuilder {
         let n = notify.clone();
         wire.set_waker(Arc::new(move || n.wake_rx()));
         let wire_polled = wire.polled();
+        let wait_fd = wire.wait_fd();
         let irq = Arc::new(IrqLines::new(self.config.msix_vectors));
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(self.config.clone(), irq.clone())),
             wire: Mutex::new(Link {
                 wire,
                 spare: Vec::new(),
-                reclaimed: Vec::new(),
             }),
             mode: self.mode,
             cfg: self.config,
@@ -796,6 +949,9 @@ impl EmuBuilder {
             shutdown: AtomicBool::new(false),
             notify: notify.clone(),
             polled_wire: wire_polled,
+            wait_fd,
+            lent_steps: AtomicU64::new(0),
+            note: Mutex::new(Note::default()),
             deadline: AtomicU64::new(0),
             irq,
             epoch: Instant::now(),
@@ -820,6 +976,17 @@ impl EmuBuilder {
         }
         Ok(Arc::new(EmuDevice { shared }))
     }
+}
+
+/// How a device has been run ([`EmuDevice::run_stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Steps run by threads that lent themselves to the NIC while they
+    /// waited ([`EmuDevice::poll`] in thread mode).
+    pub lent_steps: u64,
+    /// What the device worker did (shared by the NICs it runs); `None`
+    /// in inline mode.
+    pub worker: Option<WorkerStats>,
 }
 
 /// An emulated rnic device: BAR 0 registers, BAR 2 doorbell pages, DMA
@@ -875,9 +1042,12 @@ impl EmuDevice {
         &self.shared.clock
     }
 
-    /// Lets the device make progress: in inline mode, runs its due timers
-    /// and the frames waiting on its wire, and whatever that makes runnable,
-    /// in the calling thread; in thread mode, wakes the device worker.
+    /// Lets the device make progress in the calling thread: in inline
+    /// mode, runs its due timers and the frames waiting on its wire, and
+    /// whatever that makes runnable; in thread mode, lends the thread to
+    /// the NIC: it runs the NIC's steps while they have work, unless the
+    /// device worker runs one now, and keeps the worker off the NIC while
+    /// it goes on lending (see [`RunStats`]).
     pub fn poll(&self) {
         match self.shared.mode {
             ExecMode::Inline => {
@@ -889,7 +1059,16 @@ impl EmuDevice {
                 }
                 self.shared.drive(None);
             }
-            ExecMode::Thread => self.shared.notify.nudge(),
+            ExecMode::Thread => self.shared.lend(),
+        }
+    }
+
+    /// How the device has been run: steps run by lending threads, and what
+    /// its device worker did (thread mode).
+    pub fn run_stats(&self) -> RunStats {
+        RunStats {
+            lent_steps: self.shared.lent_steps.load(Ordering::Relaxed),
+            worker: self.shared.notify.worker.get().map(|w| w.stats()),
         }
     }
 

@@ -94,6 +94,10 @@ unsafe impl Hal for EmuHal {
     }
 
     fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
+        // A thread that sleeps no longer runs the NIC: its worker does.
+        if timeout_ns > 0 && self.dev.mode() == ExecMode::Thread {
+            self.dev.shared().unlend();
+        }
         Ok(self.dev.shared().irq.wait(vector, timeout_ns))
     }
 
@@ -101,13 +105,12 @@ unsafe impl Hal for EmuHal {
         self.dev.shared().irq.eventfd(vector)
     }
 
+    /// The waiting thread lends itself to the device: frames that arrived,
+    /// doorbells rung and timers that fell due run now, in this thread
+    /// (in thread mode unless the device worker is running the NIC), so
+    /// that a thread waiting for a completion never keeps the NIC that
+    /// makes it from a core.
     fn relax(&self) {
-        match self.dev.shared().mode() {
-            // Let the device worker run on a machine with few cores.
-            ExecMode::Thread => std::thread::yield_now(),
-            // The waiting thread lends itself to the device: frames that
-            // arrived and timers that fell due run now.
-            ExecMode::Inline => self.dev.poll(),
-        }
+        self.dev.poll();
     }
 }

@@ -107,6 +107,7 @@ mod wqe;
 
 pub use clock::{Clock, VirtualClock};
 pub use config::{ConfigError, EmuConfig, ExecMode};
-pub use device::{BuildError, EmuBuilder, EmuDevice};
+pub use device::{BuildError, EmuBuilder, EmuDevice, RunStats};
 pub use hal::EmuHal;
 pub use iommu::IOVA_BASE;
+pub use worker::WorkerStats;

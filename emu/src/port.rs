@@ -24,7 +24,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::verbs::{QpState, QpType};
 
 use crate::counters::Counters;
-use crate::net::Frame;
+use crate::net::{Frame, Wire};
 use crate::state::State;
 use crate::transport::{completer, responder, uc, ud};
 use crate::wire::arp::{ArpOperation, ArpRepr};
@@ -168,6 +168,8 @@ impl Port {
 
 /// Frame buffers kept for reuse at most.
 const POOL: usize = 1024;
+/// Room in a new frame buffer: a 4096-byte payload with every header.
+const FRAME_ROOM: usize = 4096 + 128;
 
 impl Port {
     /// Keeps the buffers of handled frames for frames to come; those it
@@ -178,9 +180,22 @@ impl Port {
         self.pool.extend(frames.drain(..keep));
     }
 
+    /// Takes from `wire` the buffers it is done with (a wire judges by
+    /// the pool it is handed whether the NIC needs any, [`Wire::reclaim`]).
+    pub(crate) fn reclaim(&mut self, wire: &mut dyn Wire) {
+        wire.reclaim(&mut self.pool);
+        self.pool.truncate(POOL);
+    }
+
     /// A zeroed frame buffer of `len` bytes.
     fn buffer(&mut self, len: usize) -> Frame {
-        let mut f = self.pool.pop().unwrap_or_default();
+        // A new buffer has room for any frame, so that reusing it never
+        // grows it: which buffers come back, ACKs or data, depends on
+        // how the NICs' steps interleave.
+        let mut f = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| Frame::with_capacity(len.max(FRAME_ROOM)));
         f.clear();
         f.resize(len, 0);
         f

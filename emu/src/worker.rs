@@ -1,28 +1,60 @@
 //! Device workers: the threads that run thread-mode NICs, shared by every
-//! NIC of the process so that NICs do not multiply spinning threads.
+//! NIC of the process so that NICs do not multiply threads.
 //!
 //! A process has at most [`max_workers`] of them: half its cores (at
 //! least one), or `RNIC_EMU_WORKERS`. A new NIC joins a new worker while
 //! there are fewer, else the one with the fewest NICs. A worker runs its
 //! NICs round robin, one step each per pass, so that a busy NIC never
-//! starves another; when none has work it spins, then yields, then
-//! sleeps until a doorbell, a frame or the earliest timer of its NICs
-//! wakes it. The last NIC to leave a worker stops it.
+//! starves another.
+//!
+//! A NIC that a waiting thread is running ([`Shared::lend`]: the
+//! application polls its CQ) belongs to that thread: the worker leaves it
+//! alone, so that the two never take turns at one NIC, and looks again
+//! when the thread has not lent itself for [`LEND_WINDOW`] or says it
+//! goes to sleep. When none of its NICs has work the worker does not spin
+//! and does not yield: it sleeps at once, in `poll(2)` on its bell (an
+//! eventfd that a doorbell, a command, a frame from an in-process wire or
+//! a clock jump rings while it sleeps) and on the file descriptor of every
+//! socket wire of a NIC it runs, until the earliest deadline (a timer, the
+//! end of a lender's window, or the next look at a wire that has neither
+//! a descriptor nor a waker). A frame or a doorbell therefore wakes it at
+//! once; [`WorkerStats`] counts how it slept and woke, and the times a
+//! NIC's work waited for the worker's clock. The last NIC to leave a
+//! worker stops it.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::{self, JoinHandle, Thread};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::device::{Shared, STREAK};
+use crate::device::{host_ns, Shared};
 
-/// Idle worker: busy-spin this long after the last work...
-const SPIN: Duration = Duration::from_micros(10);
-/// ...then yield the CPU until this long...
-const YIELD: Duration = Duration::from_micros(200);
-/// ...then sleep in steps of at most this (a doorbell or a frame wakes it
-/// early).
-const SLEEP: Duration = Duration::from_micros(50);
+/// How long a thread that lent itself to a NIC keeps it from the worker:
+/// longer than the gaps between two looks of a program that polls (its
+/// work on one completion), shorter than the wait a peer would notice.
+pub(crate) const LEND_WINDOW: Duration = Duration::from_micros(500);
+/// The longest sleep while a NIC's wire can neither wake the worker nor
+/// be slept on (a shared-memory ring that nobody polls).
+const WIRE_LOOK: Duration = Duration::from_micros(50);
+
+/// What a device worker did: how often it slept and how it woke.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    /// Times it went to sleep, none of its NICs having work.
+    pub sleeps: u64,
+    /// Times an event woke it: its bell (a doorbell, a command, a frame
+    /// from an in-process wire, a lender going to sleep) or a socket wire
+    /// becoming readable.
+    pub woken: u64,
+    /// Times its sleep ran out: a timer fell due, a lender's window ended,
+    /// or a wire without a file descriptor was due a look.
+    pub timeouts: u64,
+    /// Of those, times it then found a NIC with work that no timer
+    /// explains (a doorbell, a command, frames): work that waited for the
+    /// worker's clock rather than waking it.
+    pub late: u64,
+}
 
 /// One worker: its NICs and how to wake it.
 #[derive(Debug)]
@@ -33,14 +65,25 @@ pub(crate) struct Core {
     /// The generation of the list the worker runs: a NIC that leaves waits
     /// until the worker has let go of the list that holds it.
     acked: Line<AtomicU64>,
-    /// The worker is (about to be) parked: read on every doorbell.
+    /// The worker is (about to be) asleep: read on every doorbell.
     sleeping: Line<AtomicBool>,
+    /// The eventfd the worker sleeps on beside its wires.
+    bell: OwnedFd,
     stop: AtomicBool,
     /// The worker thread is running (cleared when it exits, even by a
     /// panic).
     alive: AtomicBool,
     thread: OnceLock<Thread>,
     handle: Mutex<Option<JoinHandle<()>>>,
+    stats: Counters,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    sleeps: AtomicU64,
+    woken: AtomicU64,
+    timeouts: AtomicU64,
+    late: AtomicU64,
 }
 
 /// A value alone on its cache lines (two, for the adjacent-line
@@ -72,6 +115,19 @@ pub(crate) fn max_workers() -> usize {
     }
 }
 
+/// A non-blocking eventfd.
+fn eventfd() -> OwnedFd {
+    // SAFETY: eventfd has no memory arguments.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    assert!(
+        fd >= 0,
+        "cannot make a device worker's eventfd: {}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: a new descriptor that nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd) }
+}
+
 /// Adds `nic` to a worker (starting one if the pool has room) and returns
 /// it.
 pub(crate) fn join(nic: &Arc<Shared>) -> Arc<Core> {
@@ -82,10 +138,12 @@ pub(crate) fn join(nic: &Arc<Shared>) -> Arc<Core> {
             generation: AtomicU64::new(0),
             acked: Line(AtomicU64::new(0)),
             sleeping: Line(AtomicBool::new(false)),
+            bell: eventfd(),
             stop: AtomicBool::new(false),
             alive: AtomicBool::new(true),
             thread: OnceLock::new(),
             handle: Mutex::new(None),
+            stats: Counters::default(),
         });
         let c = core.clone();
         let handle = thread::Builder::new()
@@ -128,9 +186,8 @@ pub(crate) fn leave(core: &Arc<Core>, nic: &Shared) {
         return;
     }
     if empty {
-        core.wake();
+        core.ring();
         if let Some(h) = lock(&core.handle).take() {
-            h.thread().unpark();
             if h.join().is_err() {
                 log::error!("device worker panicked");
             }
@@ -138,9 +195,8 @@ pub(crate) fn leave(core: &Arc<Core>, nic: &Shared) {
         return;
     }
     // The pass under way may still run the NIC.
-    core.wake();
+    core.ring();
     while core.acked.load(Ordering::Acquire) < generation && core.alive() {
-        core.wake();
         thread::yield_now();
     }
 }
@@ -152,15 +208,52 @@ impl Core {
         // checking for work: one side sees the other.
         fence(Ordering::SeqCst);
         if self.sleeping.load(Ordering::Relaxed) {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
-            }
+            self.ring();
         }
+    }
+
+    /// Rings the bell, asleep or not.
+    fn ring(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes the 8 bytes of `one` to the eventfd this core
+        // owns. A full counter (EAGAIN) still leaves it readable.
+        unsafe {
+            libc::write(
+                self.bell.as_raw_fd(),
+                (&one as *const u64).cast(),
+                size_of::<u64>(),
+            )
+        };
+    }
+
+    /// Takes the bell's rings.
+    fn hush(&self) {
+        let mut n: u64 = 0;
+        // SAFETY: reads 8 bytes into `n` from the eventfd this core owns;
+        // an empty one fails with EAGAIN and changes nothing.
+        unsafe {
+            libc::read(
+                self.bell.as_raw_fd(),
+                (&mut n as *mut u64).cast(),
+                size_of::<u64>(),
+            )
+        };
     }
 
     /// The worker thread is running.
     pub(crate) fn alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
+    }
+
+    /// What the worker has done so far.
+    pub(crate) fn stats(&self) -> WorkerStats {
+        let s = &self.stats;
+        WorkerStats {
+            sleeps: s.sleeps.load(Ordering::Relaxed),
+            woken: s.woken.load(Ordering::Relaxed),
+            timeouts: s.timeouts.load(Ordering::Relaxed),
+            late: s.late.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -168,10 +261,8 @@ impl Core {
 /// reference count (a count shares its line with what doorbells read).
 struct Entry {
     nic: Arc<Shared>,
-    /// The NIC's last step left it more to do.
-    more: bool,
-    /// Steps run since it last took queued work.
-    streak: u32,
+    /// A waiting thread ran it when the worker last looked.
+    lent: bool,
 }
 
 /// Clears `alive` when the worker exits, even by a panic.
@@ -188,7 +279,7 @@ fn run(core: Arc<Core>) {
     let core = &guard.0;
     let mut entries: Vec<Entry> = Vec::new();
     let mut seen = u64::MAX;
-    let mut idle_since: Option<Instant> = None;
+    let mut fds: Vec<libc::pollfd> = Vec::new();
     loop {
         if core.stop.load(Ordering::Acquire) {
             return;
@@ -206,11 +297,7 @@ fn run(core: Arc<Core>) {
                         .position(|e| std::ptr::eq(Arc::as_ptr(&e.nic), w.as_ptr()));
                     match at {
                         Some(i) => Some(old.swap_remove(i)),
-                        None => w.upgrade().map(|nic| Entry {
-                            nic,
-                            more: true,
-                            streak: STREAK,
-                        }),
+                        None => w.upgrade().map(|nic| Entry { nic, lent: false }),
                     }
                 })
                 .collect();
@@ -219,37 +306,89 @@ fn run(core: Arc<Core>) {
             drop(old);
             core.acked.store(generation, Ordering::Release);
         }
+        let now = host_ns();
         let mut busy = false;
         for e in &mut entries {
-            busy |= e.nic.work(&mut e.more, &mut e.streak);
+            e.lent = e.nic.lent(now);
+            if !e.lent {
+                busy |= e.nic.turn(true).unwrap_or(false);
+            }
         }
-        if busy {
-            idle_since = None;
-            continue;
-        }
-        let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
-        if idle < SPIN {
-            std::hint::spin_loop();
-        } else if idle < YIELD {
-            thread::yield_now();
-        } else {
-            core.sleeping.store(true, Ordering::Relaxed);
-            // Pairs with the fence in `Core::wake`.
-            fence(Ordering::SeqCst);
-            let mut nap = Some(SLEEP);
-            for e in &entries {
-                nap = nap.zip(e.nic.nap()).map(|(a, b)| a.min(b));
-            }
-            let stop = core.stop.load(Ordering::Acquire);
-            if let Some(nap) = nap.filter(|_| !stop) {
-                thread::park_timeout(nap);
-            }
-            core.sleeping.store(false, Ordering::Relaxed);
-            // Timers may be due: every NIC runs a step.
-            for e in &mut entries {
-                e.more = true;
-                e.streak = STREAK;
-            }
+        if !busy {
+            sleep(core, &mut entries, &mut fds);
         }
     }
+}
+
+/// Sleeps until an event or the earliest deadline of `entries`, unless
+/// one has work after the worker said it sleeps; counts how it woke.
+fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
+    core.sleeping.store(true, Ordering::Relaxed);
+    // Pairs with the fence in `Core::wake`: a doorbell rung after this
+    // rings the bell, one rung before it is seen by `nap` below.
+    fence(Ordering::SeqCst);
+    fds.clear();
+    fds.push(libc::pollfd {
+        fd: core.bell.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let now = host_ns();
+    let mut nap = Some(Duration::MAX);
+    for e in entries.iter() {
+        let until = if e.lent {
+            e.nic.lend_ends(now)
+        } else {
+            match e.nic.wait_fd() {
+                Some(fd) => fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                }),
+                None if e.nic.polled_wire() => nap = nap.map(|n| n.min(WIRE_LOOK)),
+                None => {}
+            }
+            e.nic.nap()
+        };
+        nap = nap.zip(until).map(|(a, b)| a.min(b));
+    }
+    let stop = core.stop.load(Ordering::Acquire);
+    if let Some(nap) = nap.filter(|_| !stop) {
+        core.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+        let ts = (nap != Duration::MAX).then(|| libc::timespec {
+            tv_sec: nap.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: nap.subsec_nanos() as libc::c_long,
+        });
+        let tsp = ts
+            .as_ref()
+            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: `fds` holds `fds.len()` initialised pollfds that outlive
+        // the call, and `tsp` is null or points at `ts`; the kernel writes
+        // only the pollfds' `revents`.
+        let n = unsafe {
+            libc::ppoll(
+                fds.as_mut_ptr(),
+                fds.len() as libc::nfds_t,
+                tsp,
+                std::ptr::null(),
+            )
+        };
+        if n == 0 {
+            core.stats.timeouts.fetch_add(1, Ordering::Relaxed);
+            let now = host_ns();
+            let late = entries.iter().any(|e| !e.nic.lent(now) && e.nic.waiting());
+            if late {
+                core.stats.late.fetch_add(1, Ordering::Relaxed);
+            }
+        } else if n > 0 {
+            core.stats.woken.fetch_add(1, Ordering::Relaxed);
+        }
+        core.hush();
+        core.sleeping.store(false, Ordering::Relaxed);
+        // Timers may be due: every NIC runs a step.
+        for e in entries.iter().filter(|e| !e.lent) {
+            e.nic.rouse();
+        }
+    }
+    core.sleeping.store(false, Ordering::Relaxed);
 }

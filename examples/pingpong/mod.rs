@@ -132,7 +132,8 @@ impl Nic {
                 handle.set(f);
                 (builder.wire(tapped(wire, &tl)), Some(handle))
             }
-            None => (builder.wire(tapped(wire, &tl)), None),
+            None if tl.active() => (builder.wire(tapped(wire, &tl)), None),
+            None => (builder.wire(wire), None),
         };
         let dev = builder.build().map_err(|e| e.to_string())?;
         let ctx = Context::open(TraceHal::new(dev.hal(), tl))
@@ -156,6 +157,14 @@ impl Nic {
         let c = self.ctx.query_port_counters(1).map_err(|e| e.to_string())?;
         for (name, v) in c.iter() {
             println!("counter {} {v}", name.to_lowercase());
+        }
+        let r = self._dev.run_stats();
+        println!("run lent_steps {}", r.lent_steps);
+        if let Some(w) = r.worker {
+            println!(
+                "worker sleeps {} woken {} timeouts {} late {}",
+                w.sleeps, w.woken, w.timeouts, w.late
+            );
         }
         if let Some(f) = &self.faults {
             let s = f.stats();
@@ -279,7 +288,8 @@ pub fn exchange(
     }
 }
 
-/// Polls until at least one completion arrives, or `limit` passes.
+/// Polls until at least one completion arrives, or `limit` passes. Each
+/// empty poll runs the NIC in this thread ([`Cq::poll`]).
 pub fn poll(
     cq: &Cq<H>,
     wc: &mut [WorkCompletion],
@@ -298,7 +308,6 @@ pub fn poll(
                 since.elapsed().as_secs_f64()
             ));
         }
-        std::thread::yield_now();
     }
 }
 

@@ -206,34 +206,7 @@ pub(crate) unsafe extern "C" fn poll_cq(
             break;
         }
     }
-    if got == 0 {
-        idle_poll();
-    }
     got as c_int
-}
-
-/// Empty polls in a row after which a poll yields the CPU.
-const YIELD_AFTER: u32 = 64;
-
-thread_local! {
-    static EMPTY_POLLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Notes an empty poll; every [`YIELD_AFTER`]th in a row yields the CPU.
-/// The emulated NIC's device worker is a thread of this process: a
-/// program that spins on its CQ (as RDMA programs do) on a machine with
-/// fewer cores than busy threads would otherwise keep it off the CPU for
-/// a whole scheduler time slice (milliseconds) per message.
-pub(crate) fn idle_poll() {
-    EMPTY_POLLS.with(|n| {
-        let k = n.get() + 1;
-        if k >= YIELD_AFTER {
-            n.set(0);
-            std::thread::yield_now();
-        } else {
-            n.set(k);
-        }
-    });
 }
 
 /// The context's `req_notify_cq` (the header's inline

@@ -9,7 +9,7 @@ use std::ffi::{c_int, c_void};
 use rnic_driver::WorkCompletion;
 
 use crate::abi::{IbvCq, IbvCqEx, IbvWc};
-use crate::cq::{convert, current, driver_cq, idle_poll};
+use crate::cq::{convert, current, driver_cq};
 use crate::errno;
 
 /// The `struct ibv_cq_ex` of a CQ whose `struct ibv_cq` is `base`.
@@ -71,10 +71,7 @@ unsafe extern "C" fn next_poll(cq: *mut IbvCqEx) -> c_int {
     };
     let mut one = [WorkCompletion::default()];
     match driver.poll(&mut one) {
-        Ok(0) => {
-            idle_poll();
-            libc::ENOENT
-        }
+        Ok(0) => libc::ENOENT,
         Ok(_) => {
             let wc = convert(&one[0]);
             // SAFETY: the caller's promise: a live CQ, polled by this

@@ -424,14 +424,8 @@ fn lo(port: u16) -> SocketAddr {
 /// Both exchange `hello` (which must match: the same test and options),
 /// their QP numbers, GIDs and buffers, and connect their QPs.
 pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote, String> {
-    // An inline device takes its datagrams as the application runs it; a
-    // device thread has a receive thread hand them over.
     let udp = |local: u16, remote: u16| {
-        let w = match p.mode {
-            ExecMode::Inline => UdpWire::bind_polled(lo(local), lo(remote)),
-            ExecMode::Thread => UdpWire::bind(lo(local), lo(remote)),
-        };
-        w.map_err(|e| format!("UDP wire on {local}: {e}"))
+        UdpWire::bind(lo(local), lo(remote)).map_err(|e| format!("UDP wire on {local}: {e}"))
     };
     let (stream, wire, shm): (TcpStream, Box<dyn rnic_emu::net::Wire>, _) = if client {
         let deadline = Instant::now() + Duration::from_secs(10);

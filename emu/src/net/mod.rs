@@ -28,6 +28,7 @@ mod switch;
 mod tap;
 mod udp;
 
+use std::os::fd::RawFd;
 use std::sync::Arc;
 
 pub use capture::CaptureHandle;
@@ -76,18 +77,20 @@ pub trait Wire: Send {
         None
     }
 
-    /// Whether the wire needs no thread of its own to move frames, so a
-    /// NIC in inline mode can use it: in-memory wires do, sockets do not.
-    fn in_memory(&self) -> bool {
-        true
-    }
-
     /// Whether the wire learns of frames and link changes only when it is
-    /// polled (no waker can reach the NIC: shared memory, a socket read
-    /// without a thread), so that a device worker must step the NIC even
-    /// while it has nothing to do. Other wires call the waker.
+    /// polled (no waker can reach the NIC: shared memory, a socket), so
+    /// that whoever runs the NIC must step it to see them: a waiting
+    /// thread on each look, an idle device worker when its
+    /// [`Wire::wait_fd`] is readable or, without one, now and then. Other
+    /// wires call the waker.
     fn polled(&self) -> bool {
         false
+    }
+
+    /// A file descriptor that is readable while frames wait to be polled
+    /// (a socket), for an idle device worker to sleep on.
+    fn wait_fd(&self) -> Option<RawFd> {
+        None
     }
 
     /// Whether the link is up. A NIC whose link goes down or comes back
@@ -97,10 +100,12 @@ pub trait Wire: Send {
         true
     }
 
-    /// Moves into `pool` buffers of frames already sent that the wire no
-    /// longer needs (one that copies frames out, to a socket or shared
-    /// memory, is done with them), so that the NIC builds its next frames
-    /// in them instead of allocating.
+    /// Moves into `pool`, the NIC's pool of frame buffers, buffers of
+    /// frames already sent that the wire no longer needs (one that copies
+    /// frames out, to a socket or shared memory, is done with them), so
+    /// that the NIC builds its next frames in them instead of allocating.
+    /// A wire whose buffers others want too may leave a well supplied pool
+    /// alone.
     fn reclaim(&mut self, pool: &mut Vec<Frame>) {
         let _ = pool;
     }
@@ -135,12 +140,12 @@ impl<W: Wire + ?Sized> Wire for Box<W> {
         (**self).next_deadline()
     }
 
-    fn in_memory(&self) -> bool {
-        (**self).in_memory()
-    }
-
     fn polled(&self) -> bool {
         (**self).polled()
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        (**self).wait_fd()
     }
 
     fn link_up(&self) -> bool {

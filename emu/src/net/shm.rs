@@ -8,13 +8,12 @@
 //! and publishes its consumer index. No lock and no system call: the
 //! device looks at the ring on each of its steps ([`Wire::poll`]), so
 //! while both sides are busy a frame costs two copies and two atomic
-//! stores. A device worker does so on its own; one that has gone to sleep
-//! sees a frame on its next nap's end (at most 50 µs later), having spun
-//! and yielded first, so a conversation with gaps shorter than that never
-//! waits. An inline device does so on every step the application makes it
-//! run: a doorbell, or `EmuDevice::poll` in the application's wait loop,
-//! which makes the application's thread a poll-mode driver and the whole
-//! data path one thread per process.
+//! stores. A thread that waits on the NIC (`EmuDevice::poll` in the
+//! application's wait loop, which the driver's waits and CQ polls call)
+//! looks on each of its steps, which makes the application's thread a
+//! poll-mode driver and the whole data path one thread per process. A
+//! device worker with nothing else to do looks every 50 µs: nothing can
+//! wake it when a frame comes (its statistics count these waits as late).
 //!
 //! The other process is not trusted: everything read from the mapping
 //! (indices, lengths, bytes) is read with atomic loads, so no access is a
@@ -376,14 +375,10 @@ impl Wire for ShmWire {
         }
     }
 
-    /// No thread moves the frames: an inline device sees the other
-    /// side's on each step it runs (a doorbell, `EmuDevice::poll`), so the
-    /// application polls the device while it waits, as a poll-mode driver
-    /// does.
-    fn in_memory(&self) -> bool {
-        true
-    }
-
+    /// No thread moves the frames and no descriptor tells of them: the
+    /// device sees the other side's on each step it runs (a doorbell, a
+    /// waiting thread's `EmuDevice::poll`), and an idle worker looks now
+    /// and then.
     fn polled(&self) -> bool {
         true
     }

@@ -73,12 +73,12 @@ impl<W: Wire> Wire for Tap<W> {
         self.inner.link_up()
     }
 
-    fn in_memory(&self) -> bool {
-        self.inner.in_memory()
-    }
-
     fn polled(&self) -> bool {
         self.inner.polled()
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.inner.wait_fd()
     }
 }
 

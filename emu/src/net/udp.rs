@@ -4,29 +4,44 @@
 //! shares a wire with a VM's NIC or with an emulated NIC in another
 //! process.
 //!
-//! Sends are `sendmmsg` batches made by the device. Receives are
-//! `recvmmsg` batches made by the wire's own receive thread, which queues
-//! the frames and wakes the NIC ([`UdpWire::bind`]), so that this wire
-//! needs [`crate::ExecMode::Thread`]; or ([`UdpWire::bind_polled`]) by
-//! the device itself, without waiting, on each of its steps, which suits
-//! an inline device that the application runs while it waits (a poll-mode
-//! driver): one thread per process, and a system call per look.
+//! Sends are `sendmmsg` batches made by the device, a run of frames of
+//! one length (one message's packets) going down in one message that the
+//! kernel cuts into one datagram per frame again (UDP segmentation
+//! offload, `UDP_SEGMENT`), so that the 64 packets of a 64 KiB SEND cross
+//! the host's network stack once rather than 64 times. Receives are
+//! `recvmmsg` batches; on a socket that asks for it (`UDP_GRO`) the
+//! kernel hands such a run over whole with its segment size, and the wire
+//! cuts it into frames. A peer that sends datagram by datagram (QEMU, a
+//! VM's rxe) and one that reads them so see the same datagrams. Receives
+//! are made without waiting by whoever runs the NIC's step
+//! ([`Wire::poll`]): a thread that waits on the NIC (the application
+//! polling its CQ: a poll-mode driver, one thread per process and a
+//! system call per look) or the device worker, which sleeps on the
+//! socket ([`Wire::wait_fd`]) when nothing else has work, so that a
+//! datagram wakes it at once. No thread of the wire's own stands between
+//! the socket and the NIC.
 
 use std::collections::VecDeque;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::os::fd::{AsRawFd, RawFd};
 
 use super::{Frame, Waker, Wire};
 
 /// Largest frame received (a 9000-byte jumbo frame and its headers fit).
 const MAX_FRAME: usize = 16 << 10;
-/// Datagrams per `recvmmsg` / `sendmmsg`.
+/// Messages per `recvmmsg` / `sendmmsg`.
 const BATCH: usize = 32;
+/// Largest UDP payload (IPv4's): what one segmented send carries at
+/// most, and so one coalesced receive.
+const MAX_DATAGRAM: usize = 65507;
+/// A receive buffer: room for a whole coalesced run.
+const RX_BUF: usize = 64 << 10;
+/// Frames one segmented send carries at most (the kernel's
+/// `UDP_MAX_SEGMENTS` is 64 on older kernels, 128 on newer).
+const MAX_SEGMENTS: usize = 64;
+/// Frames one `sendmmsg` carries at most.
+const SEND_IOV: usize = 256;
 /// Frames queued for the NIC before more are dropped.
 const RX_QUEUE: usize = 1 << 16;
 /// Buffers of frames sent kept for the NIC at most.
@@ -36,29 +51,24 @@ const SPENT: usize = 1024;
 /// one large RDMA WRITE, overflows the default 208 KiB and every frame
 /// lost then costs the transport a retransmission timeout.
 const SOCKET_BUFFER: libc::c_int = 4 << 20;
-/// How often the receive thread looks up from a quiet socket to see if it
-/// should stop.
-const POLL: Duration = Duration::from_millis(20);
-
-struct Rx {
-    queue: Mutex<VecDeque<Frame>>,
-    waker: Mutex<Option<Waker>>,
-    stop: AtomicBool,
-    dropped: AtomicU64,
-    truncated: AtomicU64,
-}
 
 /// A NIC's wire on a UDP socket.
 pub struct UdpWire {
-    socket: Arc<UdpSocket>,
+    socket: UdpSocket,
     remote: SocketAddr,
-    rx: Arc<Rx>,
-    thread: Option<JoinHandle<()>>,
-    /// Polled: the buffers `poll` receives into (no receive thread).
-    polled: Option<Vec<[u8; MAX_FRAME]>>,
+    /// Frames received and not yet taken by the NIC.
+    queue: VecDeque<Frame>,
+    waker: Option<Waker>,
+    /// The buffers `poll` receives into: [`BATCH`] of [`RX_BUF`] bytes.
+    bufs: Vec<u8>,
+    /// Sends are segmented by the kernel (cleared when the socket refuses
+    /// it: a route to a device without checksum offload).
+    gso: bool,
     /// Buffers of frames sent, for the NIC to reuse ([`Wire::reclaim`]).
     spent: Vec<Frame>,
     send_errors: u64,
+    dropped: u64,
+    truncated: u64,
 }
 
 impl std::fmt::Debug for UdpWire {
@@ -74,51 +84,25 @@ impl UdpWire {
     /// A wire sending to `remote` from a socket bound to `local` (port 0
     /// picks a free one) and receiving whatever reaches it.
     pub fn bind(local: SocketAddr, remote: SocketAddr) -> io::Result<UdpWire> {
-        let socket = Arc::new(UdpSocket::bind(local)?);
-        enlarge_buffers(&socket);
-        socket.set_read_timeout(Some(POLL))?;
-        let rx = Arc::new(Rx {
-            queue: Mutex::new(VecDeque::new()),
-            waker: Mutex::new(None),
-            stop: AtomicBool::new(false),
-            dropped: AtomicU64::new(0),
-            truncated: AtomicU64::new(0),
-        });
-        let (s, r) = (socket.clone(), rx.clone());
-        let thread = thread::Builder::new()
-            .name("rnic-udp-rx".into())
-            .spawn(move || receive(&s, &r))?;
-        Ok(UdpWire {
-            socket,
-            remote,
-            rx,
-            thread: Some(thread),
-            polled: None,
-            spent: Vec::new(),
-            send_errors: 0,
-        })
-    }
-
-    /// A wire like [`UdpWire::bind`]'s without a receive thread: the
-    /// device takes what has arrived on each step ([`Wire::poll`]).
-    pub fn bind_polled(local: SocketAddr, remote: SocketAddr) -> io::Result<UdpWire> {
-        let socket = Arc::new(UdpSocket::bind(local)?);
+        let socket = UdpSocket::bind(local)?;
         enlarge_buffers(&socket);
         socket.set_nonblocking(true)?;
+        // Coalesced receives are an offer: a kernel without them hands
+        // over datagram by datagram.
+        if let Err(e) = set_int(&socket, libc::SOL_UDP, libc::UDP_GRO, 1) {
+            log::debug!("UDP wire: UDP_GRO: {e}");
+        }
         Ok(UdpWire {
             socket,
             remote,
-            rx: Arc::new(Rx {
-                queue: Mutex::new(VecDeque::new()),
-                waker: Mutex::new(None),
-                stop: AtomicBool::new(false),
-                dropped: AtomicU64::new(0),
-                truncated: AtomicU64::new(0),
-            }),
-            thread: None,
-            polled: Some(vec![[0u8; MAX_FRAME]; BATCH]),
+            queue: VecDeque::new(),
+            waker: None,
+            bufs: vec![0u8; BATCH * RX_BUF],
+            gso: true,
             spent: Vec::new(),
             send_errors: 0,
+            dropped: 0,
+            truncated: 0,
         })
     }
 
@@ -129,22 +113,243 @@ impl UdpWire {
 
     /// Frames dropped because the NIC did not take them fast enough.
     pub fn dropped(&self) -> u64 {
-        self.rx.dropped.load(Ordering::Relaxed)
+        self.dropped
     }
 
     /// Datagrams dropped for being larger than a frame can be.
     pub fn truncated(&self) -> u64 {
-        self.rx.truncated.load(Ordering::Relaxed)
+        self.truncated
+    }
+
+    /// One `sendmmsg` of the first of `frames`: up to [`BATCH`] messages,
+    /// each a run of frames segmented by the kernel (or a single frame);
+    /// returns how many frames it took, sent or lost.
+    fn send_batch(&mut self, frames: &[Frame]) -> usize {
+        let fd = self.socket.as_raw_fd();
+        let (mut dst, dst_len) = sockaddr(&self.remote);
+        // SAFETY: plain data, valid all zero.
+        let mut iov: [libc::iovec; SEND_IOV] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        let mut ctrl = [Cmsg::default(); BATCH];
+        // Each message's first frame, and how many it carries.
+        let mut runs = [(0usize, 0usize); BATCH];
+        let (mut nmsg, mut used) = (0, 0);
+        while nmsg < BATCH && used < frames.len() {
+            let n = if self.gso {
+                run_len(&frames[used..]).min(SEND_IOV - used)
+            } else {
+                1
+            };
+            if n == 0 || used + n > SEND_IOV {
+                break;
+            }
+            for (v, f) in iov[used..used + n].iter_mut().zip(&frames[used..]) {
+                v.iov_base = f.as_ptr().cast_mut().cast();
+                v.iov_len = f.len();
+            }
+            let h = &mut msgs[nmsg].msg_hdr;
+            h.msg_iov = &mut iov[used];
+            h.msg_iovlen = n as _;
+            h.msg_name = (&mut dst as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = dst_len;
+            if n > 1 {
+                h.msg_control = (&mut ctrl[nmsg] as *mut Cmsg).cast();
+                // SAFETY: the control buffer holds one cmsghdr and a u16
+                // (asserted at `Cmsg`), aligned for cmsghdr.
+                unsafe {
+                    h.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as _;
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = libc::UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                    std::ptr::write_unaligned(
+                        libc::CMSG_DATA(c).cast::<u16>(),
+                        frames[used].len() as u16,
+                    );
+                }
+            }
+            runs[nmsg] = (used, n);
+            used += n;
+            nmsg += 1;
+        }
+        let mut sent = 0;
+        while sent < nmsg {
+            // SAFETY: the headers point at iovecs of frames, at control
+            // buffers and at the destination address, all alive across
+            // the call; the kernel only reads them.
+            let n = unsafe {
+                libc::sendmmsg(
+                    fd,
+                    msgs.as_mut_ptr().add(sent),
+                    (nmsg - sent) as libc::c_uint,
+                    0,
+                )
+            };
+            if n > 0 {
+                sent += n as usize;
+                continue;
+            }
+            let err = io::Error::last_os_error();
+            if runs[sent].1 > 1 && self.gso {
+                // The route cannot segment (no checksum offload, or frames
+                // longer than its MTU): send frame by frame from here on.
+                log::info!("UDP wire: segmented sends refused ({err}); sending frame by frame");
+                self.gso = false;
+                return runs[sent].0;
+            }
+            // A frame the link could not take is lost, as on a congested
+            // link; the transport recovers it.
+            self.send_errors += 1;
+            if self.send_errors.is_power_of_two() {
+                log::warn!("UDP wire: send to {} failed: {err}", self.remote);
+            }
+            sent += 1;
+        }
+        used
+    }
+
+    /// One `recvmmsg` of what has arrived, up to a batch, into the queue
+    /// (a coalesced run cut into its frames); returns how many messages
+    /// came.
+    fn receive(&mut self) -> usize {
+        let fd = self.socket.as_raw_fd();
+        // SAFETY: iovec and mmsghdr are plain data, valid all zero.
+        let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
+        let mut ctrl = [Cmsg::default(); BATCH];
+        for (((v, m), b), c) in iov
+            .iter_mut()
+            .zip(msgs.iter_mut())
+            .zip(self.bufs.chunks_exact_mut(RX_BUF))
+            .zip(ctrl.iter_mut())
+        {
+            v.iov_base = b.as_mut_ptr().cast();
+            v.iov_len = RX_BUF;
+            m.msg_hdr.msg_iov = v;
+            m.msg_hdr.msg_iovlen = 1;
+            m.msg_hdr.msg_control = (c as *mut Cmsg).cast();
+            m.msg_hdr.msg_controllen = size_of::<Cmsg>() as _;
+        }
+        // SAFETY: `msgs` holds BATCH headers, each pointing at one iovec of
+        // a distinct RX_BUF-byte buffer and at its own control buffer, all
+        // outliving the call.
+        let got = unsafe {
+            libc::recvmmsg(
+                fd,
+                msgs.as_mut_ptr(),
+                BATCH as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if got <= 0 {
+            // Nothing there (EAGAIN), or an interrupted call.
+            return 0;
+        }
+        for (m, b) in msgs
+            .iter()
+            .zip(self.bufs.chunks_exact(RX_BUF))
+            .take(got as usize)
+        {
+            let len = m.msg_len as usize;
+            // SAFETY: the kernel filled the header's control buffer, of the
+            // length it left in `msg_controllen`.
+            let seg = unsafe { gro_size(&m.msg_hdr) };
+            let whole = seg.unwrap_or(len);
+            if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || whole > MAX_FRAME || whole == 0 {
+                self.truncated += 1;
+                continue;
+            }
+            for f in b[..len].chunks(whole) {
+                if self.queue.len() >= RX_QUEUE {
+                    self.dropped += 1;
+                } else {
+                    self.queue.push_back(f.to_vec());
+                }
+            }
+        }
+        got as usize
     }
 }
 
-impl Drop for UdpWire {
-    fn drop(&mut self) {
-        self.rx.stop.store(true, Ordering::Release);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+/// A control buffer with room for one `int` option (`UDP_GRO`) or one
+/// `u16` (`UDP_SEGMENT`), aligned as `cmsghdr`.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(8))]
+struct Cmsg([u8; 32]);
+
+const _: () = assert!(size_of::<libc::cmsghdr>() + 8 <= size_of::<Cmsg>());
+
+/// The segment size of a coalesced receive (`UDP_GRO`), if it is one.
+///
+/// # Safety
+///
+/// `hdr`'s control buffer holds what the kernel wrote into it, of length
+/// `msg_controllen`.
+unsafe fn gro_size(hdr: &libc::msghdr) -> Option<usize> {
+    // SAFETY: the caller's promise; the CMSG_* walk stays inside the
+    // buffer's `msg_controllen` bytes.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(hdr);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                return usize::try_from(v).ok().filter(|&v| v > 0);
+            }
+            c = libc::CMSG_NXTHDR(hdr, c);
         }
     }
+    None
+}
+
+/// Sets an `int` socket option.
+fn set_int(
+    socket: &UdpSocket,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    // SAFETY: the option value is a c_int that outlives the call, and its
+    // length is given.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// How many of `frames` go down as one segmented message: a run of one
+/// length (the last may be shorter, as GSO allows), within a datagram and
+/// the kernel's segment limit.
+fn run_len(frames: &[Frame]) -> usize {
+    let Some(first) = frames.first() else {
+        return 0;
+    };
+    let size = first.len();
+    let mut bytes = size;
+    let mut n = 1;
+    for f in &frames[1..] {
+        if n == MAX_SEGMENTS || bytes + f.len() > MAX_DATAGRAM || f.len() > size {
+            break;
+        }
+        bytes += f.len();
+        n += 1;
+        if f.len() < size {
+            break;
+        }
+    }
+    n
 }
 
 /// Asks for [`SOCKET_BUFFER`] bytes of receive and send buffer; a kernel
@@ -206,111 +411,11 @@ fn sockaddr(a: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (ss, len as libc::socklen_t)
 }
 
-/// The receive thread: `recvmmsg` batches into the queue, until told to
-/// stop.
-fn receive(socket: &UdpSocket, rx: &Rx) {
-    let mut bufs = vec![[0u8; MAX_FRAME]; BATCH];
-    while !rx.stop.load(Ordering::Acquire) {
-        // The first datagram waits up to the socket's read timeout; the
-        // rest are taken only if already there.
-        if receive_batch(socket, rx, &mut bufs, libc::MSG_WAITFORONE) > 0 {
-            let w = rx.waker.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            if let Some(w) = w {
-                w();
-            }
-        }
-    }
-}
-
-/// One `recvmmsg` of up to a batch into `bufs`, queued in `rx`; returns
-/// how many datagrams came (0 on a timeout or nothing there).
-fn receive_batch(socket: &UdpSocket, rx: &Rx, bufs: &mut [[u8; MAX_FRAME]], flags: i32) -> usize {
-    let fd = socket.as_raw_fd();
-    // SAFETY: iovec and mmsghdr are plain data, valid all zero.
-    let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-    let n = bufs.len().min(BATCH);
-    for ((v, m), b) in iov.iter_mut().zip(msgs.iter_mut()).zip(bufs.iter_mut()) {
-        v.iov_base = b.as_mut_ptr().cast();
-        v.iov_len = MAX_FRAME;
-        m.msg_hdr.msg_iov = v;
-        m.msg_hdr.msg_iovlen = 1;
-    }
-    // SAFETY: `msgs` holds `n` headers, each pointing at one iovec of a
-    // distinct MAX_FRAME-byte buffer that outlives the call.
-    let got = unsafe {
-        libc::recvmmsg(
-            fd,
-            msgs.as_mut_ptr(),
-            n as libc::c_uint,
-            flags,
-            std::ptr::null_mut(),
-        )
-    };
-    if got <= 0 {
-        // Timeout or nothing there (EAGAIN), or an interrupted call.
-        return 0;
-    }
-    let mut q = rx.queue.lock().unwrap_or_else(|e| e.into_inner());
-    for (m, b) in msgs.iter().zip(bufs.iter()).take(got as usize) {
-        let len = m.msg_len as usize;
-        if m.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
-            rx.truncated.fetch_add(1, Ordering::Relaxed);
-        } else if q.len() >= RX_QUEUE {
-            rx.dropped.fetch_add(1, Ordering::Relaxed);
-        } else {
-            q.push_back(b[..len].to_vec());
-        }
-    }
-    got as usize
-}
-
 impl Wire for UdpWire {
     fn send(&mut self, frames: &mut Vec<Frame>) {
-        let fd = self.socket.as_raw_fd();
-        let (mut dst, dst_len) = sockaddr(&self.remote);
-        for chunk in frames.chunks(BATCH) {
-            // SAFETY: plain data, valid all zero.
-            let mut iov: [libc::iovec; BATCH] = unsafe { std::mem::zeroed() };
-            // SAFETY: as above.
-            let mut msgs: [libc::mmsghdr; BATCH] = unsafe { std::mem::zeroed() };
-            for ((v, m), f) in iov.iter_mut().zip(msgs.iter_mut()).zip(chunk) {
-                v.iov_base = f.as_ptr().cast_mut().cast();
-                v.iov_len = f.len();
-                m.msg_hdr.msg_iov = v;
-                m.msg_hdr.msg_iovlen = 1;
-                m.msg_hdr.msg_name = (&mut dst as *mut libc::sockaddr_storage).cast();
-                m.msg_hdr.msg_namelen = dst_len;
-            }
-            let mut sent = 0;
-            while sent < chunk.len() {
-                // SAFETY: the headers point at iovecs of frames and at the
-                // destination address, all alive across the call; the
-                // kernel only reads them.
-                let n = unsafe {
-                    libc::sendmmsg(
-                        fd,
-                        msgs.as_mut_ptr().add(sent),
-                        (chunk.len() - sent) as libc::c_uint,
-                        0,
-                    )
-                };
-                if n <= 0 {
-                    // A frame the link could not take is lost, as on a
-                    // congested link; the transport recovers it.
-                    self.send_errors += 1;
-                    if self.send_errors.is_power_of_two() {
-                        log::warn!(
-                            "UDP wire: send to {} failed: {}",
-                            self.remote,
-                            io::Error::last_os_error()
-                        );
-                    }
-                    break;
-                }
-                sent += n as usize;
-            }
+        let mut at = 0;
+        while at < frames.len() {
+            at += self.send_batch(&frames[at..]);
         }
         let room = SPENT.saturating_sub(self.spent.len());
         self.spent.extend(frames.drain(..).take(room));
@@ -318,116 +423,115 @@ impl Wire for UdpWire {
     }
 
     fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
-        let mut q = self.rx.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let n = max.min(q.len());
-        out.extend(q.drain(..n));
+        let n = max.min(self.queue.len());
+        out.extend(self.queue.drain(..n));
         n
     }
 
     fn set_waker(&mut self, waker: Waker) {
-        *self.rx.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+        self.waker = Some(waker);
     }
 
     fn reclaim(&mut self, pool: &mut Vec<Frame>) {
         pool.append(&mut self.spent);
     }
 
-    /// Polled: takes what has arrived, without waiting.
+    /// Takes what has arrived, without waiting.
     fn poll(&mut self, _now_ns: u64) {
-        let Some(bufs) = &mut self.polled else {
-            return;
-        };
-        if receive_batch(&self.socket, &self.rx, bufs, libc::MSG_DONTWAIT) > 0 {
-            let w = self
-                .rx
-                .waker
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            if let Some(w) = w {
+        if self.receive() > 0 {
+            if let Some(w) = &self.waker {
                 w();
             }
         }
     }
 
-    /// Polled, the wire has no thread of its own: an inline device takes
-    /// its frames on each step the application makes it run.
-    fn in_memory(&self) -> bool {
-        self.polled.is_some()
+    /// The socket: a frame is known only once polled.
+    fn polled(&self) -> bool {
+        true
     }
 
-    fn polled(&self) -> bool {
-        self.polled.is_some()
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.socket.as_raw_fd())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU32;
-    use std::time::Instant;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    fn lo(p: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], p))
+    }
+
+    /// Polls `w` until `n` frames came or 5 s passed.
+    fn take(w: &mut UdpWire, n: usize) -> Vec<Frame> {
+        let mut got = Vec::new();
+        let start = Instant::now();
+        while got.len() < n && start.elapsed() < Duration::from_secs(5) {
+            w.poll(0);
+            w.recv(&mut got, 64);
+        }
+        got
+    }
+
+    fn readable(fd: RawFd) -> bool {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd that outlives the call.
+        unsafe { libc::poll(&mut p, 1, 0) == 1 }
+    }
 
     #[test]
     fn frames_cross_as_datagrams() {
-        let lo = |p| SocketAddr::from(([127, 0, 0, 1], p));
-        // Two wires pointing at each other (the second learns the first's
-        // port after binding).
-        let probe = UdpSocket::bind(lo(0)).unwrap();
-        let b_addr = probe.local_addr().unwrap();
-        drop(probe);
-        let mut a = UdpWire::bind(lo(0), b_addr).unwrap();
-        let mut b = UdpWire::bind(b_addr, a.local_addr().unwrap()).unwrap();
+        // The second wire binds the first one's peer port; the first sends
+        // to a port of its own choosing and learns the second's after.
+        let mut b = UdpWire::bind(lo(0), lo(9)).unwrap();
+        let mut a = UdpWire::bind(lo(0), b.local_addr().unwrap()).unwrap();
+        b.remote = a.local_addr().unwrap();
         let woken = Arc::new(AtomicU32::new(0));
         let w = woken.clone();
         b.set_waker(Arc::new(move || {
             w.fetch_add(1, Ordering::Relaxed);
         }));
+        assert!(b.polled());
+        let fd = b.wait_fd().unwrap();
+        assert!(!readable(fd));
         let frames: Vec<Frame> = (0..100u8).map(|i| vec![i; 60 + i as usize]).collect();
         a.send(&mut frames.clone());
-        let mut got = Vec::new();
+        // The socket says frames wait before anyone polls it.
         let start = Instant::now();
-        while got.len() < frames.len() && start.elapsed() < Duration::from_secs(5) {
-            b.recv(&mut got, 64);
-            thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(got, frames, "every frame, whole and in order");
-        assert!(woken.load(Ordering::Relaxed) > 0);
-        assert!(!a.in_memory());
-        // A datagram too large for a frame is dropped and counted.
-        let raw = UdpSocket::bind(lo(0)).unwrap();
-        raw.send_to(&vec![0u8; MAX_FRAME + 1], b_addr).unwrap();
-        let start = Instant::now();
-        while b.truncated() == 0 && start.elapsed() < Duration::from_secs(5) {
-            thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(b.truncated(), 1);
-    }
-
-    #[test]
-    fn a_polled_wire_receives_when_polled() {
-        let lo = |p| SocketAddr::from(([127, 0, 0, 1], p));
-        let probe = UdpSocket::bind(lo(0)).unwrap();
-        let b_addr = probe.local_addr().unwrap();
-        drop(probe);
-        let mut a = UdpWire::bind(lo(0), b_addr).unwrap();
-        let mut b = UdpWire::bind_polled(b_addr, a.local_addr().unwrap()).unwrap();
-        assert!(b.in_memory() && !a.in_memory());
-        let frames: Vec<Frame> = (0..40u8).map(|i| vec![i; 60]).collect();
-        a.send(&mut frames.clone());
-        let mut got = Vec::new();
-        let start = Instant::now();
-        while got.len() < frames.len() && start.elapsed() < Duration::from_secs(5) {
-            b.poll(0);
-            b.recv(&mut got, 64);
-        }
-        assert_eq!(got, frames);
+        while !readable(fd) && start.elapsed() < Duration::from_secs(5) {}
+        assert!(readable(fd), "the socket is readable once a frame came");
+        assert_eq!(woken.load(Ordering::Relaxed), 0, "nothing polled yet");
+        assert_eq!(
+            take(&mut b, frames.len()),
+            frames,
+            "every frame, whole and in order"
+        );
+        assert!(
+            woken.load(Ordering::Relaxed) > 0,
+            "a poll that took frames wakes"
+        );
+        assert!(!readable(fd), "all taken");
         // And back the other way.
         b.send(&mut vec![vec![7; 64]]);
-        got.clear();
-        while got.is_empty() && start.elapsed() < Duration::from_secs(5) {
-            a.recv(&mut got, 64);
-            thread::sleep(Duration::from_millis(1));
+        assert_eq!(take(&mut a, 1), [vec![7; 64]]);
+        // A datagram too large for a frame is dropped and counted.
+        let raw = UdpSocket::bind(lo(0)).unwrap();
+        raw.send_to(&vec![0u8; MAX_FRAME + 1], b.local_addr().unwrap())
+            .unwrap();
+        let start = Instant::now();
+        while b.truncated() == 0 && start.elapsed() < Duration::from_secs(5) {
+            b.poll(0);
         }
-        assert_eq!(got, [vec![7; 64]]);
+        assert_eq!(b.truncated(), 1);
+        let mut none = Vec::new();
+        assert_eq!(b.recv(&mut none, 64), 0);
     }
 }
