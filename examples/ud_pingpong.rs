@@ -29,7 +29,7 @@ use rnic_driver::{
 };
 
 mod pingpong;
-use pingpong::{exchange, poll, report, Common, Dest, Nic, H};
+use pingpong::{exchange, mark, poll, report, Common, Dest, Nic, H};
 
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
@@ -178,6 +178,7 @@ fn run(a: Args) -> Result<(), String> {
         pending |= SEND_WRID;
     }
     let start = Instant::now();
+    let run = mark(&nic);
     let (mut rcnt, mut scnt) = (0u32, 0u32);
     let mut wc = [WorkCompletion::default(); 2];
     while rcnt < c.iters || scnt < c.iters {
@@ -210,6 +211,7 @@ fn run(a: Args) -> Result<(), String> {
         }
     }
     report(a.size, c.iters, start);
+    nic.print_run(c, "exchanges", &run);
     println!(
         "  {rcnt} messages received from QP 0x{:06x}, GRH and bytes as sent",
         rem.qpn

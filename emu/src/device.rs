@@ -319,6 +319,12 @@ impl Shared {
             {
                 self.notify.nudge();
             }
+            // A CQ armed means a thread that will sleep until its event:
+            // the worker runs the NIC from here on.
+            ExecMode::Thread if off % UAR_PAGE_SIZE == CQ_DB => {
+                self.unlend();
+                self.push(Work::Doorbell(off, v));
+            }
             ExecMode::Thread => self.push(Work::Doorbell(off, v)),
         }
     }

@@ -50,10 +50,15 @@ pub struct WorkerStats {
     /// Times its sleep ran out: a timer fell due, a lender's window ended,
     /// or a wire without a file descriptor was due a look.
     pub timeouts: u64,
-    /// Of those, times it then found a NIC with work that no timer
-    /// explains (a doorbell, a command, frames): work that waited for the
-    /// worker's clock rather than waking it.
+    /// Of those, times it then found a NIC that nobody lent itself to
+    /// with work that no timer explains (a doorbell, a command, frames):
+    /// work that waited for the worker's clock instead of waking it.
     pub late: u64,
+    /// Of those, times it took back a NIC whose lending thread had
+    /// stopped looking for [`LEND_WINDOW`] and found work waiting: a
+    /// thread that went on to other work without sleeping in the driver,
+    /// or that the host did not run for that long.
+    pub takeovers: u64,
 }
 
 /// One worker: its NICs and how to wake it.
@@ -84,6 +89,7 @@ struct Counters {
     woken: AtomicU64,
     timeouts: AtomicU64,
     late: AtomicU64,
+    takeovers: AtomicU64,
 }
 
 /// A value alone on its cache lines (two, for the adjacent-line
@@ -253,6 +259,7 @@ impl Core {
             woken: s.woken.load(Ordering::Relaxed),
             timeouts: s.timeouts.load(Ordering::Relaxed),
             late: s.late.load(Ordering::Relaxed),
+            takeovers: s.takeovers.load(Ordering::Relaxed),
         }
     }
 }
@@ -376,9 +383,22 @@ fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
         if n == 0 {
             core.stats.timeouts.fetch_add(1, Ordering::Relaxed);
             let now = host_ns();
-            let late = entries.iter().any(|e| !e.nic.lent(now) && e.nic.waiting());
+            let (mut late, mut takeover) = (false, false);
+            for e in entries
+                .iter()
+                .filter(|e| !e.nic.lent(now) && e.nic.waiting())
+            {
+                if e.lent {
+                    takeover = true;
+                } else {
+                    late = true;
+                }
+            }
             if late {
                 core.stats.late.fetch_add(1, Ordering::Relaxed);
+            }
+            if takeover {
+                core.stats.takeovers.fetch_add(1, Ordering::Relaxed);
             }
         } else if n > 0 {
             core.stats.woken.fetch_add(1, Ordering::Relaxed);

@@ -12,7 +12,7 @@ use clap::Args;
 use rnic_driver::{Context, Cq, WorkCompletion};
 use rnic_emu::net::{Direction, FaultConfig, FaultHandle, Faults, Tap, UdpWire, Wire};
 use rnic_emu::wire::frame::describe;
-use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode};
+use rnic_emu::{Clock, EmuConfig, EmuDevice, EmuHal, ExecMode, RunStats};
 use rnic_middleware::{JsonLines, Print, Sink, Timeline, TraceHal};
 
 /// The platform: the emulated NIC's, traced with `--registers` or
@@ -91,8 +91,7 @@ impl Common {
 /// The NIC, in thread mode on its UDP wire (behind the fault injector
 /// with `--faults`), and the driver's context on it.
 pub struct Nic {
-    // Kept for the device's lifetime.
-    _dev: Arc<EmuDevice>,
+    dev: Arc<EmuDevice>,
     pub ctx: Ctx,
     pub faults: Option<FaultHandle>,
 }
@@ -138,11 +137,7 @@ impl Nic {
         let dev = builder.build().map_err(|e| e.to_string())?;
         let ctx = Context::open(TraceHal::new(dev.hal(), tl))
             .map_err(|e| format!("Couldn't open the NIC: {e}"))?;
-        Ok(Nic {
-            _dev: dev,
-            ctx,
-            faults,
-        })
+        Ok(Nic { dev, ctx, faults })
     }
 
     /// What the end of a run does: stay up `--linger` seconds, then with
@@ -158,14 +153,6 @@ impl Nic {
         for (name, v) in c.iter() {
             println!("counter {} {v}", name.to_lowercase());
         }
-        let r = self._dev.run_stats();
-        println!("run lent_steps {}", r.lent_steps);
-        if let Some(w) = r.worker {
-            println!(
-                "worker sleeps {} woken {} timeouts {} late {}",
-                w.sleeps, w.woken, w.timeouts, w.late
-            );
-        }
         if let Some(f) = &self.faults {
             let s = f.stats();
             println!(
@@ -174,6 +161,38 @@ impl Nic {
             );
         }
         Ok(())
+    }
+}
+
+/// How the NIC has been run so far: a mark for [`Nic::print_run`].
+pub fn mark(nic: &Nic) -> RunStats {
+    nic.dev.run_stats()
+}
+
+impl Nic {
+    /// With `--counters`, prints how the NIC was run since `since` (a
+    /// [`mark`]): steps run by this program's waiting thread, and how the
+    /// device worker slept and woke ("late": work that waited for the
+    /// worker's clock; "takeovers": NICs it took back from a thread that
+    /// stopped looking, with work waiting).
+    pub fn print_run(&self, a: &Common, what: &str, since: &RunStats) {
+        if !a.counters {
+            return;
+        }
+        let now = self.dev.run_stats();
+        let (w0, w1) = (
+            since.worker.unwrap_or_default(),
+            now.worker.unwrap_or_default(),
+        );
+        println!(
+            "{what}: lent_steps {} worker sleeps {} woken {} timeouts {} late {} takeovers {}",
+            now.lent_steps - since.lent_steps,
+            w1.sleeps - w0.sleeps,
+            w1.woken - w0.woken,
+            w1.timeouts - w0.timeouts,
+            w1.late - w0.late,
+            w1.takeovers - w0.takeovers
+        );
     }
 }
 

@@ -49,7 +49,7 @@ pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<Platfor
 }
 
 /// Completions converted per call to the driver's poll.
-const POLL_BATCH: usize = 32;
+const POLL_BATCH: usize = 8;
 
 /// `ibv_create_cq`: a CQ of at least `cqe` entries, its completion events
 /// on `channel` (if not NULL) from vector `comp_vector`. NULL with

@@ -84,7 +84,13 @@ impl UdpWire {
     /// A wire sending to `remote` from a socket bound to `local` (port 0
     /// picks a free one) and receiving whatever reaches it.
     pub fn bind(local: SocketAddr, remote: SocketAddr) -> io::Result<UdpWire> {
-        let socket = UdpSocket::bind(local)?;
+        UdpWire::from_socket(UdpSocket::bind(local)?, remote)
+    }
+
+    /// A wire on a socket already bound (made non-blocking here), sending
+    /// to `remote`: two wires that must know each other's ports bind both
+    /// sockets first.
+    pub fn from_socket(socket: UdpSocket, remote: SocketAddr) -> io::Result<UdpWire> {
         enlarge_buffers(&socket);
         socket.set_nonblocking(true)?;
         // Coalesced receives are an offer: a kernel without them hands
@@ -356,20 +362,8 @@ fn run_len(frames: &[Frame]) -> usize {
 /// that gives less leaves the wire slower on bursts, not broken.
 fn enlarge_buffers(socket: &UdpSocket) {
     for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
-        let size = SOCKET_BUFFER;
-        // SAFETY: the option value is a c_int that outlives the call, and
-        // its length is given.
-        let rc = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                (&size as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            log::debug!("UDP wire: socket buffer: {}", io::Error::last_os_error());
+        if let Err(e) = set_int(socket, libc::SOL_SOCKET, opt, SOCKET_BUFFER) {
+            log::debug!("UDP wire: socket buffer: {e}");
         }
     }
 }
@@ -489,11 +483,13 @@ mod tests {
 
     #[test]
     fn frames_cross_as_datagrams() {
-        // The second wire binds the first one's peer port; the first sends
-        // to a port of its own choosing and learns the second's after.
-        let mut b = UdpWire::bind(lo(0), lo(9)).unwrap();
-        let mut a = UdpWire::bind(lo(0), b.local_addr().unwrap()).unwrap();
-        b.remote = a.local_addr().unwrap();
+        let (sa, sb) = (
+            UdpSocket::bind(lo(0)).unwrap(),
+            UdpSocket::bind(lo(0)).unwrap(),
+        );
+        let (pa, pb) = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
+        let mut a = UdpWire::from_socket(sa, pb).unwrap();
+        let mut b = UdpWire::from_socket(sb, pa).unwrap();
         let woken = Arc::new(AtomicU32::new(0));
         let w = woken.clone();
         b.set_waker(Arc::new(move || {
@@ -533,5 +529,37 @@ mod tests {
         assert_eq!(b.truncated(), 1);
         let mut none = Vec::new();
         assert_eq!(b.recv(&mut none, 64), 0);
+    }
+
+    #[test]
+    fn a_run_of_frames_goes_down_segmented_and_arrives_frame_by_frame() {
+        let (sa, sb) = (
+            UdpSocket::bind(lo(0)).unwrap(),
+            UdpSocket::bind(lo(0)).unwrap(),
+        );
+        let (pa, pb) = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
+        let mut a = UdpWire::from_socket(sa, pb).unwrap();
+        let mut b = UdpWire::from_socket(sb, pa).unwrap();
+        // One message's packets: equal frames, the last one shorter; then
+        // more than one segmented send holds.
+        let mut frames: Vec<Frame> = (0..150u8).map(|i| vec![i; 1082]).collect();
+        frames.push(vec![0xee; 500]);
+        assert_eq!(run_len(&frames), 60, "a run stops at a datagram's size");
+        assert_eq!(run_len(&frames[140..]), 11, "a shorter frame ends a run");
+        a.send(&mut frames.clone());
+        assert_eq!(take(&mut b, frames.len()), frames);
+        // A peer that reads datagram by datagram (QEMU, a VM) gets one
+        // frame per datagram.
+        let raw = UdpSocket::bind(lo(0)).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut c = UdpWire::bind(lo(0), raw.local_addr().unwrap()).unwrap();
+        // Within the default socket buffer of the reader.
+        let few = [&frames[..30], &frames[150..]].concat();
+        c.send(&mut few.clone());
+        let mut buf = vec![0u8; 65536];
+        for f in &few {
+            let n = raw.recv(&mut buf).unwrap();
+            assert_eq!(&buf[..n], &f[..]);
+        }
     }
 }
