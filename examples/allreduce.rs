@@ -29,7 +29,6 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -149,7 +148,8 @@ struct Rank {
     tl_tx: Arc<Timeline>,
     /// Where the writes it receives are noted, beside its receiving NIC's.
     tl_rx: Arc<Timeline>,
-    devs: [Arc<EmuDevice>; 2],
+    // Kept for the rank's lifetime.
+    _devs: [Arc<EmuDevice>; 2],
     _bufs: [Buffer; 2],
 }
 
@@ -209,8 +209,8 @@ fn run(a: &Args) -> Res<bool> {
             // rank 1 that it writes to, as the peer.
             let tl_tx = if r == 0 { traced.clone() } else { quiet() };
             let tl_rx = if r == 1 { traced.clone() } else { quiet() };
-            let tx = nic(r, 0, switch.port(), ExecMode::Thread, &tl_tx, false)?;
-            let rx = nic(r, 1, switch.port(), ExecMode::Thread, &tl_rx, true)?;
+            let tx = nic(r, 0, switch.port(), &tl_tx, false)?;
+            let rx = nic(r, 1, switch.port(), &tl_rx, true)?;
             rank(tx, rx, size, chunk * 2 * (n - 1), (tl_tx, tl_rx))
         })
         .collect::<Res<_>>()?;
@@ -310,14 +310,14 @@ fn unfloats(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// A NIC with MAC `...:r:side` and IPv4 `192.0.2.(2r + side + 1)` on
-/// `wire`, in `mode` (an inline NIC is polled by the rank that owns it),
-/// and its context.
+/// A thread-mode NIC with MAC `...:r:side` and IPv4
+/// `192.0.2.(2r + side + 1)` on `wire`, and its context: the rank's thread
+/// runs it while it polls its CQ, the device worker while it does
+/// anything else.
 fn nic(
     r: usize,
     side: u8,
     wire: impl Wire + 'static,
-    mode: ExecMode,
     tl: &Arc<Timeline>,
     peer: bool,
 ) -> Res<(Arc<EmuDevice>, Context<H>)> {
@@ -326,9 +326,7 @@ fn nic(
         ipv4: [192, 0, 2, (2 * r) as u8 + side + 1],
         ..EmuConfig::default()
     };
-    let b = EmuDevice::builder(cfg)
-        .mode(mode)
-        .poll_mode(mode == ExecMode::Inline);
+    let b = EmuDevice::builder(cfg).mode(ExecMode::Thread);
     // A traced NIC's frames join its timeline through a tap on its wire
     // (the peer's are the same frames).
     let b = if tl.active() && !peer {
@@ -419,7 +417,7 @@ fn rank(
         stage: stage_mr,
         tx_ctx: tx.1,
         rx_ctx: rx.1,
-        devs: [tx.0, rx.0],
+        _devs: [tx.0, rx.0],
         tl_tx,
         tl_rx,
         _bufs: bufs,
@@ -697,13 +695,8 @@ fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
             }
         }
     }
+    // Each empty poll ran its NIC in this thread (`Cq::poll`).
     if got == 0 {
-        // Inline NICs run when polled: this thread is their driver.
-        for d in &k.devs {
-            if d.mode() == ExecMode::Inline {
-                d.poll();
-            }
-        }
         if Instant::now() > deadline {
             return Err(format!(
                 "step {}: no completion within {} s; {}",
@@ -712,7 +705,6 @@ fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
                 counters(k)
             ));
         }
-        std::thread::yield_now();
     }
     Ok(())
 }
@@ -949,57 +941,6 @@ fn dial(port: u16) -> Res<TcpStream> {
     }
 }
 
-/// Polls inline NICs from a thread of its own, unless paused, every 100 µs:
-/// a rank's NICs on polled UDP wires take a neighbour's writes,
-/// retransmissions and ACKs only when polled, and a rank that meets its
-/// neighbours over TCP, or runs the TCP ring, must still answer them (a
-/// neighbour that started first is already writing; one whose ACK was
-/// lost retransmits).
-struct Poller {
-    paused: Arc<AtomicBool>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Poller {
-    fn start(devs: [Arc<EmuDevice>; 2]) -> Poller {
-        let (paused, stop) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicBool::new(false)),
-        );
-        let (p, st) = (paused.clone(), stop.clone());
-        let thread = std::thread::spawn(move || {
-            while !st.load(Ordering::Relaxed) {
-                if !p.load(Ordering::Relaxed) {
-                    for d in &devs {
-                        d.poll();
-                    }
-                }
-                std::thread::sleep(Duration::from_micros(100));
-            }
-        });
-        Poller {
-            paused,
-            stop,
-            thread: Some(thread),
-        }
-    }
-
-    /// While paused, the rank's own thread polls.
-    fn pause(&self, on: bool) {
-        self.paused.store(on, Ordering::Relaxed);
-    }
-}
-
-impl Drop for Poller {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 /// `--wire udp`: this process is rank `a.rank` of `n`. Its sending NIC
 /// is on a UDP wire to the right neighbour's receiving NIC (ports
 /// `port + 2i` and `port + 2i + 1` of rank i); each rank tells its left
@@ -1019,29 +960,12 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     // What is shown: this rank's sending NIC.
     let (tl_tx, tl_rx) = (timeline(a)?, Timeline::new(Vec::new()));
     let k = rank(
-        nic(
-            r,
-            0,
-            wire(2 * r, 2 * right + 1)?,
-            ExecMode::Inline,
-            &tl_tx,
-            false,
-        )?,
-        nic(
-            r,
-            1,
-            wire(2 * r + 1, 2 * left)?,
-            ExecMode::Inline,
-            &tl_rx,
-            true,
-        )?,
+        nic(r, 0, wire(2 * r, 2 * right + 1)?, &tl_tx, false)?,
+        nic(r, 1, wire(2 * r + 1, 2 * left)?, &tl_rx, true)?,
         size,
         chunk * 2 * (n - 1),
         (tl_tx, tl_rx),
     )?;
-    // The rank's own thread drives its NICs while it runs the ring; this
-    // one while it does anything else.
-    let poller = Poller::start(k.devs.clone());
     let listen = |i: usize| TcpListener::bind(("127.0.0.1", port(i))).map_err(|e| e.to_string());
     let (hellos, ring_l) = (listen(2 * n + r)?, listen(3 * n + r)?);
     let right_target = std::thread::scope(|s| -> Res<Target> {
@@ -1078,7 +1002,6 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         .write(0, &floats(&init(r, size / 4)))
         .map_err(|e| e.to_string())?;
     let mut p = Progress::default();
-    poller.pause(true);
     ring(&k, &mut p, r, n, right_target, chunk, 0)?;
     let mut got = vec![0u8; size];
     k.data.read(0, &mut got).map_err(|e| e.to_string())?;
@@ -1091,7 +1014,6 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     for it in 0..a.iters {
         ring(&k, &mut p, r, n, right_target, chunk, 1 + it)?;
     }
-    poller.pause(false);
     let rdma = start.elapsed() / a.iters.max(1) as u32;
     // The same ring over TCP between the processes.
     let (tx, rx) = std::thread::scope(|s| -> Res<(TcpStream, TcpStream)> {

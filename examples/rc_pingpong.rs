@@ -28,7 +28,7 @@
 //! frames and CQEs as they happen, and `--trace FILE` writes them for
 //! rnic-trace (docs/trace.md).
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -79,6 +79,11 @@ struct Args {
     /// READ or atomics).
     #[arg(long, conflicts_with = "ops")]
     uc: bool,
+    /// The same exchanges over the address exchange's TCP connection
+    /// instead of RDMA (both sides must use it): the OS network stack's
+    /// figure for the same messages, printed the same way.
+    #[arg(long, conflicts_with_all = ["ops", "pattern"])]
+    tcp: bool,
 }
 
 fn mtu(bytes: u32) -> Result<Mtu, String> {
@@ -223,6 +228,9 @@ fn run(a: Args) -> Result<(), String> {
     let (mut tcp, rem) = exchange(c, &me, |rem| connect(&qp, &a, me.psn, rem))?;
     rem.print("remote");
 
+    if a.tcp {
+        return tcp_pingpong(&a, tcp);
+    }
     // The ping-pong: a send goes out once the last one completed and a
     // receive arrived; the client starts.
     let send_sg = [buf.sge(0, a.size as u32).map_err(|e| e.to_string())?];
@@ -308,6 +316,31 @@ fn run(a: Args) -> Result<(), String> {
         ops(&a, &pd, &qp, &cq, &mut tcp)?;
     }
     nic.finish(c)
+}
+
+/// `--tcp`: the ping-pong over `s`, the client writing first, each side
+/// checking every message.
+fn tcp_pingpong(a: &Args, mut s: TcpStream) -> Result<(), String> {
+    s.set_nodelay(true).map_err(|e| e.to_string())?;
+    let want = plain(a.size, a.chk);
+    let mut got = vec![0u8; a.size];
+    let io = |e: std::io::Error| format!("TCP ping-pong: {e}");
+    let client = a.c.host.is_some();
+    let start = Instant::now();
+    for k in 0..a.c.iters {
+        if client {
+            s.write_all(&want).map_err(io)?;
+        }
+        s.read_exact(&mut got).map_err(io)?;
+        if got != want {
+            return Err(format!("message {k}: not the bytes sent"));
+        }
+        if !client {
+            s.write_all(&want).map_err(io)?;
+        }
+    }
+    report(a.size, a.c.iters, start);
+    Ok(())
 }
 
 /// 0 for the server, 1 for the client.

@@ -97,7 +97,7 @@ impl Side {
                 }
             }
             Wait::Poll(d) => d.poll(),
-            Wait::Yield => std::thread::yield_now(),
+            Wait::Relax => self.ctx.hal().relax(),
         }
     }
 }
@@ -115,9 +115,10 @@ enum Wait {
     /// Run the inline device whose peer is in another process (nobody else
     /// makes it look at its wire), as a poll-mode driver does.
     Poll(Arc<EmuDevice>),
-    /// Yield the core: two processes with a device thread each have more
-    /// busy threads than two cores.
-    Yield,
+    /// Lend the thread to the device (`Hal::relax`): the peer is in
+    /// another process, and a device worker here would have to compete
+    /// with this thread for a core.
+    Relax,
 }
 
 /// The devices and the two sides.
@@ -470,10 +471,7 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
         .map_err(|e| e.to_string())?;
     let ctx = Context::open(dev.hal()).map_err(|e| format!("open: {e}"))?;
     let mut me = side(ctx, p);
-    me.wait = match p.mode {
-        ExecMode::Inline => Wait::Poll(dev.clone()),
-        ExecMode::Thread => Wait::Yield,
-    };
+    me.wait = Wait::Relax;
     let mut ctl = Control::new(stream);
     let gid = me.ctx.query_gid(1, 0).expect("GID 0");
     let hex: String = gid.iter().map(|b| format!("{b:02x}")).collect();
