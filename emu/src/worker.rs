@@ -34,6 +34,13 @@ use crate::device::{host_ns, Shared};
 /// longer than the gaps between two looks of a program that polls (its
 /// work on one completion), shorter than the wait a peer would notice.
 pub(crate) const LEND_WINDOW: Duration = Duration::from_micros(500);
+/// Times the worker's look at a NIC that stays lent is put off twice as
+/// long as the last: it looks after 1, 2, 4 and then every 8 lending
+/// windows, so that a thread that stops looking without sleeping in the
+/// driver leaves a socket's frames unattended for at most 8 windows (its
+/// doorbells, and frames from in-process wires, wake the worker once the
+/// window has passed).
+const LOOKS_DOUBLE: u32 = 3;
 /// The longest sleep while a NIC's wire can neither wake the worker nor
 /// be slept on (a shared-memory ring that nobody polls).
 const WIRE_LOOK: Duration = Duration::from_micros(50);
@@ -270,6 +277,8 @@ struct Entry {
     nic: Arc<Shared>,
     /// A waiting thread ran it when the worker last looked.
     lent: bool,
+    /// Sleeps in a row that found it lent on waking.
+    checks: u32,
 }
 
 /// Clears `alive` when the worker exits, even by a panic.
@@ -304,7 +313,11 @@ fn run(core: Arc<Core>) {
                         .position(|e| std::ptr::eq(Arc::as_ptr(&e.nic), w.as_ptr()));
                     match at {
                         Some(i) => Some(old.swap_remove(i)),
-                        None => w.upgrade().map(|nic| Entry { nic, lent: false }),
+                        None => w.upgrade().map(|nic| Entry {
+                            nic,
+                            lent: false,
+                            checks: 0,
+                        }),
                     }
                 })
                 .collect();
@@ -318,6 +331,7 @@ fn run(core: Arc<Core>) {
         for e in &mut entries {
             e.lent = e.nic.lent(now);
             if !e.lent {
+                e.checks = 0;
                 busy |= e.nic.turn(true).unwrap_or(false);
             }
         }
@@ -342,9 +356,13 @@ fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
     });
     let now = host_ns();
     let mut nap = Some(Duration::MAX);
-    for e in entries.iter() {
+    for e in entries.iter_mut() {
         let until = if e.lent {
-            e.nic.lend_ends(now)
+            // A thread that keeps lending is looked in on less and less
+            // often: each look is a context switch on a core it needs.
+            let extra = LEND_WINDOW * ((1 << e.checks.min(LOOKS_DOUBLE)) - 1);
+            e.checks += 1;
+            e.nic.lend_ends(now).map(|d| d + extra)
         } else {
             match e.nic.wait_fd() {
                 Some(fd) => fds.push(libc::pollfd {
