@@ -62,8 +62,12 @@ pub(crate) struct State {
     pub wqe_pool: Vec<Box<SendWqe>>,
 }
 
-/// Frames a turn builds before it lets the step hand them to the wire.
-const TX_BATCH: usize = 64;
+/// Frames a turn builds before it lets the step hand them to the wire:
+/// two quanta, so that a 64-packet message leaves in two sends, the
+/// first crossing while the second is built, and a flood of requests
+/// (64 received per step) still outruns its answers, as the answer
+/// queue's bound expects.
+const TX_BATCH: usize = 32;
 /// WQE buffers the pool keeps at most.
 pub(crate) const WQE_POOL: usize = 1024;
 
