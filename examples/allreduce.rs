@@ -696,15 +696,13 @@ fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
         }
     }
     // Each empty poll ran its NIC in this thread (`Cq::poll`).
-    if got == 0 {
-        if Instant::now() > deadline {
-            return Err(format!(
-                "step {}: no completion within {} s; {}",
-                p.step,
-                PATIENCE.as_secs(),
-                counters(k)
-            ));
-        }
+    if got == 0 && Instant::now() > deadline {
+        return Err(format!(
+            "step {}: no completion within {} s; {}",
+            p.step,
+            PATIENCE.as_secs(),
+            counters(k)
+        ));
     }
     Ok(())
 }

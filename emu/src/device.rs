@@ -62,6 +62,11 @@ pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
 pub(crate) const STREAK: u32 = 4096;
 /// Steps one lend runs at most ([`Shared::lend`]).
 const LEND_STEPS: u32 = 64;
+/// Lends further apart than this are not one wait.
+const LOOK_GAP: Duration = Duration::from_micros(10);
+/// A wait (lends with no gap above [`LOOK_GAP`]) this long claims the NIC
+/// from its worker for [`LEND_WINDOW`].
+const CLAIM_AFTER: Duration = Duration::from_micros(20);
 
 /// Nanoseconds of host time since this process first asked, never 0 (0
 /// stands for "never"): the clock of lending, which is the host's even on
@@ -96,9 +101,14 @@ struct Notify {
     kicked: AtomicBool,
     /// Thread mode: the worker that runs the NIC.
     worker: OnceLock<Arc<Core>>,
-    /// Thread mode: when a waiting thread last lent itself to the NIC
+    /// Thread mode: when a waiting thread last claimed the NIC
     /// ([`host_ns`]; 0: not lent).
     lent_at: AtomicU64,
+    /// When a thread last lent itself, claiming or not (0: never).
+    looked_at: AtomicU64,
+    /// Since when threads have lent themselves with no gap longer than
+    /// [`LOOK_GAP`].
+    looking_since: AtomicU64,
     mode: ExecMode,
     /// Inline: frames from other NICs wait for a thread that runs this one.
     poll_mode: bool,
@@ -504,17 +514,15 @@ impl Shared {
     /// A turn at this NIC for a runner (the worker, or a lending thread):
     /// takes queued work if the NIC was idle or ran [`STREAK`] steps
     /// without, runs a step, and the inline NICs its frames made
-    /// runnable. Returns whether it had anything to do; `None` if `wait`
-    /// is false and another runner has the NIC now.
-    pub(crate) fn turn(&self, wait: bool) -> Option<bool> {
-        let mut note = if wait {
-            self.note.lock().unwrap_or_else(|e| e.into_inner())
-        } else {
-            match self.note.try_lock() {
-                Ok(n) => n,
-                Err(TryLockError::Poisoned(e)) => e.into_inner(),
-                Err(TryLockError::WouldBlock) => return None,
-            }
+    /// runnable (its steps counted as lent with `lender`). Returns whether
+    /// it had anything to do; `None` if another runner has the NIC now.
+    pub(crate) fn turn(&self, lender: bool) -> Option<bool> {
+        // Never waited for: the runner that has the NIC runs it, and a
+        // waiting runner would cost the other a futex wake.
+        let mut note = match self.note.try_lock() {
+            Ok(n) => n,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return None,
         };
         // Checked while busy too: a send queue that feeds itself never
         // lets the device go idle.
@@ -539,7 +547,7 @@ impl Shared {
         };
         let had_work = self.latch.full() || (d != Drain::No && !self.queue.is_empty());
         note.more = self.step(None, d, Turn::Run);
-        if !wait {
+        if lender {
             self.lent_steps.fetch_add(1, Ordering::Relaxed);
         }
         run_list();
@@ -568,14 +576,29 @@ impl Shared {
     /// A waiting thread lends itself to the NIC ([`EmuDevice::poll`] in
     /// thread mode, and so `Hal::relax` in the driver's wait loops and an
     /// empty CQ poll): it runs the NIC's steps until nothing is left (at
-    /// most [`LEND_STEPS`]), unless another thread runs one now, and keeps
-    /// the device worker off the NIC for [`LEND_WINDOW`], so that a program
+    /// most [`LEND_STEPS`]), unless another thread runs one now; once
+    /// threads have waited so for [`CLAIM_AFTER`], the lend keeps the
+    /// device worker off the NIC for [`LEND_WINDOW`], so that a program
     /// polling for a completion is the NIC that makes it instead of
     /// competing with the worker for a core.
     pub(crate) fn lend(&self) {
-        self.notify.lent_at.store(host_ns(), Ordering::Relaxed);
+        let n = &self.notify;
+        let now = host_ns();
+        let prev = n.looked_at.swap(now, Ordering::Relaxed);
+        let since = if prev == 0 || now.saturating_sub(prev) > LOOK_GAP.as_nanos() as u64 {
+            n.looking_since.store(now, Ordering::Relaxed);
+            now
+        } else {
+            n.looking_since.load(Ordering::Relaxed)
+        };
+        // Only a thread that keeps waiting claims the NIC: one that polls
+        // now and then between waits elsewhere (on memory, as perftest's
+        // latency tests do) must not keep the worker off it meanwhile.
+        if now.saturating_sub(since) >= CLAIM_AFTER.as_nanos() as u64 {
+            n.lent_at.store(now, Ordering::Relaxed);
+        }
         for _ in 0..LEND_STEPS {
-            match self.turn(false) {
+            match self.turn(true) {
                 Some(true) => {}
                 Some(false) => break,
                 None => {
@@ -932,6 +955,8 @@ impl EmuBuilder {
             kicked: AtomicBool::new(true),
             worker: OnceLock::new(),
             lent_at: AtomicU64::new(0),
+            looked_at: AtomicU64::new(0),
+            looking_since: AtomicU64::new(0),
             mode: self.mode,
             poll_mode: self.poll_mode,
             shared: OnceLock::new(),

@@ -11,8 +11,9 @@
 //! application polls its CQ) belongs to that thread: the worker leaves it
 //! alone, so that the two never take turns at one NIC, and looks again
 //! when the thread has not lent itself for [`LEND_WINDOW`] or says it
-//! goes to sleep. When none of its NICs has work the worker does not spin
-//! and does not yield: it sleeps at once, in `poll(2)` on its bell (an
+//! goes to sleep. When none of its NICs has work the worker spins for
+//! [`SPIN`] after its last work, never yields, and then sleeps, in
+//! `poll(2)` on its bell (an
 //! eventfd that a doorbell, a command, a frame from an in-process wire or
 //! a clock jump rings while it sleeps) and on the file descriptor of every
 //! socket wire of a NIC it runs, until the earliest deadline (a timer, the
@@ -41,6 +42,9 @@ pub(crate) const LEND_WINDOW: Duration = Duration::from_micros(500);
 /// doorbells, and frames from in-process wires, wake the worker once the
 /// window has passed).
 const LOOKS_DOUBLE: u32 = 3;
+/// How long the worker spins for more after its last work before it
+/// sleeps.
+const SPIN: Duration = Duration::from_micros(10);
 /// The longest sleep while a NIC's wire can neither wake the worker nor
 /// be slept on (a shared-memory ring that nobody polls).
 const WIRE_LOOK: Duration = Duration::from_micros(50);
@@ -296,6 +300,7 @@ fn run(core: Arc<Core>) {
     let mut entries: Vec<Entry> = Vec::new();
     let mut seen = u64::MAX;
     let mut fds: Vec<libc::pollfd> = Vec::new();
+    let mut worked_at = 0u64;
     loop {
         if core.stop.load(Ordering::Acquire) {
             return;
@@ -332,10 +337,16 @@ fn run(core: Arc<Core>) {
             e.lent = e.nic.lent(now);
             if !e.lent {
                 e.checks = 0;
-                busy |= e.nic.turn(true).unwrap_or(false);
+                // A lender that has it now runs it.
+                busy |= e.nic.turn(false).unwrap_or(false);
             }
         }
-        if !busy {
+        if busy {
+            worked_at = now;
+        } else if now.saturating_sub(worked_at) < SPIN.as_nanos() as u64 {
+            // Work often comes in bursts: a reply to what was just sent.
+            std::hint::spin_loop();
+        } else {
             sleep(core, &mut entries, &mut fds);
         }
     }
