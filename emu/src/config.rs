@@ -14,7 +14,8 @@ pub enum ExecMode {
     /// Writes that trigger work are queued to a device worker, a thread
     /// shared by the process's thread-mode devices (at most half the cores,
     /// or `RNIC_EMU_WORKERS`), which the device joins when it is built and
-    /// leaves when it is dropped.
+    /// leaves when it is dropped; a thread that waits on the device
+    /// ([`crate::EmuDevice::poll`], `Hal::relax`) runs it meanwhile.
     Thread,
 }
 

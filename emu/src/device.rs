@@ -20,9 +20,12 @@
 //! worker (a thread shared by NICs, [`crate::worker`]), which runs the
 //! NIC's steps until nothing is left, at most [`STREAK`] of them between
 //! two work items, then takes the next item, so that commands and
-//! doorbells are served while a send queue keeps itself busy. Every other BAR 0 write runs in the writing thread,
-//! after everything queued before it, so that register writes take effect
-//! in order and a read sees them all, as PCIe orders them.
+//! doorbells are served while a send queue keeps itself busy. A thread
+//! waiting on a thread-mode NIC runs its turns too ([`Shared::lend`]):
+//! one note of the NIC's last turn is shared by every runner, and one
+//! runner at a time has it. Every other BAR 0 write runs in the writing
+//! thread, after everything queued before it, so that register writes
+//! take effect in order and a read sees them all, as PCIe orders them.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;

@@ -111,19 +111,21 @@ impl IrqLines {
     }
 }
 
+/// Whether `fd` is readable now (for tests of descriptors that say so).
+#[cfg(test)]
+pub(crate) fn readable(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no timeout.
+    unsafe { libc::poll(&mut p, 1, 0) == 1 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn readable(fd: RawFd) -> bool {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, no timeout.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    }
 
     #[test]
     fn a_raise_is_pending_until_one_wait_takes_it() {

@@ -471,25 +471,22 @@ mod tests {
         got
     }
 
-    fn readable(fd: RawFd) -> bool {
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd that outlives the call.
-        unsafe { libc::poll(&mut p, 1, 0) == 1 }
-    }
-
-    #[test]
-    fn frames_cross_as_datagrams() {
+    /// Two wires on loopback sockets pointing at each other.
+    fn pair() -> (UdpWire, UdpWire) {
         let (sa, sb) = (
             UdpSocket::bind(lo(0)).unwrap(),
             UdpSocket::bind(lo(0)).unwrap(),
         );
         let (pa, pb) = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
-        let mut a = UdpWire::from_socket(sa, pb).unwrap();
-        let mut b = UdpWire::from_socket(sb, pa).unwrap();
+        (
+            UdpWire::from_socket(sa, pb).unwrap(),
+            UdpWire::from_socket(sb, pa).unwrap(),
+        )
+    }
+
+    #[test]
+    fn frames_cross_as_datagrams() {
+        let (mut a, mut b) = pair();
         let woken = Arc::new(AtomicU32::new(0));
         let w = woken.clone();
         b.set_waker(Arc::new(move || {
@@ -497,13 +494,16 @@ mod tests {
         }));
         assert!(b.polled());
         let fd = b.wait_fd().unwrap();
-        assert!(!readable(fd));
+        assert!(!crate::irq::readable(fd));
         let frames: Vec<Frame> = (0..100u8).map(|i| vec![i; 60 + i as usize]).collect();
         a.send(&mut frames.clone());
         // The socket says frames wait before anyone polls it.
         let start = Instant::now();
-        while !readable(fd) && start.elapsed() < Duration::from_secs(5) {}
-        assert!(readable(fd), "the socket is readable once a frame came");
+        while !crate::irq::readable(fd) && start.elapsed() < Duration::from_secs(5) {}
+        assert!(
+            crate::irq::readable(fd),
+            "the socket is readable once a frame came"
+        );
         assert_eq!(woken.load(Ordering::Relaxed), 0, "nothing polled yet");
         assert_eq!(
             take(&mut b, frames.len()),
@@ -514,7 +514,7 @@ mod tests {
             woken.load(Ordering::Relaxed) > 0,
             "a poll that took frames wakes"
         );
-        assert!(!readable(fd), "all taken");
+        assert!(!crate::irq::readable(fd), "all taken");
         // And back the other way.
         b.send(&mut vec![vec![7; 64]]);
         assert_eq!(take(&mut a, 1), [vec![7; 64]]);
@@ -533,13 +533,7 @@ mod tests {
 
     #[test]
     fn a_run_of_frames_goes_down_segmented_and_arrives_frame_by_frame() {
-        let (sa, sb) = (
-            UdpSocket::bind(lo(0)).unwrap(),
-            UdpSocket::bind(lo(0)).unwrap(),
-        );
-        let (pa, pb) = (sa.local_addr().unwrap(), sb.local_addr().unwrap());
-        let mut a = UdpWire::from_socket(sa, pb).unwrap();
-        let mut b = UdpWire::from_socket(sb, pa).unwrap();
+        let (mut a, mut b) = pair();
         // One message's packets: equal frames, the last one shorter; then
         // more than one segmented send holds.
         let mut frames: Vec<Frame> = (0..150u8).map(|i| vec![i; 1082]).collect();
