@@ -309,6 +309,9 @@ unsafe impl Hal for SlowDoorbell {
     fn relax(&self) {
         self.inner.relax()
     }
+    fn poll_empty(&self) {
+        self.inner.poll_empty()
+    }
 }
 
 #[test]

@@ -114,6 +114,9 @@ unsafe impl Hal for Tamper {
     fn relax(&self) {
         self.inner.relax()
     }
+    fn poll_empty(&self) {
+        self.inner.poll_empty()
+    }
 }
 
 type TCtx = Context<Tamper>;

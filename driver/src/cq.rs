@@ -344,12 +344,12 @@ impl<H: Hal> Cq<H> {
     /// completion also retires the unsignaled WQEs before it. The consumer
     /// index is published once per batch.
     ///
-    /// A poll that finds nothing calls [`Hal::relax`] once and looks
+    /// A poll that finds nothing calls [`Hal::poll_empty`] once and looks
     /// again: a program's wait loop is a busy wait on the CQ's owner bits,
     /// and a platform whose device needs the waiting thread's CPU (an
     /// emulated NIC on a machine with few cores) runs it there, so a
     /// program that spins on its CQ never starves the NIC that must write
-    /// the completion. On hardware the call is a spin-loop hint.
+    /// the completion. On hardware the call does nothing.
     ///
     /// Errors with [`ErrorKind::Io`] if a completion contradicts the
     /// driver's queue accounting (a device error); the completions before
@@ -359,7 +359,7 @@ impl<H: Hal> Cq<H> {
         if n > 0 || wc.is_empty() {
             return Ok(n);
         }
-        self.inner.ctx.hal().relax();
+        self.inner.ctx.hal().poll_empty();
         self.take(wc)
     }
 

@@ -113,4 +113,16 @@ unsafe impl Hal for EmuHal {
     fn relax(&self) {
         self.dev.poll();
     }
+
+    /// Thread mode: the thread that found its CQ empty lends itself to the
+    /// device, as in [`Hal::relax`]. Inline: nothing; an inline NIC runs in
+    /// the threads that ring it and that call [`Hal::relax`] or
+    /// [`EmuDevice::poll`], and a program driving one chooses when (two
+    /// threads each running one inline NIC on every empty poll would drive
+    /// its send queue past the other's receives).
+    fn poll_empty(&self) {
+        if self.dev.mode() == ExecMode::Thread {
+            self.dev.poll();
+        }
+    }
 }

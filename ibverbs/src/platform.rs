@@ -84,4 +84,8 @@ unsafe impl Hal for Platform {
     fn relax(&self) {
         each!(self, h => h.relax())
     }
+
+    fn poll_empty(&self) {
+        each!(self, h => h.poll_empty())
+    }
 }

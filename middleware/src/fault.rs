@@ -373,4 +373,8 @@ unsafe impl<H: Hal> Hal for FaultHal<H> {
         self.inner.relax();
         self.look();
     }
+
+    fn poll_empty(&self) {
+        self.inner.poll_empty();
+    }
 }

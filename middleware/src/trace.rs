@@ -531,4 +531,13 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         let mut st = self.state();
         self.look(&mut st);
     }
+
+    fn poll_empty(&self) {
+        if !self.on {
+            return self.inner.poll_empty();
+        }
+        self.inner.poll_empty();
+        let mut st = self.state();
+        self.look(&mut st);
+    }
 }

@@ -163,4 +163,10 @@ pub unsafe trait Hal: Send + Sync {
     fn relax(&self) {
         core::hint::spin_loop();
     }
+
+    /// Called when a poll of a completion queue found nothing: the program
+    /// spins on the CQ's owner bits, and a platform whose device needs the
+    /// waiting thread's CPU (an emulated NIC on a machine with few cores)
+    /// may run it here. Hardware needs nothing (the default).
+    fn poll_empty(&self) {}
 }

@@ -123,6 +123,9 @@ unsafe impl Hal for Held {
     fn relax(&self) {
         self.inner.relax()
     }
+    fn poll_empty(&self) {
+        self.inner.poll_empty()
+    }
 }
 
 /// Two connected RC QPs on one device, `a` writing into `mrs` (all with
