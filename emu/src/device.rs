@@ -132,7 +132,7 @@ impl Notify {
                 self.kicked.store(true, Ordering::Release);
                 // A NIC lent to a waiting thread is run by that thread,
                 // which sees the kick on its next look.
-                if self.lent(host_ns()) {
+                if self.lent_at.load(Ordering::Relaxed) != 0 && self.lent(host_ns()) {
                     return;
                 }
                 if let Some(w) = self.worker.get() {
@@ -637,10 +637,10 @@ impl Shared {
     }
 
     /// How long until the lender's hold on the NIC ends.
-    pub(crate) fn lend_ends(&self, now: u64) -> Option<Duration> {
+    pub(crate) fn lend_ends(&self, now: u64) -> Duration {
         let at = self.notify.lent_at.load(Ordering::Relaxed);
         let end = at.saturating_add(LEND_WINDOW.as_nanos() as u64);
-        Some(Duration::from_nanos(end.saturating_sub(now)))
+        Duration::from_nanos(end.saturating_sub(now))
     }
 
     /// The descriptor an idle worker sleeps on for this NIC's frames.

@@ -373,7 +373,7 @@ fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
             // often: each look is a context switch on a core it needs.
             let extra = LEND_WINDOW * ((1 << e.checks.min(LOOKS_DOUBLE)) - 1);
             e.checks += 1;
-            e.nic.lend_ends(now).map(|d| d + extra)
+            Some(e.nic.lend_ends(now) + extra)
         } else {
             match e.nic.wait_fd() {
                 Some(fd) => fds.push(libc::pollfd {

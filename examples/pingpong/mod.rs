@@ -96,13 +96,17 @@ pub struct Nic {
     pub faults: Option<FaultHandle>,
 }
 
-/// `w` with a tap that puts its frames on `tl`.
-fn tapped<W: Wire>(w: W, tl: &Arc<Timeline>) -> Tap<W> {
+/// `w`, with a tap that puts its frames on `tl` if anything reads it:
+/// describing every frame costs tens of microseconds.
+fn tapped(w: impl Wire + 'static, tl: &Arc<Timeline>) -> Box<dyn Wire> {
+    if !tl.active() {
+        return Box::new(w);
+    }
     let t = tl.clone();
-    Tap::new(
+    Box::new(Tap::new(
         w,
         Arc::new(move |d, f: &[u8]| t.frame(d == Direction::Tx, describe(f), f)),
-    )
+    ))
 }
 
 impl Nic {
@@ -131,8 +135,7 @@ impl Nic {
                 handle.set(f);
                 (builder.wire(tapped(wire, &tl)), Some(handle))
             }
-            None if tl.active() => (builder.wire(tapped(wire, &tl)), None),
-            None => (builder.wire(wire), None),
+            None => (builder.wire(tapped(wire, &tl)), None),
         };
         let dev = builder.build().map_err(|e| e.to_string())?;
         let ctx = Context::open(TraceHal::new(dev.hal(), tl))

@@ -376,5 +376,6 @@ unsafe impl<H: Hal> Hal for FaultHal<H> {
 
     fn poll_empty(&self) {
         self.inner.poll_empty();
+        self.look();
     }
 }

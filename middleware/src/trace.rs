@@ -524,20 +524,22 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 
     fn relax(&self) {
-        if !self.on {
-            return self.inner.relax();
-        }
-        self.inner.relax();
-        let mut st = self.state();
-        self.look(&mut st);
+        self.waited(H::relax);
     }
 
     fn poll_empty(&self) {
-        if !self.on {
-            return self.inner.poll_empty();
+        self.waited(H::poll_empty);
+    }
+}
+
+impl<H: Hal> TraceHal<H> {
+    /// Passes a wait on, then records what the device did meanwhile (an
+    /// emulated NIC may run in the waiting thread).
+    fn waited(&self, wait: impl FnOnce(&H)) {
+        wait(&self.inner);
+        if self.on {
+            let mut st = self.state();
+            self.look(&mut st);
         }
-        self.inner.poll_empty();
-        let mut st = self.state();
-        self.look(&mut st);
     }
 }

@@ -142,12 +142,13 @@ impl UdpWire {
         let mut runs = [(0usize, 0usize); BATCH];
         let (mut nmsg, mut used) = (0, 0);
         while nmsg < BATCH && used < frames.len() {
-            let n = if self.gso {
-                run_len(&frames[used..]).min(SEND_IOV - used)
+            let run = if self.gso {
+                run_len(&frames[used..])
             } else {
                 1
             };
-            if n == 0 || used + n > SEND_IOV {
+            let n = run.min(SEND_IOV - used);
+            if n == 0 {
                 break;
             }
             for (v, f) in iov[used..used + n].iter_mut().zip(&frames[used..]) {
