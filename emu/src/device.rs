@@ -12,8 +12,9 @@
 //!
 //! Inline mode: the thread that writes a register or doorbell runs the
 //! step, then every step the frames it sent made runnable, on this or any
-//! other inline NIC (a thread-local run list), until nothing is left or
-//! [`INLINE_BUDGET`] steps ran. Thread mode: a send, receive or SRQ
+//! other inline NIC (a thread-local run list), until nothing is left,
+//! [`INLINE_BUDGET`] steps ran, or another thread steps the NIC or waits
+//! to with a step of its own (it drives the NIC on). Thread mode: a send, receive or SRQ
 //! doorbell, or a BlueFlame write, goes to the NIC's latch when it is free
 //! (one cache line the worker polls, taken at the start of every step);
 //! other doorbells and commands (`CMDQ_DB`) are queued to the NIC's device
@@ -33,7 +34,7 @@ use std::fmt;
 use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -205,7 +206,7 @@ fn run_list() {
             continue;
         };
         s.notify.scheduled.store(false, Ordering::Release);
-        if s.step(None, Drain::No, Turn::Run) {
+        if s.try_step() == Some(true) {
             schedule(&s.notify);
         }
     }
@@ -237,6 +238,11 @@ pub(crate) struct Shared {
     wait_fd: Option<RawFd>,
     /// Steps run by threads that lent themselves to the NIC.
     lent_steps: AtomicU64,
+    /// Inline: threads waiting for the state lock to run a step of their
+    /// own (a doorbell, a register or BlueFlame write, a poll).
+    arriving: AtomicU32,
+    /// Inline: steps left to another thread ([`RunStats::handovers`]).
+    handovers: AtomicU64,
     /// What the NIC's last turn left; held by the runner taking a turn
     /// (the worker or a lending thread), one at a time.
     note: Mutex<Note>,
@@ -380,12 +386,35 @@ impl Shared {
         self.notify.nudge();
     }
 
-    /// Inline mode: runs `work` and everything it makes runnable.
+    /// Inline mode: runs `work` (none: a poll, a clock jump) and
+    /// everything it makes runnable.
     fn drive(self: &Arc<Self>, work: Option<Work>) {
         if self.step(work, Drain::No, Turn::Run) {
             schedule(&self.notify);
         }
         run_list();
+    }
+
+    /// Inline mode: a step that goes on from an earlier one, unless another
+    /// thread steps the NIC now or waits to ([`Shared::arriving`]):
+    /// `None`, and that thread drives the NIC on, listing it again if its
+    /// step leaves work. Two threads on one busy NIC (a sender, and its
+    /// receiver reposting) would otherwise each run the other's traffic
+    /// for the whole [`INLINE_BUDGET`] before going back to their program,
+    /// and the lock, which is not fair, would keep the other waiting as
+    /// long.
+    fn try_step(&self) -> Option<bool> {
+        let st = match self.state.try_lock() {
+            Ok(_) if self.arriving.load(Ordering::Acquire) > 0 => None,
+            Ok(st) => Some(st),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        };
+        let Some(st) = st else {
+            self.handovers.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        Some(self.guarded(|| self.step_inner(st, None, None, Drain::No, Turn::Run)))
     }
 
     /// One step (see the module documentation); returns whether the device
@@ -397,7 +426,15 @@ impl Shared {
 
     /// [`Shared::step`], with a BlueFlame write to run first.
     fn step_with(&self, work: Option<Work>, bf: Option<Bf<'_>>, drain: Drain, turn: Turn) -> bool {
+        // Inline, every step but those of a run list is a thread's call.
+        let own = self.mode == ExecMode::Inline;
+        if own {
+            self.arriving.fetch_add(1, Ordering::AcqRel);
+        }
         let st = self.lock();
+        if own {
+            self.arriving.fetch_sub(1, Ordering::AcqRel);
+        }
         self.guarded(|| self.step_inner(st, work, bf, drain, turn))
     }
 
@@ -985,6 +1022,8 @@ impl EmuBuilder {
             polled_wire: wire_polled,
             wait_fd,
             lent_steps: AtomicU64::new(0),
+            arriving: AtomicU32::new(0),
+            handovers: AtomicU64::new(0),
             note: Mutex::new(Note::default()),
             deadline: AtomicU64::new(0),
             irq,
@@ -1018,6 +1057,10 @@ pub struct RunStats {
     /// Steps run by threads that lent themselves to the NIC while they
     /// waited ([`EmuDevice::poll`] in thread mode).
     pub lent_steps: u64,
+    /// Inline: times a thread running on from an earlier step left the
+    /// NIC to another thread that was stepping it or came to, and went
+    /// back to its program.
+    pub handovers: u64,
     /// What the device worker did (shared by the NICs it runs); `None`
     /// in inline mode.
     pub worker: Option<WorkerStats>,
@@ -1102,6 +1145,7 @@ impl EmuDevice {
     pub fn run_stats(&self) -> RunStats {
         RunStats {
             lent_steps: self.shared.lent_steps.load(Ordering::Relaxed),
+            handovers: self.shared.handovers.load(Ordering::Relaxed),
             worker: self.shared.notify.worker.get().map(|w| w.stats()),
         }
     }

@@ -111,6 +111,11 @@ struct Cli {
     /// Send queue depth (work requests in flight per QP).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     tx_depth: u32,
+    /// Receive queue depth (receives posted per QP: a SEND bandwidth
+    /// test's receiver keeps this many posted, ahead of the sender's
+    /// `--tx-depth`, as perftest's default of 512 is).
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 512)]
+    rx_depth: u32,
     /// Largest message sent inline.
     #[arg(short = 'I', long = "inline-size", default_value_t = 64)]
     inline_size: u32,
@@ -251,6 +256,8 @@ fn main() {
         timeout: cli.qp_timeout.min(31),
         qps: cli.qps.max(1),
         depth: cli.tx_depth.max(2),
+        rx_depth: cli.rx_depth.max(1),
+        prepost: op == Op::Send && !cli.test.latency(),
         inline: cli.inline_size,
         // The messages, their sources, and a control word.
         buf: 2 * biggest.max(8) + 8,
@@ -295,6 +302,7 @@ fn main() {
             size,
             inline: cli.inline_size as usize,
             depth: params.depth,
+            rx_depth: params.rx_depth,
             cq_mod: cli.cq_mod.clamp(1, params.depth / 2),
         };
         let progress = sizes.len() > 1 && size >= 1 << 16;
@@ -489,10 +497,11 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
         std::process::exit(2);
     }
     let hello = format!(
-        "{:?} {sizes:?} n={} t={} I={} q={} c={} {:?} {:?}",
+        "{:?} {sizes:?} n={} t={} r={} I={} q={} c={} {:?} {:?}",
         cli.test,
         cli.iters,
         cli.tx_depth,
+        cli.rx_depth,
         cli.inline_size,
         cli.qps,
         cli.cq_mod,
@@ -533,6 +542,7 @@ fn two_processes(cli: &Cli, op: Op, sizes: &[usize], params: &Params) {
             size,
             inline: cli.inline_size as usize,
             depth: params.depth,
+            rx_depth: params.rx_depth,
             cq_mod: cli.cq_mod.clamp(1, params.depth / 2),
         };
         // The client measures; the server only answers.
@@ -621,7 +631,7 @@ fn server_size(cli: &Cli, op: Op, r: &mut Remote, k: &Knobs, b: Budget, seq: u64
             run::ping_pong(op, me, *peer, k, b, false);
         }
         Op::Send => {
-            run::receive(me, k.depth, over);
+            run::receive(me, k.rx_depth, over);
         }
         _ => {}
     };

@@ -109,6 +109,8 @@ pub struct Knobs {
     pub size: usize,
     pub inline: usize,
     pub depth: u32,
+    /// Receives a SEND bandwidth test keeps posted per QP.
+    pub rx_depth: u32,
     /// Every `cq_mod`-th work request is signaled.
     pub cq_mod: u32,
 }
@@ -209,16 +211,36 @@ fn recv_sge(side: &Side) -> [Sge; 1] {
     }]
 }
 
-/// Posts receives on QP `q` of `side` until `target` are outstanding.
+/// Receives posted behind one doorbell at most.
+const RECV_BATCH: usize = 64;
+
+/// Posts receives on QP `q` of `side` until `target` are outstanding, in
+/// batches behind one doorbell each (an inline device runs in the thread
+/// that rings: a doorbell per receive would keep the receiver from its
+/// next post while the device runs the sender's traffic).
 fn fill_recvs(side: &Side, q: usize, target: u32) {
     let sge = recv_sge(side);
     let r = RecvWr {
         wr_id: 0,
         sg_list: &sge,
     };
-    while side.recvs[q].load(Ordering::Relaxed) < target {
-        side.qps[q].post_recv(&[r]).expect("post_recv");
-        side.recvs[q].fetch_add(1, Ordering::Relaxed);
+    let batch = [r; RECV_BATCH];
+    loop {
+        let missing = target.saturating_sub(side.recvs[q].load(Ordering::Relaxed)) as usize;
+        if missing == 0 {
+            return;
+        }
+        let n = missing.min(RECV_BATCH);
+        side.qps[q].post_recv(&batch[..n]).expect("post_recv");
+        side.recvs[q].fetch_add(n as u32, Ordering::Relaxed);
+    }
+}
+
+/// Posts receives on every QP of `side` until `target` are outstanding
+/// on each.
+pub fn post_receives(side: &Side, target: u32) {
+    for q in 0..side.qps.len() {
+        fill_recvs(side, q, target);
     }
 }
 
@@ -466,7 +488,7 @@ pub fn bandwidth(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
     thread::scope(|sc| {
         let receiver = sc.spawn(|| {
             cpu::pin(1);
-            receive(&s.b, k.depth, || stop.load(Ordering::Acquire))
+            receive(&s.b, k.rx_depth, || stop.load(Ordering::Acquire))
         });
         cpu::pin(0);
         let (bw, cpu) = send_loop(op, &s.a, s.b.remote(), k, b);
@@ -480,17 +502,23 @@ pub fn bandwidth(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
 /// it completes, until `stop` says so (asked now and then while idle; the
 /// receives stay posted for the next run). Returns the thread's CPU time.
 pub fn receive(me: &Side, depth: u32, mut stop: impl FnMut() -> bool) -> u64 {
-    for q in 0..me.qps.len() {
-        fill_recvs(me, q, depth);
-    }
+    post_receives(me, depth);
     let cpu0 = cpu::thread_ns();
     let mut wc = [WorkCompletion::default(); 64];
+    // Receives completed per QP by one poll, reposted together.
+    let mut done = vec![0usize; me.qps.len()];
     let mut idle = 0u32;
     loop {
         let n = me.cq.poll(&mut wc).expect("poll");
+        done.fill(0);
         for w in &wc[..n] {
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
-            repost(me, me.index_of(w.qp_num), 1, depth);
+            done[me.index_of(w.qp_num)] += 1;
+        }
+        for (q, &k) in done.iter().enumerate() {
+            if k > 0 {
+                repost(me, q, k, depth);
+            }
         }
         if n == 0 {
             idle = idle.wrapping_add(1);

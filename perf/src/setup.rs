@@ -20,6 +20,8 @@ use rnic_emu::Clock;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 use rnic_queues::Hal;
 
+use crate::run;
+
 /// Where the two sides run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Wire {
@@ -138,6 +140,14 @@ pub struct Params {
     pub wire: Wire,
     pub qps: usize,
     pub depth: u32,
+    /// Receives per QP the receive queue holds.
+    pub rx_depth: u32,
+    /// Post `rx_depth` receives on every QP before either side sends (a
+    /// SEND bandwidth test, as perftest posts its receives before its
+    /// sides synchronise): a sender that starts first would otherwise
+    /// meet an empty receive queue, and every RNR NAK sends its whole
+    /// window again.
+    pub prepost: bool,
     pub inline: u32,
     pub buf: usize,
     pub mtu: Mtu,
@@ -145,13 +155,14 @@ pub struct Params {
 
 fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
     let pd = ctx.alloc_pd().expect("alloc_pd");
-    // As many CQEs as work requests may be outstanding, within what the
-    // device allows (a bandwidth test signals one request per batch).
-    let cqe = (2 * p.depth * p.qps as u32).clamp(64, 1 << 16);
+    // As many CQEs as work requests may be outstanding, sends and
+    // receives, within what the device allows.
+    let cqe = ((p.depth + p.rx_depth.max(p.depth)) * p.qps as u32).clamp(64, 1 << 16);
     let cq = ctx.create_cq(cqe).expect("create_cq");
     let cap = QpCap {
         max_send_wr: p.depth,
-        max_recv_wr: p.depth,
+        // A ping-pong keeps half the send depth posted.
+        max_recv_wr: p.rx_depth.max(p.depth),
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: p.inline,
@@ -323,6 +334,9 @@ impl Setup {
         for (qa, qb) in a.qps.iter().zip(&b.qps) {
             connect(qa, gb, qb.qp_num(), p);
             connect(qb, ga, qa.qp_num(), p);
+        }
+        if p.prepost {
+            run::post_receives(&b, p.rx_depth);
         }
         Setup { a, b, _devs: devs }
     }
@@ -521,6 +535,9 @@ pub fn remote(p: &Params, client: bool, port: u16, hello: &str) -> Result<Remote
     }
     for (qp, &dest) in me.qps.iter().zip(&dests) {
         connect(qp, dgid, dest, p);
+    }
+    if p.prepost && !client {
+        run::post_receives(&me, p.rx_depth);
     }
     // Neither side sends before the other's QPs are ready.
     ctl.send("ready");
