@@ -169,7 +169,7 @@ impl Port {
 /// Frame buffers kept for reuse at most.
 const POOL: usize = 1024;
 /// Room in a new frame buffer: a 4096-byte payload with every header.
-const FRAME_ROOM: usize = 4096 + 128;
+pub(crate) const FRAME_ROOM: usize = 4096 + 128;
 
 impl Port {
     /// Keeps the buffers of handled frames for frames to come; those it

@@ -62,6 +62,12 @@ pub(crate) struct State {
     pub wqe_pool: Vec<Box<SendWqe>>,
 }
 
+/// Frames a turn builds before it lets the step hand them to the wire:
+/// two quanta, so that a 64-packet message leaves in two sends, the
+/// first crossing while the second is built, and a flood of requests
+/// (64 received per step) still outruns its answers, as the answer
+/// queue's bound expects.
+const TX_BATCH: usize = 32;
 /// WQE buffers the pool keeps at most.
 pub(crate) const WQE_POOL: usize = 1024;
 
@@ -174,8 +180,9 @@ impl State {
     }
 
     /// One turn of the device at time `now`: the frames received, the
-    /// timers due, a quantum for every QP with something to send. Frames to
-    /// send collect in `port.tx`. `backlog` says the wire holds more
+    /// timers due, then rounds of a quantum for every QP with something to
+    /// send until [`TX_BATCH`] frames are built or nothing is left. Frames
+    /// to send collect in `port.tx`. `backlog` says the wire holds more
     /// received frames. Returns whether work remains for another turn.
     pub(crate) fn turn(&mut self, rx: &[Frame], backlog: bool, now: u64) -> bool {
         if !self.running() {
@@ -195,7 +202,14 @@ impl State {
             self.backlog_turns = 0;
             timers::run_due(self, now);
         }
-        self.run_kicked()
+        // QPs share the link a quantum at a time; the wire takes a step's
+        // frames in one call (a UDP wire: a few segmented messages, each
+        // one system call for a whole run of a message's packets).
+        let mut more = self.run_kicked();
+        while more && self.port.tx.len() < TX_BATCH {
+            more = self.run_kicked();
+        }
+        more
     }
 
     /// The earliest timer deadline.

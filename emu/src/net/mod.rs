@@ -112,7 +112,8 @@ pub trait Wire: Send {
 
     /// Takes buffers of received frames that the NIC has no room to keep,
     /// so that a wire on which frames flow mostly one way can hand them
-    /// back, through [`Wire::reclaim`], to the NIC that sends (by
+    /// back, through [`Wire::reclaim`], to the NIC that sends, and a wire
+    /// that copies frames in (from a socket) can receive into them (by
     /// default they are freed).
     fn spare(&mut self, frames: &mut Vec<Frame>) {
         frames.clear();

@@ -27,6 +27,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 
 use super::{Frame, Waker, Wire};
+use crate::port::FRAME_ROOM;
 
 /// Largest frame received (a 9000-byte jumbo frame and its headers fit).
 const MAX_FRAME: usize = 16 << 10;
@@ -44,8 +45,13 @@ const MAX_SEGMENTS: usize = 64;
 const SEND_IOV: usize = 256;
 /// Frames queued for the NIC before more are dropped.
 const RX_QUEUE: usize = 1 << 16;
-/// Buffers of frames sent kept for the NIC at most.
+/// Buffers kept for frames to come at most: of frames sent, and those the
+/// NIC's pool had no room for ([`Wire::spare`]).
 const SPENT: usize = 1024;
+/// Buffers the NIC's pool is given back at most once it holds this many:
+/// the rest stay here for the frames received, which would otherwise each
+/// be a new allocation while the pool frees as many.
+const POOL_LOW: usize = 256;
 /// Socket buffer asked for each way (the kernel caps it at
 /// `net.core.rmem_max` / `wmem_max`): a burst of full-MTU frames, such as
 /// one large RDMA WRITE, overflows the default 208 KiB and every frame
@@ -64,7 +70,8 @@ pub struct UdpWire {
     /// Sends are segmented by the kernel (cleared when the socket refuses
     /// it: a route to a device without checksum offload).
     gso: bool,
-    /// Buffers of frames sent, for the NIC to reuse ([`Wire::reclaim`]).
+    /// Buffers of frames sent, and spares, for the NIC to reuse
+    /// ([`Wire::reclaim`]) and for frames received.
     spent: Vec<Frame>,
     send_errors: u64,
     dropped: u64,
@@ -273,7 +280,13 @@ impl UdpWire {
                 if self.queue.len() >= RX_QUEUE {
                     self.dropped += 1;
                 } else {
-                    self.queue.push_back(f.to_vec());
+                    let mut frame = self
+                        .spent
+                        .pop()
+                        .unwrap_or_else(|| Frame::with_capacity(f.len().max(FRAME_ROOM)));
+                    frame.clear();
+                    frame.extend_from_slice(f);
+                    self.queue.push_back(frame);
                 }
             }
         }
@@ -428,7 +441,14 @@ impl Wire for UdpWire {
     }
 
     fn reclaim(&mut self, pool: &mut Vec<Frame>) {
-        pool.append(&mut self.spent);
+        let n = POOL_LOW.saturating_sub(pool.len()).min(self.spent.len());
+        pool.extend(self.spent.drain(self.spent.len() - n..));
+    }
+
+    fn spare(&mut self, frames: &mut Vec<Frame>) {
+        let room = SPENT.saturating_sub(self.spent.len());
+        self.spent.extend(frames.drain(..room.min(frames.len())));
+        frames.clear();
     }
 
     /// Takes what has arrived, without waiting.
