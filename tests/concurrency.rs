@@ -371,15 +371,36 @@ fn qps_ringing_at_once(mode: ExecMode) {
     });
 }
 
-/// Spins on an empty CQ, and runs the NIC on every 4096th spin only (as
-/// rnic-perf's inline runs do): the NIC then runs mostly in the threads
-/// that ring it.
-fn idle(ctx: &Ctx, spins: &mut u32) {
-    *spins = spins.wrapping_add(1);
-    if *spins % 4096 == 0 {
-        ctx.hal().relax();
-    } else {
-        std::hint::spin_loop();
+/// A thread's wait on its CQ: it spins on an empty poll and runs the NIC
+/// on every 4096th spin only (as rnic-perf's inline runs do), so that the
+/// NIC runs mostly in the threads that ring it; a poll that took nothing
+/// for [`TIMEOUT`] fails the test.
+struct Spin {
+    last: Instant,
+    spins: u32,
+}
+
+impl Spin {
+    fn new() -> Self {
+        Spin {
+            last: Instant::now(),
+            spins: 0,
+        }
+    }
+
+    /// After a poll that took `n` completions.
+    fn after(&mut self, ctx: &Ctx, n: usize, stalled: impl FnOnce() -> String) {
+        if n > 0 {
+            self.last = Instant::now();
+            return;
+        }
+        assert!(self.last.elapsed() < TIMEOUT, "{}", stalled());
+        self.spins = self.spins.wrapping_add(1);
+        if self.spins % 4096 == 0 {
+            ctx.hal().relax();
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -438,8 +459,7 @@ fn a_reposting_receiver_keeps_up_with_a_sender_on_one_inline_nic() {
             let mut sent = [0u64; QPS];
             let mut outstanding = [0u64; QPS];
             let mut wc = [WorkCompletion::default(); 16];
-            let mut last = Instant::now();
-            let mut spins = 0u32;
+            let mut spin = Spin::new();
             while sent.iter().any(|&n| n < MESSAGES) || outstanding.iter().any(|&n| n > 0) {
                 for q in 0..QPS {
                     if sent[q] < MESSAGES && outstanding[q] + BATCH <= DEPTH as u64 {
@@ -474,22 +494,15 @@ fn a_reposting_receiver_keeps_up_with_a_sender_on_one_inline_nic() {
                     assert_eq!(w.status, WcStatus::Success, "{w:?}");
                     outstanding[w.wr_id as usize] -= BATCH;
                 }
-                if n > 0 {
-                    last = Instant::now();
-                } else {
-                    assert!(
-                        last.elapsed() < TIMEOUT,
-                        "sends stalled: sent {sent:?}, outstanding {outstanding:?}"
-                    );
-                    idle(ctx, &mut spins);
-                }
+                spin.after(ctx, n, || {
+                    format!("sends stalled: sent {sent:?}, outstanding {outstanding:?}")
+                });
             }
         });
         let mut posted = [0u64; QPS];
         let mut received = [0u64; QPS];
         let mut wc = [WorkCompletion::default(); 16];
-        let mut last = Instant::now();
-        let mut spins = 0u32;
+        let mut spin = Spin::new();
         while received.iter().any(|&n| n < MESSAGES) {
             for (q, (_, b)) in pairs.iter().enumerate() {
                 while posted[q] < MESSAGES && posted[q] - received[q] < DEPTH as u64 {
@@ -509,15 +522,9 @@ fn a_reposting_receiver_keeps_up_with_a_sender_on_one_inline_nic() {
                 );
                 received[q] += 1;
             }
-            if n > 0 {
-                last = Instant::now();
-            } else {
-                assert!(
-                    last.elapsed() < TIMEOUT,
-                    "no message for {TIMEOUT:?}: received {received:?}"
-                );
-                idle(ctx, &mut spins);
-            }
+            spin.after(ctx, n, || {
+                format!("no message for {TIMEOUT:?}: received {received:?}")
+            });
         }
     });
     let after = ctx.hal().device().run_stats();

@@ -14,9 +14,10 @@
 //! step, then every step the frames it sent made runnable, on this or any
 //! other inline NIC (a thread-local run list), until nothing is left,
 //! [`INLINE_BUDGET`] steps ran, or another thread steps the NIC or waits
-//! to with a step of its own (it drives the NIC on). Thread mode: a send, receive or SRQ
-//! doorbell, or a BlueFlame write, goes to the NIC's latch when it is free
-//! (one cache line the worker polls, taken at the start of every step);
+//! to with a step of its own (that thread drives the NIC on). Thread
+//! mode: a send, receive or SRQ doorbell, or a BlueFlame write, goes to
+//! the NIC's latch when it is free (one cache line the worker polls,
+//! taken at the start of every step);
 //! other doorbells and commands (`CMDQ_DB`) are queued to the NIC's device
 //! worker (a thread shared by NICs, [`crate::worker`]), which runs the
 //! NIC's steps until nothing is left, at most [`STREAK`] of them between

@@ -498,8 +498,9 @@ pub fn bandwidth(op: Op, s: &Setup, k: &Knobs, b: Budget) -> (Bandwidth, f64) {
     })
 }
 
-/// Keeps `depth` receives posted on each of `me`'s QPs, reposting each as
-/// it completes, until `stop` says so (asked now and then while idle; the
+/// Keeps `depth` receives posted on each of `me`'s QPs, reposting the
+/// receives one poll completed on a QP behind one doorbell, until `stop`
+/// says so (asked now and then while idle; the
 /// receives stay posted for the next run). Returns the thread's CPU time.
 pub fn receive(me: &Side, depth: u32, mut stop: impl FnMut() -> bool) -> u64 {
     post_receives(me, depth);
