@@ -695,12 +695,20 @@ fn rnr_retry_zero_fails(mode: ExecMode) {
 /// completion, still RTS) until the responder posts a receive, then each
 /// stalled SEND completes successfully with its data delivered. Each SEND
 /// meets one RNR NAK here (its first attempt): the retry a receive brings
-/// gets through, with `rnr_retry` 3 as with 7 (without limit).
+/// gets through, with `rnr_retry` 3 as with 7 (without limit). With 3,
+/// a SEND fails once a receive comes more than three RNR timers after its
+/// first NAK: b's timer is 20.48 ms (code 22), not the default 640 µs, so
+/// that a test thread descheduled for a few milliseconds on a loaded
+/// machine does not run the budget out.
 fn rnr_retry_waits_for_receive(mode: ExecMode) {
-    for rnr_retry in [3, 7] {
+    for (rnr_retry, min_rnr_timer) in [(3, 22), (7, 12)] {
         let opts = PairOpts {
             conn_a: Conn {
                 rnr_retry,
+                ..Conn::default()
+            },
+            conn_b: Conn {
+                min_rnr_timer,
                 ..Conn::default()
             },
             ..PairOpts::default()
