@@ -9,6 +9,9 @@
 //! - `device_exec/write_32x8b`: the held doorbell reaching an inline
 //!   device, which runs the 32 WQEs: fetch and decode, frames built and
 //!   parsed, the responder's writes, the ACK, the CQEs;
+//! - `device_exec/write_64k`: the same for one 64 KiB WRITE at MTU 1024,
+//!   64 frames: what rnic itself spends per byte and per frame of a large
+//!   message, without a wire's system calls;
 //! - `mr_lookup/1_mr` and `mr_lookup/1024_mrs`: the same execution with
 //!   every WRITE to one MR, or each to another of 1024 (the responder looks
 //!   up each rkey);
@@ -38,6 +41,8 @@ use rnic_tests::{cap, init_attr, rtr_attr_to, rts_attr, Conn};
 
 /// The batch every benchmark posts.
 const BATCH: usize = 32;
+/// The large message of `device_exec/write_64k`.
+const LARGE: usize = 64 << 10;
 
 /// The emulated device's platform, with doorbells held back while `hold`
 /// is set; the last one held is rung by [`Held::release`].
@@ -133,7 +138,7 @@ unsafe impl Hal for Held {
 struct Rig {
     hal: Held,
     _ctx: Context<Held>,
-    _pd: Pd<Held>,
+    pd: Pd<Held>,
     cq: Cq<Held>,
     a: Qp<Held>,
     _b: Qp<Held>,
@@ -175,7 +180,7 @@ impl Rig {
         Self {
             hal,
             _ctx: ctx,
-            _pd: pd,
+            pd,
             cq,
             a,
             _b: b,
@@ -268,6 +273,28 @@ fn device_exec(c: &mut Criterion) {
     let v = 7u64.to_le_bytes();
     let wrs = r.batch(&v, false);
     g.bench_function("write_32x8b", |b| b.iter_custom(|n| exec_time(&r, &wrs, n)));
+    g.finish();
+    // One 64 KiB WRITE at MTU 1024: 64 frames built (payload gathered,
+    // ICRC), parsed (ICRC checked) and scattered, and their ACK.
+    let mut g = c.benchmark_group("device_exec");
+    g.throughput(Throughput::Bytes(LARGE as u64));
+    let src = r.pd.alloc_mr(LARGE, access::LOCAL_WRITE).expect("mr");
+    let dst =
+        r.pd.alloc_mr(LARGE, access::LOCAL_WRITE | access::REMOTE_WRITE)
+            .expect("mr");
+    let sge = [src.sge(0, LARGE as u32).expect("sge")];
+    let wr = [SendWr {
+        wr_id: 0,
+        op: SendOp::RdmaWrite {
+            remote: RemoteAddr {
+                addr: dst.addr(),
+                rkey: dst.rkey(),
+            },
+        },
+        payload: Payload::Sgl(&sge),
+        flags: send_flags::SIGNALED,
+    }];
+    g.bench_function("write_64k", |b| b.iter_custom(|n| exec_time(&r, &wr, n)));
     g.finish();
 }
 
