@@ -6,9 +6,10 @@ use std::ptr::NonNull;
 
 use rnic_hw_regs::bar0::{EqDoorbell, FatalSyndrome, IntrCause};
 use rnic_hw_regs::eqe::{Eqe, EqeWord, EventType, EQE_SIZE};
+use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::EqArmDoorbell;
-use rnic_hw_regs::{le32, owner_bit};
 use rnic_queues::device::{ring_full, ring_pending, write_entry};
+use rnic_queues::owner_bit;
 
 use crate::iommu::{DmaRange, Iommu};
 use crate::regs;

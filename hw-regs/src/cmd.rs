@@ -767,3 +767,58 @@ assert_eq_size!(ModifyQpIn, [u8; 76]);
 const_assert!(core::mem::size_of::<ModifyQpIn>() <= CMD_IN_SIZE);
 const_assert!(core::mem::size_of::<QueryDeviceOut>() <= CMD_OUT_SIZE);
 const_assert!(core::mem::size_of::<CreateQpIn>() <= CMD_IN_SIZE);
+
+// Plain data for DMA memory: every field listed, so padding fails the build.
+rnic_queues::pod_struct! {
+    CmdHeader { opcode, op_mod, status, token, reserved0, owner, syndrome, uid }
+    CmdEntry { hdr, input, output }
+    ObjIn { id }
+    QueryDeviceOut {
+        fw_ver, node_guid, sys_image_guid, max_mr_size, page_size_cap, vendor_id,
+        vendor_part_id, hw_ver, max_qp, max_qp_wr, device_cap_flags, max_sge, max_sge_rd,
+        max_cq, max_cqe, max_mr, max_pd, max_qp_rd_atom, max_qp_init_rd_atom, max_inline_data,
+        atomic_cap, phys_port_cnt, max_msg_sz, local_ca_ack_delay, max_srq, max_srq_wr, max_srq_sge,
+    }
+    QueryPortIn { port }
+    QueryPortOut {
+        state, max_mtu, active_mtu, link_layer, gid_tbl_len, port_cap_flags, max_msg_sz,
+        bad_pkey_cntr, qkey_viol_cntr, pkey_tbl_len, lid, sm_lid, lmc, max_vl_num, sm_sl,
+        subnet_timeout, active_width, active_speed, phys_state, reserved0, mac, reserved1,
+    }
+    QueryGidIn { port, index }
+    QueryGidOut { gid, gid_type, valid, reserved }
+    SetGidIn { port, index, gid, gid_type, reserved }
+    CreatePdOut { pdn }
+    RegMrIn { pdn, access, va, length, iova }
+    RegMrOut { lkey, rkey }
+    ReregMrIn { lkey, flags, pdn, access, va, length, iova }
+    AllocMwIn { pdn, mw_type }
+    AllocMwOut { rkey }
+    CreateCqIn { log_size, uar_page, eqn, reserved, buf_iova, dbrec_iova }
+    CreateCqOut { cqn }
+    ResizeCqIn { cqn, log_size, buf_iova, dbrec_iova }
+    CreateQpIn {
+        qp_type, sq_sig_all, log_rq_stride, reserved0, pdn, send_cqn, recv_cqn, srqn,
+        log_sq_bbs, log_rq_wqes, max_inline, uar_page, reserved1, sq_iova, rq_iova, dbrec_iova,
+    }
+    CreateQpOut { qpn }
+    AddressVector {
+        dgid, flow_label, sgid_index, hop_limit, traffic_class, sl, dmac, port_num, is_global,
+    }
+    QpAttrs {
+        qp_state, cur_qp_state, path_mtu, port_num, qp_access_flags, pkey_index, min_rnr_timer,
+        timeout, retry_cnt, rnr_retry, max_rd_atomic, max_dest_rd_atomic, sq_psn, rq_psn,
+        dest_qp_num, qkey, ah, en_sqd_async_notify, sq_draining, reserved,
+    }
+    ModifyQpIn { qpn, attr_mask, attrs }
+    CreateSrqIn {
+        pdn, log_wqes, log_stride, srq_limit, uar_page, reserved, buf_iova, dbrec_iova,
+    }
+    CreateSrqOut { srqn }
+    ModifySrqIn { srqn, attr_mask, log_wqes, srq_limit, buf_iova }
+    QuerySrqOut { max_wr, max_sge, srq_limit, reserved }
+    CreateEqIn { log_size, vector, uar_page, reserved, buf_iova }
+    CreateEqOut { eqn }
+    AllocUctxIn { uar_pages }
+    AllocUctxOut { uid, uar_first, uar_count }
+}

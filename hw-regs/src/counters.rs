@@ -142,3 +142,9 @@ assert_eq_size!(CountersOut, [u8; 256]);
 static_assertions::const_assert!(core::mem::size_of::<CountersOut>() <= crate::cmd::CMD_OUT_SIZE);
 static_assertions::const_assert!(counter::UC_DROPPED < MAX_COUNTERS);
 static_assertions::const_assert!(MAX_COUNTERS % COUNTER_SLOTS == 0);
+
+// Plain data for DMA memory: every field listed, so padding fails the build.
+rnic_queues::pod_struct! {
+    QueryCountersIn { scope, id, first }
+    CountersOut { values }
+}

@@ -3,7 +3,7 @@
 //! A CQ is a ring of `1 << log_size` 64-byte [`Cqe`]s in host memory, zeroed
 //! by the driver before CREATE_CQ. The device writes each CQE in two steps:
 //! bytes 0..60, then (after a release fence) the [`CqeOwner`] word with the
-//! owner bit [`crate::owner_bit`] of its producer index. The driver owns the
+//! owner bit [`rnic_queues::owner_bit`] of its producer index. The driver owns the
 //! entry at its consumer index `ci` once that entry's owner bit equals
 //! `owner_bit(ci, log_size)`, and must read the rest of the entry only after
 //! an acquire fence.
@@ -175,3 +175,18 @@ const_assert_eq!(core::mem::offset_of!(Cqe, pkey_index), 36);
 const_assert_eq!(core::mem::offset_of!(Cqe, slid), 38);
 const_assert_eq!(core::mem::offset_of!(Cqe, sl), 40);
 const_assert_eq!(core::mem::offset_of!(Cqe, owner), CQE_OWNER_OFFSET);
+
+// Plain data for DMA memory: every field listed, so padding fails the build.
+rnic_queues::pod_bitfield!(CqeFlags: le32, CqeOwner: le32);
+rnic_queues::pod_struct! {
+    Cqe {
+        wr_id, byte_len, imm, qpn, src_qp, wqe_counter, opcode, status, vendor_err, flags,
+        pkey_index, slid, sl, reserved0, reserved, owner,
+    }
+}
+
+// SAFETY: Cqe's last word, at CQE_OWNER_OFFSET (asserted above), is the
+// CqeOwner word whose bit 0 is the owner bit.
+unsafe impl rnic_queues::OwnedEntry for Cqe {
+    const OWNER_OFFSET: usize = CQE_OWNER_OFFSET;
+}

@@ -104,3 +104,15 @@ assert_eq_size!(EqeWord, u32);
 const_assert_eq!(core::mem::offset_of!(Eqe, obj), 4);
 const_assert_eq!(core::mem::offset_of!(Eqe, syndrome), 8);
 const_assert_eq!(core::mem::offset_of!(Eqe, owner), EQE_OWNER_OFFSET);
+
+// Plain data for DMA memory: every field listed, so padding fails the build.
+rnic_queues::pod_bitfield!(EqeWord: le32, EqeOwner: le32);
+rnic_queues::pod_struct! {
+    Eqe { word, obj, syndrome, reserved, owner }
+}
+
+// SAFETY: Eqe's last word, at EQE_OWNER_OFFSET (asserted above), is the
+// EqeOwner word whose bit 0 is the owner bit.
+unsafe impl rnic_queues::OwnedEntry for Eqe {
+    const OWNER_OFFSET: usize = EQE_OWNER_OFFSET;
+}

@@ -159,6 +159,12 @@ static_assertions::const_assert!(BF % BF_SIZE == 0 && BF + BF_SIZE <= UAR_PAGE_S
 static_assertions::const_assert!(8 + BF_WQE_BYTES <= BF_SIZE);
 static_assertions::const_assert_eq!(BF_MAX_DS, 3);
 
+// Plain data for DMA memory: every field listed, so padding fails the build.
+rnic_queues::pod_struct! {
+    QpDbRec { rq_pi, sq_pi }
+    CqDbRec { ci, reserved }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

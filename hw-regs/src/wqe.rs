@@ -211,6 +211,22 @@ const_assert_eq!(core::mem::offset_of!(DataSeg, addr), 8);
 const_assert_eq!(core::mem::offset_of!(RecvWqeHdr, sge_count), 8);
 const_assert_eq!(MAX_SEND_WQE_DS, 32);
 
+// Plain data for DMA memory: every field listed, so padding fails the build.
+rnic_queues::pod_bitfield!(CtrlWord: le32);
+rnic_queues::pod_struct! {
+    CtrlSeg { word, imm, wr_id }
+    RaddrSeg { raddr, rkey, reserved }
+    AtomicSeg { swap_add, compare }
+    DataSeg { byte_count, lkey, addr }
+    BindSeg { mw_rkey, new_rkey, mr_lkey, access, va, length }
+    InlineHdr { byte_count }
+    RecvWqeHdr { wr_id, sge_count, reserved }
+    DatagramSeg {
+        dest_qpn, qkey, dgid, dmac, sgid_index, hop_limit, traffic_class, sl, reserved0,
+        flow_label, reserved1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,11 @@
 //! - [`device`]: the device's half of the owner-bit protocol, for device
 //!   models and fake devices.
 //! - [`Pod`]: the plain-data types that may be copied to and from DMA
-//!   memory.
+//!   memory; each device's layouts implement it beside their structs, with
+//!   [`pod_struct!`] and [`pod_bitfield!`].
+//!
+//! It knows no device's formats: a device's layouts (rnic's are
+//! `rnic-hw-regs`) build on it.
 //!
 //! Descriptor bodies and payload are copied with volatile or plain memory
 //! accesses; the words that hand them over (owner bits, the command owner
@@ -34,4 +38,6 @@ pub use dma::{DbRec, DmaRegion};
 pub use hal::{Hal, HalError};
 pub use mmio::MmioRegion;
 pub use pod::Pod;
-pub use ring::{ConsumerRing, OwnedEntry, ProducerRing};
+#[doc(hidden)]
+pub use pod::{pod_field, pod_size};
+pub use ring::{owner_bit, ConsumerRing, OwnedEntry, ProducerRing};

@@ -4,11 +4,19 @@ use core::marker::PhantomData;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use rnic_hw_regs::cqe::{Cqe, CQE_OWNER_OFFSET};
-use rnic_hw_regs::eqe::{Eqe, EQE_OWNER_OFFSET};
-use rnic_hw_regs::owner_bit;
-
 use crate::{DmaRegion, Pod};
+
+/// The phase ("owner") bit a producer writes into the entry at free-running
+/// index `index` of a ring of `1 << log_size` entries.
+///
+/// The producer writes `1` on the first pass over a zeroed ring, `0` on the
+/// second, and so on; a consumer whose free-running consumer index is `ci`
+/// owns the entry iff its owner bit equals `owner_bit(ci, log_size)`. A zeroed
+/// ring therefore starts out with no valid entries.
+#[inline]
+pub const fn owner_bit(index: u32, log_size: u32) -> bool {
+    (index >> log_size) & 1 == 0
+}
 
 /// The producer side of a ring: index accounting and slot addresses. The
 /// driver writes entries into [`ProducerRing::slot`] at the producer index,
@@ -150,18 +158,6 @@ pub(crate) const fn check_owned_entry<T: OwnedEntry>() {
     );
 }
 
-// SAFETY: Cqe's last word, at CQE_OWNER_OFFSET, is the CqeOwner word whose
-// bit 0 is the owner bit (hw-regs asserts the offset).
-unsafe impl OwnedEntry for Cqe {
-    const OWNER_OFFSET: usize = CQE_OWNER_OFFSET;
-}
-
-// SAFETY: Eqe's last word, at EQE_OWNER_OFFSET, is the EqeOwner word whose
-// bit 0 is the owner bit (hw-regs asserts the offset).
-unsafe impl OwnedEntry for Eqe {
-    const OWNER_OFFSET: usize = EQE_OWNER_OFFSET;
-}
-
 /// The consumer side of a CQ or EQ: the device writes entries with owner
 /// bits, the driver takes those whose owner bit says they are new.
 #[derive(Debug)]
@@ -279,7 +275,29 @@ mod tests {
 
     use super::*;
     use crate::device;
-    use rnic_hw_regs::le64;
+
+    /// A 16-byte entry with its owner word last, as a CQE has.
+    #[repr(C, align(8))]
+    #[derive(Clone, Copy, Default)]
+    struct Entry {
+        wr_id: u64,
+        len: u32,
+        owner: u32,
+    }
+    crate::pod_struct! { Entry { wr_id, len, owner } }
+    // SAFETY: `owner`, at offset 12, is the last word and 4-byte aligned.
+    unsafe impl OwnedEntry for Entry {
+        const OWNER_OFFSET: usize = 12;
+    }
+
+    #[test]
+    fn owner_bit_flips_every_pass() {
+        assert!(owner_bit(0, 2));
+        assert!(owner_bit(3, 2));
+        assert!(!owner_bit(4, 2));
+        assert!(!owner_bit(7, 2));
+        assert!(owner_bit(8, 2));
+    }
 
     fn region(buf: &mut [u64]) -> DmaRegion {
         let len = core::mem::size_of_val(buf);
@@ -367,18 +385,18 @@ mod tests {
         let mut buf = vec![0u64; 2 * 8];
         let r = region(&mut buf);
         // SAFETY: `buf` outlives the ring.
-        let mut cq = unsafe { ConsumerRing::<Cqe>::new(&r, 1) };
+        let mut cq = unsafe { ConsumerRing::<Entry>::new(&r, 1) };
         assert!(cq.pop().is_none(), "a zeroed ring holds no entries");
         for pi in 0..6u32 {
-            let cqe = Cqe {
-                wr_id: le64::from_ne(pi as u64),
+            let cqe = Entry {
+                wr_id: pi as u64,
                 ..Default::default()
             };
             let slot = NonNull::new(cq.slot(pi).cast::<u8>()).unwrap();
             // SAFETY: the slot is inside the live ring buffer.
             unsafe { device::write_entry(slot, &cqe, owner_bit(pi, 1)) };
             let got = cq.pop().expect("entry just written");
-            assert_eq!(got.wr_id.to_ne(), pi as u64);
+            assert_eq!(got.wr_id, pi as u64);
             assert!(
                 cq.pop().is_none(),
                 "stale entry from the previous pass taken"
@@ -392,15 +410,15 @@ mod tests {
         let mut buf = vec![0u64; 4 * 8];
         let r = region(&mut buf);
         // SAFETY: `buf` outlives the ring.
-        let mut cq = unsafe { ConsumerRing::<Cqe>::new(&r, 2) };
+        let mut cq = unsafe { ConsumerRing::<Entry>::new(&r, 2) };
         // Two passes: the second overwrites every slot with the flipped bit.
         for pass in 0..2u32 {
             for i in 0..4u32 {
                 let pi = pass * 4 + i;
                 assert!(!cq.ready(pi), "entry {pi} not written yet");
                 let slot = NonNull::new(cq.slot(pi).cast::<u8>()).unwrap();
-                let cqe = Cqe {
-                    wr_id: le64::from_ne(pi as u64),
+                let cqe = Entry {
+                    wr_id: pi as u64,
                     ..Default::default()
                 };
                 // SAFETY: the slot is inside the live ring buffer.
@@ -409,7 +427,7 @@ mod tests {
             }
             for i in 0..4u32 {
                 let got = cq.pop().expect("full ring");
-                assert_eq!(got.wr_id.to_ne(), (pass * 4 + i) as u64);
+                assert_eq!(got.wr_id, (pass * 4 + i) as u64);
             }
             assert!(cq.pop().is_none(), "every entry taken");
         }

@@ -113,8 +113,8 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
 /// other slot of it reads as not yet written for the next index it will
 /// hold.
 pub(super) fn resize(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
-    use rnic_hw_regs::owner_bit;
     use rnic_queues::device::{ring_pending, write_entry};
+    use rnic_queues::owner_bit;
     use CmdStatus::{BadDma, BadParam};
     let i: ResizeCqIn = from_bytes(input);
     let cqn = i.cqn.to_ne();

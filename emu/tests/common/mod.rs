@@ -13,7 +13,8 @@ use rnic_hw_regs::eqe::{Eqe, EQE_OWNER_OFFSET, EQE_SIZE};
 use rnic_hw_regs::uar::{self, CqArmCmd, CqDoorbell, RqDoorbell, SqDoorbell};
 use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, QpType, WrOpcode};
 use rnic_hw_regs::wqe::*;
-use rnic_hw_regs::{le16, le32, le64, owner_bit};
+use rnic_hw_regs::{le16, le32, le64};
+use rnic_queues::owner_bit;
 use rnic_queues::{DmaRegion, Hal, Pod};
 
 /// How long any wait may take before the test fails.
