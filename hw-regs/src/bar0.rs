@@ -10,7 +10,7 @@ use bitfield_struct::bitfield;
 use endian_num::le32;
 use static_assertions::{assert_eq_size, const_assert_eq};
 
-use crate::verbs::wire_enum;
+use rnic_queues::wire_enum;
 
 /// `ID` (RO): reads [`MAGIC`].
 pub const ID: usize = 0x000;

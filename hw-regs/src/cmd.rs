@@ -17,7 +17,7 @@
 use endian_num::{le16, le32, le64};
 use static_assertions::{assert_eq_size, const_assert, const_assert_eq};
 
-use crate::verbs::wire_enum;
+use rnic_queues::wire_enum;
 
 /// Size of one command entry.
 pub const CMD_ENTRY_SIZE: usize = 512;

@@ -17,7 +17,7 @@ use bitfield_struct::bitfield;
 use endian_num::{le16, le32, le64};
 use static_assertions::{assert_eq_size, const_assert_eq};
 
-use crate::verbs::wire_enum;
+use rnic_queues::wire_enum;
 
 /// Size of a CQE.
 pub const CQE_SIZE: usize = 64;

@@ -11,7 +11,7 @@ use bitfield_struct::bitfield;
 use endian_num::le32;
 use static_assertions::{assert_eq_size, const_assert_eq};
 
-use crate::verbs::wire_enum;
+use rnic_queues::wire_enum;
 
 /// Size of an EQE.
 pub const EQE_SIZE: usize = 64;

@@ -3,25 +3,7 @@
 //! Their numeric values are those of libibverbs (`<infiniband/verbs.h>`), so
 //! a value read from the device is the value an application expects.
 
-/// Defines a `#[repr($ty)]` enum with a fallible decoder from the raw value.
-macro_rules! wire_enum {
-    ($(#[$m:meta])* $name:ident : $ty:ty { $($(#[$vm:meta])* $v:ident = $n:expr),+ $(,)? }) => {
-        $(#[$m])*
-        #[repr($ty)]
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name { $($(#[$vm])* $v = $n),+ }
-
-        impl $name {
-            /// Decodes a raw value; `None` if no variant has it.
-            pub const fn from_raw(v: $ty) -> Option<Self> {
-                match v { $($n => Some(Self::$v),)+ _ => None }
-            }
-            /// The raw value.
-            pub const fn raw(self) -> $ty { self as $ty }
-        }
-    };
-}
-pub(crate) use wire_enum;
+use rnic_queues::wire_enum;
 
 wire_enum! {
     /// QP states (`enum ibv_qp_state`).

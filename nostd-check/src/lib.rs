@@ -1,8 +1,8 @@
 //! Build-time proof that the rnic driver stack links without `std`.
 //!
 //! This crate is `#![no_std]`, brings its own `#[panic_handler]` and
-//! `#[global_allocator]`, and uses items of `rnic-hw-regs`, `rnic-queues` and
-//! `rnic-driver`. The check is the link build:
+//! `#[global_allocator]`, and uses items of `rnic-hw-regs`, `rnic-pvrdma-regs`,
+//! `rnic-queues` and `rnic-driver`. The check is the link build:
 //!
 //! ```text
 //! cargo rustc -p rnic-nostd-check --profile nostd --crate-type staticlib
@@ -40,6 +40,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use rnic_driver::Context;
 use rnic_hw_regs::cqe::Cqe;
+use rnic_pvrdma_regs::bar1::VERSION_QPHANDLE;
+use rnic_pvrdma_regs::dsr::Dsr;
+use rnic_pvrdma_regs::le32;
 use rnic_queues::{ConsumerRing, DmaRegion, Hal, HalError};
 
 /// What a final no_std artifact must provide itself; only the link check
@@ -174,4 +177,23 @@ pub extern "C" fn rnic_nostd_check_poll_empty_cq() -> u32 {
     // SAFETY: `region` describes leaked memory, which outlives the ring.
     let mut cq = unsafe { ConsumerRing::<Cqe>::new(&region, LOG_SIZE) };
     core::iter::from_fn(|| cq.pop()).count() as u32
+}
+
+/// Writes a PVRDMA device-shared region into leaked heap memory through
+/// [`DmaRegion`] and reads it back: the PVRDMA layouts link without `std`.
+/// Returns the driver version read back.
+#[no_mangle]
+pub extern "C" fn rnic_nostd_check_pvrdma_dsr() -> u32 {
+    let buf = Box::new(Dsr::default());
+    let len = core::mem::size_of_val(&*buf);
+    let buf = NonNull::from(Box::leak(buf)).cast::<u8>();
+    // SAFETY: the leaked box stays valid for reads and writes of `len` bytes
+    // for the rest of the program.
+    let region = unsafe { DmaRegion::new(buf, 0, len) };
+    let dsr = Dsr {
+        driver_version: le32::from_ne(VERSION_QPHANDLE),
+        ..Default::default()
+    };
+    region.write(0, dsr);
+    region.read::<Dsr>(0).driver_version.to_ne()
 }

@@ -111,6 +111,42 @@ macro_rules! pod_bitfield {
     )+ };
 }
 
+/// Defines a `#[repr($ty)]` enum of a device interface's values, with a
+/// fallible decoder from the raw value (a device or a peer may send any
+/// number) and the raw value back.
+///
+/// ```
+/// rnic_queues::wire_enum! {
+///     /// Doorbell kinds.
+///     Kind: u8 {
+///         /// Send.
+///         Send = 1,
+///         /// Receive.
+///         Recv = 2,
+///     }
+/// }
+/// assert_eq!(Kind::from_raw(2), Some(Kind::Recv));
+/// assert_eq!(Kind::from_raw(3), None);
+/// ```
+#[macro_export]
+macro_rules! wire_enum {
+    ($(#[$m:meta])* $name:ident : $ty:ty { $($(#[$vm:meta])* $v:ident = $n:expr),+ $(,)? }) => {
+        $(#[$m])*
+        #[repr($ty)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vm])* $v = $n),+ }
+
+        impl $name {
+            /// Decodes a raw value; `None` if no variant has it.
+            pub const fn from_raw(v: $ty) -> Option<Self> {
+                match v { $($n => Some(Self::$v),)+ _ => None }
+            }
+            /// The raw value.
+            pub const fn raw(self) -> $ty { self as $ty }
+        }
+    };
+}
+
 // Little-endian integers: the byte order of every device layout's fields.
 pod_struct! {
     le16 { 0 }
