@@ -408,5 +408,6 @@ fn layouts_match_vmwares_headers() {
         wrong.join("\n")
     );
     let distinct: HashMap<&str, usize> = probes.iter().map(|p| (p.c.as_str(), p.rust)).collect();
-    assert!(distinct.len() > 250, "{} probes", distinct.len());
+    eprintln!("{} sizes, offsets and constants match", distinct.len());
+    assert!(distinct.len() > 350, "{} probes", distinct.len());
 }
