@@ -5,8 +5,9 @@
 //! of `n` entries (a power of two) is empty when `prod_tail == cons_head`
 //! and full when `prod_tail == cons_head ^ n`; an index with bits above
 //! `2n - 1` set is invalid (a faulty device or driver), and the entry of
-//! index `i` is slot `i & (n - 1)`. `rnic_queues` implements the protocol;
-//! this module gives the layout.
+//! index `i` is slot `i & (n - 1)`. This module gives the layout;
+//! `rnic_queues::IndexRing` implements the protocol over it (a send queue's
+//! ring is `IndexRing::new(TX_PROD_TAIL, TX_CONS_HEAD, log_size)`).
 
 use endian_num::le32;
 use static_assertions::{assert_eq_size, const_assert_eq};

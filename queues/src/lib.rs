@@ -8,6 +8,8 @@
 //!   queue; the driver writes entries, then publishes its producer index.
 //! - [`ConsumerRing`]: the consumer side of a CQ or EQ, driven by owner
 //!   (phase) bits the device writes.
+//! - [`IndexRing`]: a ring whose producer tail and consumer head are two
+//!   indices in a state page (PVRDMA's queues), either side's view.
 //! - [`DbRec`]: a doorbell record, a 32-bit index in host memory the device
 //!   reads.
 //! - [`device`]: the device's half of the owner-bit protocol, for device
@@ -30,12 +32,14 @@
 pub mod device;
 mod dma;
 mod hal;
+mod index_ring;
 mod mmio;
 mod pod;
 mod ring;
 
 pub use dma::{DbRec, DmaRegion};
 pub use hal::{Hal, HalError};
+pub use index_ring::{IndexError, IndexRing};
 pub use mmio::MmioRegion;
 pub use pod::Pod;
 #[doc(hidden)]
