@@ -12,7 +12,8 @@ use rnic_queues::wire_enum;
 use static_assertions::{assert_eq_size, const_assert_eq};
 
 /// Pages a page directory reaches: one directory page of 512 table
-/// addresses, each table 512 page addresses (`PVRDMA_PAGE_DIR_MAX_PAGES`);
+/// addresses, each table 512 page addresses (`PVRDMA_PAGE_DIR_MAX_PAGES`;
+/// `rnic_queues::write_page_dir` writes them);
 /// the device decodes page `i` of a region as directory entry
 /// `(i >> PTABLE_SHIFT) & 0x1ff`, table entry `i & 0x1ff`.
 pub const PDIR_MAX_PAGES: usize = 512 * 512;
@@ -179,6 +180,9 @@ assert_eq_size!(GosInfo, [u8; 8]);
 assert_eq_size!(DeviceCaps, [u8; 208]);
 assert_eq_size!(RingPageInfo, [u8; 16]);
 assert_eq_size!(Dsr, [u8; DSR_SIZE]);
+// The device's directories are the ones `rnic_queues::write_page_dir` writes.
+const_assert_eq!(PDIR_ENTRIES, rnic_queues::PAGE_DIR_ENTRIES);
+const_assert_eq!(PDIR_MAX_PAGES, PDIR_ENTRIES * PDIR_ENTRIES);
 const_assert_eq!(core::mem::offset_of!(Dsr, cmd_slot_dma), 16);
 const_assert_eq!(core::mem::offset_of!(Dsr, async_ring_pages), 32);
 const_assert_eq!(core::mem::offset_of!(Dsr, cq_ring_pages), 48);

@@ -10,6 +10,8 @@
 //!   (phase) bits the device writes.
 //! - [`IndexRing`]: a ring whose producer tail and consumer head are two
 //!   indices in a state page (PVRDMA's queues), either side's view.
+//! - [`write_page_dir`]: a two-level page directory, for a device that
+//!   takes memory by page list.
 //! - [`DbRec`]: a doorbell record, a 32-bit index in host memory the device
 //!   reads.
 //! - [`device`]: the device's half of the owner-bit protocol, for device
@@ -34,6 +36,7 @@ mod dma;
 mod hal;
 mod index_ring;
 mod mmio;
+mod page_dir;
 mod pod;
 mod ring;
 
@@ -41,6 +44,7 @@ pub use dma::{DbRec, DmaRegion};
 pub use hal::{Hal, HalError};
 pub use index_ring::{IndexError, IndexRing};
 pub use mmio::MmioRegion;
+pub use page_dir::{tables_for, write_page_dir, PageDirError, PAGE_DIR_ENTRIES};
 pub use pod::Pod;
 #[doc(hidden)]
 pub use pod::{pod_field, pod_size};
