@@ -108,7 +108,7 @@ fn query_gid_default_entries(mode: ExecMode) {
     }
     let e = ctx.query_gid(1, len).expect_err("index past the table");
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
-    assert!(e.command().is_some(), "the device refused it: {e}");
+    assert!(e.refusal().is_some(), "the device refused it: {e}");
     let e = ctx.query_gid(2, 0).expect_err("port 2");
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
 

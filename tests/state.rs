@@ -406,7 +406,7 @@ fn cur_state_must_match(mode: ExecMode) {
         &["ModifyQp"],
         QpState::Rtr,
     );
-    let cmd = e.command().expect("refused by the device");
+    let cmd = rnic_driver::CmdFailure::of(&e).expect("refused by the device");
     assert_eq!(
         (cmd.opcode, cmd.status),
         (CmdOpcode::ModifyQp, CmdStatus::BadState)

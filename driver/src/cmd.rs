@@ -21,7 +21,7 @@ use rnic_hw_regs::{le16, le32};
 use rnic_queues::{DmaRegion, Hal, HalError, Pod};
 use spin::Mutex;
 
-use crate::error::{CmdFailure, Error, ErrorKind, Result};
+use crate::error::{command_failed, Error, ErrorKind, Result};
 
 /// A command queue entry's use by the driver.
 mod slot {
@@ -99,14 +99,10 @@ impl CmdQueue {
         let hdr: CmdHeader = self.mem.read(base);
         let result = match CmdStatus::from_raw(hdr.status) {
             Some(CmdStatus::Ok) => Ok(self.mem.read(base + CMD_OUT_OFFSET)),
-            status => {
-                let failure = CmdFailure {
-                    opcode: op,
-                    status: status.unwrap_or(CmdStatus::Internal),
-                    syndrome: hdr.syndrome.to_ne(),
-                };
-                log::debug!("command {op:?} failed: {failure:?}");
-                Err(Error::command_failed(failure, hdr.status))
+            _ => {
+                let e = command_failed(op, hdr.status, hdr.syndrome.to_ne());
+                log::debug!("{e}");
+                Err(e)
             }
         };
         // Release: the entry is read before another command rewrites it.

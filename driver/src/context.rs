@@ -21,7 +21,7 @@ use spin::RwLock;
 use crate::attr::{DeviceAttr, Gid, PortAttr};
 use crate::bringup::{Config, Device, DeviceMem};
 use crate::cq::CqArm;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{CmdFailure, Error, ErrorKind, Result};
 use crate::qp::QpShared;
 
 /// A user context on a device (`struct ibv_context`). Cloning is cheap:
@@ -280,15 +280,11 @@ impl<H: Hal> Context<H> {
         let (uid, uar_first, uar_count) =
             match dev.exec::<_, AllocUctxOut>(CmdOpcode::AllocUctx, &input, 0) {
                 Ok(o) => (o.uid.to_ne(), o.uar_first.to_ne(), o.uar_count.to_ne()),
-                Err(e)
-                    if e.command()
-                        .is_some_and(|c| c.status == CmdStatus::BadOpcode) =>
-                {
+                Err(e) if CmdFailure::of(&e).is_some_and(|c| c.status == CmdStatus::BadOpcode) => {
                     (0, 0, all)
                 }
                 Err(e)
-                    if e.command()
-                        .is_some_and(|c| c.status == CmdStatus::NoResources) =>
+                    if CmdFailure::of(&e).is_some_and(|c| c.status == CmdStatus::NoResources) =>
                 {
                     return Err(Error::new(
                         ErrorKind::NoMemory,

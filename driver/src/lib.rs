@@ -101,7 +101,7 @@ pub use channel::CompChannel;
 pub use context::Context;
 pub use counters::{counter, Counters};
 pub use cq::Cq;
-pub use error::{CmdFailure, DestroyError, Error, ErrorKind, PostError, Result};
+pub use error::{CmdFailure, DestroyError, Error, ErrorKind, PostError, Refusal, Result};
 pub use event::AsyncEvent;
 pub use mr::Mr;
 pub use mw::{Mw, MwType};

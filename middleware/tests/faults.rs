@@ -114,7 +114,7 @@ fn a_failed_command_reports_its_status_and_the_next_one_runs() {
     faults.set(|f| f.fail_command = Some((CmdOpcode::DestroyPd, CmdStatus::Internal, 0)));
     let e = pd.destroy().unwrap_err();
     assert_eq!(
-        e.error.command().map(|c| c.status),
+        rnic_driver::CmdFailure::of(&e.error).map(|c| c.status),
         Some(CmdStatus::Internal)
     );
     e.object.expect("handed back").destroy().unwrap();

@@ -43,7 +43,7 @@ fn bring_up_and_queries() {
         "invalid entries read as zero"
     );
     let e = ctx.query_gid(1, cfg.gid_table_len).unwrap_err();
-    let f = e.command().expect("a device refusal");
+    let f = crate::CmdFailure::of(&e).expect("a device refusal");
     assert_eq!(
         (f.opcode, f.status),
         (CmdOpcode::QueryGid, CmdStatus::BadParam)
@@ -99,7 +99,10 @@ fn command_timeout_and_failure_status() {
         .set(|f| f.fail_command = Some((CmdOpcode::CreatePd, CmdStatus::NoResources, 0)));
     let e = ctx.alloc_pd().err().unwrap();
     assert_eq!(e.kind(), ErrorKind::NoMemory);
-    assert_eq!(e.command().unwrap().status, CmdStatus::NoResources);
+    assert_eq!(
+        crate::CmdFailure::of(&e).unwrap().status,
+        CmdStatus::NoResources
+    );
     rig.faults.set(|f| f.hang_commands = true);
     let e = ctx.alloc_pd().err().unwrap();
     assert_eq!(e.kind(), ErrorKind::TimedOut);

@@ -1,0 +1,16 @@
+//! The device-independent verbs core of rnic.
+//!
+//! What every device's driver shares, whatever its registers and formats:
+//! today the errors, as libibverbs reports them (an errno, a message, and
+//! whether the device refused, never executed or may still execute a
+//! command), with no device's types in them. A device's driver (a
+//! provider: rnic's in `rnic-driver`, PVRDMA's) builds its errors from
+//! these and keeps its own decoding of a refusal's numbers.
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+mod error;
+
+pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
