@@ -2,7 +2,7 @@
 //!
 //! This crate is `#![no_std]`, brings its own `#[panic_handler]` and
 //! `#[global_allocator]`, and uses items of `rnic-hw-regs`, `rnic-pvrdma-regs`,
-//! `rnic-queues` and `rnic-driver`. The check is the link build:
+//! `rnic-queues`, `rnic-driver` and `rnic-pvrdma`. The check is the link build:
 //!
 //! ```text
 //! cargo rustc -p rnic-nostd-check --profile nostd --crate-type staticlib
@@ -160,6 +160,13 @@ unsafe impl Hal for NullHal {
 #[no_mangle]
 pub extern "C" fn rnic_nostd_check_probe() -> u32 {
     u32::from(Context::open(NullHal).is_ok())
+}
+
+/// Opens the device behind [`NullHal`] with the PVRDMA driver: 1 if
+/// bring-up succeeded, else 0 (always 0 here: there is no device).
+#[no_mangle]
+pub extern "C" fn rnic_nostd_check_pvrdma_probe() -> u32 {
+    u32::from(rnic_pvrdma::Device::open(NullHal, 0).is_ok())
 }
 
 /// Polls a freshly zeroed, heap-allocated four-entry CQ ring with

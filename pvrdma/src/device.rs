@@ -1,0 +1,227 @@
+//! Bring-up and teardown of a PVRDMA device, in the order of Linux's
+//! `pvrdma_pci_probe` and `pvrdma_pci_remove`.
+
+use alloc::format;
+use alloc::vec::Vec;
+
+use rnic_pvrdma_regs::bar::REG;
+use rnic_pvrdma_regs::bar1::{self, Ctl};
+use rnic_pvrdma_regs::cmd::CmdOpcode;
+use rnic_pvrdma_regs::cqe::{Cqne, Eqe};
+use rnic_pvrdma_regs::dsr::{
+    DeviceCaps, DeviceMode, Dsr, GosInfo, GosWord, DSR_CAPS_OFFSET, GID_TYPE_ROCE_V1,
+    GID_TYPE_ROCE_V2,
+};
+use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
+use rnic_queues::{DmaRegion, Hal, IndexError, Pod};
+use rnic_verbs::{Error, ErrorKind, Result};
+
+use crate::cmd::CmdChannel;
+use crate::ring::{EventRing, RingPages};
+
+/// How long a command may take before the driver gives up on it (Linux's
+/// `PVRDMA_CMD_TIMEOUT`).
+pub const CMD_TIMEOUT_NS: u64 = 10_000_000_000;
+
+/// `GosWord.bits`: a 64-bit guest.
+const GOS_BITS_64: u8 = 2;
+/// `GosWord.kind`: Linux.
+const GOS_TYPE_LINUX: u8 = 1;
+/// The interface version the driver speaks (`PVRDMA_VERSION`).
+const DRIVER_VERSION: u32 = bar1::VERSION_QPHANDLE;
+
+/// The pages bring-up gives the device, one allocation each.
+mod page {
+    pub const DSR: usize = 0;
+    pub const REQ: usize = 1;
+    pub const RESP: usize = 2;
+    /// The async event ring: directory, table, state, entries.
+    pub const ASYNC: usize = 3;
+    /// The CQ-notification ring: directory, table, state, entries.
+    pub const CQ: usize = 7;
+    pub const COUNT: usize = 11;
+}
+
+/// An activated PVRDMA device: its platform, its capabilities, and the
+/// memory it was given at bring-up (the device-shared region, the command
+/// slots and the two event rings).
+#[derive(Debug)]
+pub struct Device<H: Hal> {
+    hal: H,
+    version: u32,
+    caps: DeviceCaps,
+    pages: Vec<DmaRegion>,
+    cmd: CmdChannel,
+    async_ring: EventRing<Eqe>,
+    cq_ring: EventRing<Cqne>,
+}
+
+impl<H: Hal> Device<H> {
+    /// Brings the device behind `hal` up: checks its version, gives it the
+    /// device-shared region (the command and response slots, the async
+    /// event and CQ-notification rings, the UAR page), checks the
+    /// capabilities it writes back (RoCE, a GID type the driver knows),
+    /// unmasks its interrupts and activates it. `uar_pfn` is the page frame
+    /// of BAR 2's first page as the device's bus sees it (the BAR's
+    /// address >> 12). Everything allocated is freed if it fails.
+    pub fn open(hal: H, uar_pfn: u64) -> Result<Self> {
+        let version = hal.mmio_read32(REG, bar1::VERSION);
+        if version < bar1::VERSION_ROCEV1 || version == u32::MAX {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                format!(
+                    "PVRDMA VERSION register reads {version:#x}, below the first version {}",
+                    bar1::VERSION_ROCEV1
+                ),
+            ));
+        }
+        let pages = alloc_pages(&hal, page::COUNT)?;
+        let mut dev = Self {
+            version,
+            caps: DeviceCaps::default(),
+            cmd: CmdChannel::new(CMD_TIMEOUT_NS),
+            async_ring: EventRing::new(&ring_pages(&pages, page::ASYNC)),
+            cq_ring: EventRing::new(&ring_pages(&pages, page::CQ)),
+            pages,
+            hal,
+        };
+        // On failure, `dev` drops: its pages are freed.
+        dev.activate(uar_pfn)?;
+        Ok(dev)
+    }
+
+    fn activate(&mut self, uar_pfn: u64) -> Result<()> {
+        let p = &self.pages;
+        let dsr = Dsr {
+            driver_version: le32::from_ne(DRIVER_VERSION),
+            gos_info: GosInfo {
+                word: GosWord::new()
+                    .with_bits(GOS_BITS_64)
+                    .with_kind(GOS_TYPE_LINUX)
+                    .with_version(1),
+                pad: le32::from_ne(0),
+            },
+            cmd_slot_dma: le64::from_ne(p[page::REQ].iova()),
+            resp_slot_dma: le64::from_ne(p[page::RESP].iova()),
+            async_ring_pages: EventRing::<Eqe>::page_info(&ring_pages(p, page::ASYNC)),
+            cq_ring_pages: EventRing::<Cqne>::page_info(&ring_pages(p, page::CQ)),
+            uar_pfn: le64::from_ne(uar_pfn),
+            ..Dsr::default()
+        };
+        let region = &p[page::DSR];
+        region.write(0, dsr);
+        let iova = region.iova();
+        // The Hal orders these after the stores to the region; the device
+        // reads the region, and writes its capabilities, on the high half.
+        self.hal.mmio_write32(REG, bar1::DSRLOW, iova as u32);
+        self.hal
+            .mmio_write32(REG, bar1::DSRHIGH, (iova >> 32) as u32);
+        self.caps = region.read(DSR_CAPS_OFFSET);
+        let (mode, gids) = (self.caps.mode, self.caps.gid_types);
+        if DeviceMode::from_raw(mode) != Some(DeviceMode::Roce)
+            || gids & (GID_TYPE_ROCE_V1 | GID_TYPE_ROCE_V2) == 0
+        {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                format!(
+                    "PVRDMA device reports mode {mode} and GID types {gids:#x}: not a RoCE \
+                     device this driver can use"
+                ),
+            ));
+        }
+        self.hal.mmio_write32(REG, bar1::IMR, 0);
+        self.hal.mmio_write32(REG, bar1::CTL, Ctl::Activate.raw());
+        match self.hal.mmio_read32(REG, bar1::ERR) {
+            0 => Ok(()),
+            err => Err(Error::new(
+                ErrorKind::Io,
+                format!("PVRDMA activation failed: error register {err:#x}"),
+            )),
+        }
+    }
+
+    /// The device's interface version (`bar1::VERSION`).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The capabilities the device wrote at bring-up.
+    pub fn caps(&self) -> &DeviceCaps {
+        &self.caps
+    }
+
+    /// The platform.
+    pub fn hal(&self) -> &H {
+        &self.hal
+    }
+
+    /// Runs command `op` with request `req` (one of `rnic_pvrdma_regs::cmd`'s
+    /// request structs; its header is filled in here) and returns its
+    /// response `O`. A response that is not this command's (another
+    /// cookie, another `ack`) is an [`ErrorKind::Io`] error; one the device
+    /// failed is a refusal with its errno; a command the device does not
+    /// implement is [`ErrorKind::NotSupported`]. After a command times
+    /// out, no other is issued (the device may still answer it).
+    pub fn exec<I: Pod, O: Pod>(&mut self, op: CmdOpcode, req: &I) -> Result<O> {
+        let slots = (&self.pages[page::REQ], &self.pages[page::RESP]);
+        self.cmd.exec(&self.hal, slots, op, req)
+    }
+
+    /// The next async event the device reported, if any.
+    pub fn pop_async_event(&self) -> core::result::Result<Option<Eqe>, IndexError> {
+        self.async_ring.pop(&ring_pages(&self.pages, page::ASYNC))
+    }
+
+    /// The next CQ notification (the handle of an armed CQ with a new
+    /// completion), if any.
+    pub fn pop_cq_notification(&self) -> core::result::Result<Option<Cqne>, IndexError> {
+        self.cq_ring.pop(&ring_pages(&self.pages, page::CQ))
+    }
+}
+
+impl<H: Hal> Drop for Device<H> {
+    /// Masks the device's interrupts and frees its bring-up memory. The
+    /// device is not reset: QEMU's reset stalls for seconds and frees
+    /// nothing of its backend (docs/pvrdma.md); once the platform unmaps
+    /// the pages, the device cannot reach them, and the next
+    /// [`Device::open`] gives it new ones.
+    fn drop(&mut self) {
+        self.hal.mmio_write32(REG, bar1::IMR, u32::MAX);
+        for region in self.pages.drain(..) {
+            // SAFETY: allocated by `alloc_pages` on this platform; with its
+            // interrupts masked the driver no longer uses the device, and
+            // the platform cuts the device off from the pages as it frees
+            // them.
+            unsafe { self.hal.dma_free(region) };
+        }
+    }
+}
+
+/// The four pages of the event ring whose directory is page `first`.
+fn ring_pages(pages: &[DmaRegion], first: usize) -> RingPages<'_> {
+    RingPages {
+        dir: &pages[first],
+        table: &pages[first + 1],
+        state: &pages[first + 2],
+        entries: &pages[first + 3],
+    }
+}
+
+/// `count` zeroed pages, each its own allocation; none if one fails.
+fn alloc_pages<H: Hal>(hal: &H, count: usize) -> Result<Vec<DmaRegion>> {
+    let mut pages = Vec::with_capacity(count);
+    for _ in 0..count {
+        match hal.dma_alloc(PAGE_SIZE) {
+            Ok(r) => pages.push(r),
+            Err(e) => {
+                for r in pages {
+                    // SAFETY: allocated just above on this platform; the
+                    // device has not been told of it.
+                    unsafe { hal.dma_free(r) };
+                }
+                return Err(Error::hal(e, "PVRDMA bring-up memory"));
+            }
+        }
+    }
+    Ok(pages)
+}

@@ -1,0 +1,29 @@
+//! A userspace driver for VMware's paravirtual RDMA adapter (PVRDMA, PCI
+//! 15ad:0820), the second device behind rnic's verbs core.
+//!
+//! Like rnic's own driver it reaches the device only through
+//! [`rnic_queues::Hal`]: BAR 1 registers, BAR 2 doorbells, DMA memory and
+//! the three MSI-X vectors. [`Device::open`] brings the device up as
+//! Linux's `pvrdma_pci_probe` does (the device-shared region, the command
+//! and response slots, the async event and CQ-notification rings by page
+//! directory, activation), and [`Device::exec`] runs one command at a
+//! time through the slots, checking every response it takes: its cookie,
+//! its `ack`, the error byte and the error register. Errors are the verbs
+//! core's ([`rnic_verbs::Error`]); a refusal carries the device's numbers
+//! (the opcode, the errno it answered, the error register).
+//!
+//! This is the provider's base; the verbs objects over it (contexts, PDs,
+//! MRs, CQs, QPs) come with the provider seam (issue 17).
+#![no_std]
+#![deny(missing_docs)]
+
+extern crate alloc;
+
+mod cmd;
+mod device;
+mod ring;
+
+pub use device::{Device, CMD_TIMEOUT_NS};
+
+#[cfg(test)]
+mod tests;
