@@ -4,7 +4,8 @@
 # (tests/vm/run.sh) and the rxe interop test (tests/interop/run.sh) boot
 # from: QEMU, a kernel with its modules, busybox, cpio, kmod (and xz-utils
 # or zstd if the modules are compressed); what the interop test puts in its
-# guest and builds: ibverbs-utils, ibverbs-providers, perftest,
+# guest and builds, and the PVRDMA VM test (tests/pvrdma/run.sh, which
+# needs QEMU 7.2 to 9.0 and python3): ibverbs-utils, ibverbs-providers, perftest,
 # libibverbs-dev (headers, static libraries), iproute2, gcc; tshark for
 # the capture test; and Chromium, in which rnic-trace's test renders.
 # Idempotent, and quick when everything is already there (it only asks
@@ -64,6 +65,10 @@ command -v strace >/dev/null 2>&1 || vm_missing+=(strace)
     vm_missing+=(libibverbs-dev)
 [ -x /usr/bin/rdma ] && command -v ss >/dev/null 2>&1 || vm_missing+=(iproute2)
 command -v gcc >/dev/null 2>&1 || vm_missing+=(gcc)
+# The PVRDMA VM test (tests/pvrdma/run.sh) serves QEMU's MAD chardev with
+# a Python stand-in, and needs a QEMU that still has pvrdma (7.2 to 9.0:
+# Debian 12's qemu-system-x86 is 7.2; QEMU 9.1 removed the device).
+command -v python3 >/dev/null 2>&1 || vm_missing+=(python3)
 # rnic-trace's test renders its HTML in headless Chromium.
 [ -x /usr/bin/chromium ] || vm_missing+=(chromium)
 # Compressed modules (Debian 13 ships .ko.xz) are unpacked for the VM.
@@ -94,4 +99,8 @@ fi
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
     echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, perftest, tshark, chromium)"
+fi
+if command -v qemu-system-x86_64 >/dev/null 2>&1 &&
+    ! qemu-system-x86_64 -device help 2>/dev/null | grep -q '"pvrdma"'; then
+    echo "setup: $(qemu-system-x86_64 --version | head -1) has no pvrdma device: the PVRDMA VM test (tests/pvrdma/run.sh) needs QEMU 7.2 to 9.0 and will fail" >&2
 fi

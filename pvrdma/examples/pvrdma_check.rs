@@ -1,0 +1,240 @@
+//! The guest half of the PVRDMA VM test (`tests/pvrdma/run.sh`): drives
+//! QEMU's pvrdma function through `rnic-vfio` and `rnic-pvrdma` inside a
+//! VM with an emulated Intel IOMMU.
+//!
+//! ```text
+//! pvrdma_check BDF     # BDF: the pvrdma function, bound to vfio-pci
+//! ```
+//!
+//! Brings the device up, runs commands that need no backend traffic
+//! (QUERY_PORT, QUERY_PKEY, a context and a PD made and destroyed, a
+//! command the device does not implement), tears it down, and does it all
+//! again in the same boot. Each check prints `ok   NAME` or `FAIL NAME:
+//! why`; the last line is `pvrdma_check: N passed, M failed` and the exit
+//! status is 0 only when nothing failed.
+
+use std::process::ExitCode;
+
+use rnic_pvrdma::Device;
+use rnic_pvrdma_regs::bar::UAR;
+use rnic_pvrdma_regs::cmd::{
+    CmdOpcode, CreateUc, HandleCmd, HandleResp, QueryPkey, QueryPkeyResp, QueryPort,
+    QueryPortResp, ResizeCq, ResizeCqResp,
+};
+use rnic_pvrdma_regs::{le32, le64};
+use rnic_verbs::ErrorKind;
+use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
+
+/// Offset of BAR 0 in a type-0 configuration header.
+const PCI_BAR0: u64 = 0x10;
+
+#[derive(Default)]
+struct Checks {
+    passed: u32,
+    failed: u32,
+}
+
+impl Checks {
+    fn check(&mut self, name: &str, ok: bool, detail: impl FnOnce() -> String) -> bool {
+        if ok {
+            self.passed += 1;
+            println!("ok   {name}");
+        } else {
+            self.failed += 1;
+            println!("FAIL {name}: {}", detail());
+        }
+        ok
+    }
+}
+
+/// The bus address of memory BAR `index`, from its configuration
+/// registers (vfio-pci shows the BAR the kernel assigned).
+fn bar_address(hal: &VfioHal, index: u64) -> Result<u64, String> {
+    let at = PCI_BAR0 + 4 * index;
+    let dev = hal.device();
+    let lo = dev.config_read32(at).map_err(|e| e.to_string())?;
+    if lo & 1 != 0 {
+        return Err(format!("BAR {index} is an I/O BAR"));
+    }
+    let mut addr = u64::from(lo & !0xf);
+    // Type 2 (bits 2:1): a 64-bit BAR, its high half in the next register.
+    if (lo >> 1) & 3 == 2 {
+        let hi = dev.config_read32(at + 4).map_err(|e| e.to_string())?;
+        addr |= u64::from(hi) << 32;
+    }
+    Ok(addr)
+}
+
+/// One bring-up, the commands, and teardown.
+fn round(c: &mut Checks, bdf: &str, n: u32) {
+    let opts = VfioOptions::default().irqs(IrqMode::Msix(3));
+    let hal = match VfioHal::open_with(bdf, &opts) {
+        Ok(h) => h,
+        Err(e) => {
+            c.check(&format!("open {n}: vfio"), false, || e.to_string());
+            return;
+        }
+    };
+    let uar = match bar_address(&hal, u64::from(UAR)) {
+        Ok(a) => a,
+        Err(e) => {
+            c.check(&format!("open {n}: UAR BAR address"), false, || e);
+            return;
+        }
+    };
+    let uar_pfn = uar >> 12;
+    let mut dev = match Device::open(hal, uar_pfn) {
+        Ok(d) => d,
+        Err(e) => {
+            c.check(&format!("open {n}: bring-up"), false, || e.to_string());
+            return;
+        }
+    };
+    let caps = *dev.caps();
+    println!(
+        "pvrdma_check: round {n}: version {}, fw {:#x}, vendor {:#x}:{:#x}, max_qp {}, \
+         max_cq {}, max_mr {}, max_pd {}, max_sge {}, gid types {:#x}, UAR at {uar:#x}",
+        dev.version(),
+        caps.fw_ver.to_ne(),
+        caps.vendor_id.to_ne(),
+        caps.vendor_part_id.to_ne(),
+        caps.max_qp.to_ne(),
+        caps.max_cq.to_ne(),
+        caps.max_mr.to_ne(),
+        caps.max_pd.to_ne(),
+        caps.max_sge.to_ne(),
+        caps.gid_types,
+    );
+    c.check(&format!("open {n}: bring-up"), true, String::new);
+    c.check(
+        &format!("open {n}: capabilities"),
+        caps.max_qp.to_ne() > 0 && caps.max_cq.to_ne() > 0 && caps.max_pd.to_ne() > 0,
+        || format!("{caps:?}"),
+    );
+
+    let port = dev.exec::<_, QueryPortResp>(
+        CmdOpcode::QueryPort,
+        &QueryPort {
+            port_num: 1,
+            ..Default::default()
+        },
+    );
+    c.check(
+        &format!("round {n}: QUERY_PORT"),
+        port.as_ref()
+            .is_ok_and(|p| p.attrs.gid_tbl_len.to_ne() > 0 && p.attrs.max_mtu.to_ne() > 0),
+        || format!("{port:?}"),
+    );
+    if let Ok(p) = &port {
+        let a = p.attrs;
+        println!(
+            "pvrdma_check: port 1: state {}, max_mtu {}, active_mtu {}, gid_tbl_len {}, \
+             pkey_tbl_len {}",
+            a.state.to_ne(),
+            a.max_mtu.to_ne(),
+            a.active_mtu.to_ne(),
+            a.gid_tbl_len.to_ne(),
+            a.pkey_tbl_len.to_ne()
+        );
+    }
+
+    let pkey = dev.exec::<_, QueryPkeyResp>(
+        CmdOpcode::QueryPkey,
+        &QueryPkey {
+            port_num: 1,
+            index: 0,
+            ..Default::default()
+        },
+    );
+    c.check(
+        &format!("round {n}: QUERY_PKEY 0 is the default P_Key"),
+        pkey.as_ref().is_ok_and(|p| p.pkey.to_ne() == 0xffff),
+        || format!("{pkey:?}"),
+    );
+
+    // A context on the first UAR page, and a PD in it.
+    let uc = dev.exec::<_, HandleResp>(
+        CmdOpcode::CreateUc,
+        &CreateUc {
+            pfn: le64::from_ne(uar_pfn),
+            ..Default::default()
+        },
+    );
+    c.check(&format!("round {n}: CREATE_UC"), uc.is_ok(), || format!("{uc:?}"));
+    if let Ok(uc) = uc {
+        let ctx = uc.handle;
+        let pd = dev.exec::<_, HandleResp>(
+            CmdOpcode::CreatePd,
+            &HandleCmd {
+                handle: ctx,
+                ..Default::default()
+            },
+        );
+        c.check(&format!("round {n}: CREATE_PD"), pd.is_ok(), || format!("{pd:?}"));
+        if let Ok(pd) = pd {
+            let gone = destroy(&mut dev, CmdOpcode::DestroyPd, pd.handle);
+            c.check(&format!("round {n}: DESTROY_PD"), gone.is_ok(), || {
+                format!("{gone:?}")
+            });
+        }
+        let gone = destroy(&mut dev, CmdOpcode::DestroyUc, ctx);
+        c.check(&format!("round {n}: DESTROY_UC"), gone.is_ok(), || {
+            format!("{gone:?}")
+        });
+    }
+
+    // QEMU 7.2 has no RESIZE_CQ: ERR reads 0xffff and nothing is answered.
+    let resize = dev.exec::<_, ResizeCqResp>(
+        CmdOpcode::ResizeCq,
+        &ResizeCq {
+            cq_handle: le32::from_ne(1),
+            cqe: le32::from_ne(64),
+            ..Default::default()
+        },
+    );
+    c.check(
+        &format!("round {n}: an unimplemented command is EOPNOTSUPP"),
+        resize
+            .as_ref()
+            .is_err_and(|e| e.kind() == ErrorKind::NotSupported),
+        || format!("{resize:?}"),
+    );
+    if let Err(e) = &resize {
+        println!("pvrdma_check: RESIZE_CQ: {e}");
+    }
+    // Teardown: interrupts masked, every page freed and unmapped.
+    drop(dev);
+}
+
+/// Runs a command that takes a handle and answers only its header.
+fn destroy(
+    dev: &mut Device<VfioHal>,
+    op: CmdOpcode,
+    handle: le32,
+) -> rnic_verbs::Result<rnic_pvrdma_regs::cmd::RespHdr> {
+    dev.exec(
+        op,
+        &HandleCmd {
+            handle,
+            ..Default::default()
+        },
+    )
+}
+
+fn main() -> ExitCode {
+    env_logger::init();
+    let Some(bdf) = std::env::args().nth(1) else {
+        eprintln!("usage: pvrdma_check BDF");
+        return ExitCode::from(2);
+    };
+    let mut c = Checks::default();
+    for n in 1..=2 {
+        round(&mut c, &bdf, n);
+    }
+    println!("pvrdma_check: {} passed, {} failed", c.passed, c.failed);
+    if c.failed == 0 && c.passed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

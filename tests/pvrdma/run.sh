@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The PVRDMA VM test: proves rnic-pvrdma against a device this project did
+# not write, QEMU 7.2's pvrdma (VMware's paravirtual RDMA adapter, PCI
+# 15ad:0820), through the guest kernel's VFIO. Boots the host's Debian
+# kernel under QEMU (TCG) on q35 with an emulated Intel IOMMU, vmxnet3 and
+# pvrdma as two functions of one slot, and guest RAM shared (pvrdma refuses
+# private RAM). QEMU's pvrdma executes the guest's verbs on a host ibverbs
+# device: here an rnic NIC, opened by QEMU through rnic's drop-in
+# libibverbs. Its MAD chardev is served by tests/pvrdma/mad_mux.py. The
+# guest binds the function to vfio-pci and runs pvrdma/examples/
+# pvrdma_check.rs (tests/pvrdma/guest.sh); the test passes when the guest
+# prints "RNIC-VM-RESULT: PASS" and fails on anything else or on timeout.
+#
+# QEMU 9.1 removed pvrdma: with such a QEMU the test fails and says so.
+#
+# Usage: tests/pvrdma/run.sh
+# Environment:
+#   RNIC_VM_TIMEOUT  seconds before the VM is killed (default 240)
+#   RNIC_VM_KERNEL   kernel version to boot (default: the newest in /boot
+#                    that has the vfio-pci module)
+#   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
+#   RNIC_VM_WORK     work directory (default target/vm-pvrdma)
+# Needs what tests/vm/run.sh needs (scripts/setup.sh installs it), and
+# python3 for the MAD stand-in.
+set -euo pipefail
+export PATH=$PATH:/usr/sbin:/sbin
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+here=$repo/tests/pvrdma
+vm=$repo/tests/vm
+work=${RNIC_VM_WORK:-$repo/target/vm-pvrdma}
+timeout_s=${RNIC_VM_TIMEOUT:-240}
+mkdir -p "$work"
+die() { echo "pvrdma-test: $*" >&2; echo "pvrdma-test: FAIL"; exit 1; }
+
+for tool in qemu-system-x86_64 cpio depmod modprobe gzip python3; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found; run scripts/setup.sh"
+done
+qemu-system-x86_64 -device help 2>/dev/null | grep -q '"pvrdma"' ||
+    die "$(qemu-system-x86_64 --version | head -1) has no pvrdma device (QEMU removed it in 9.1); this test needs QEMU 7.2 to 9.0, as Debian 12's qemu-system-x86"
+
+. "$vm/kernel.sh"
+kver=$(vm_kernel vfio-pci)
+[ -n "$kver" ] && [ -d "/lib/modules/$kver" ] || die "no kernel in /boot with VFIO modules; install linux-image-amd64 (scripts/setup.sh)"
+kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
+[ -r "$kimage" ] || die "$kimage is not readable by $(id -un)"
+echo "pvrdma-test: kernel $kver, $(qemu-system-x86_64 --version | head -1)"
+
+echo "pvrdma-test: building pvrdma_check (static, release)"
+guest_target=$repo/target/vm/cargo
+(cd "$repo" && CARGO_TARGET_DIR=$guest_target RUSTFLAGS="-C target-feature=+crt-static" \
+    cargo build --quiet --release --target x86_64-unknown-linux-gnu \
+    -p rnic-pvrdma --example pvrdma_check)
+guest_bin=$guest_target/x86_64-unknown-linux-gnu/release/examples/pvrdma_check
+[ -x "$guest_bin" ] || die "no $guest_bin after the build"
+
+echo "pvrdma-test: building the drop-in libibverbs (release), QEMU's backend"
+ibverbs_lib=$(cd "$repo" && bash ibverbs/build.sh --release)
+
+initrd=$work/initramfs.cpio.gz
+bash "$vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
+    mod:vfio mod:vfio_iommu_type1 mod:vfio_pci \
+    "bin:$guest_bin=/usr/bin/pvrdma_check"
+
+mux_log=$work/mad-mux.log
+python3 -u "$here/mad_mux.py" "$work/mad.sock" >"$mux_log" 2>&1 &
+mux=$!
+trap 'kill $mux 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -S "$work/mad.sock" ] && break; sleep 0.1; done
+[ -S "$work/mad.sock" ] || die "the MAD stand-in did not start (see $mux_log)"
+
+# QEMU's backend: one rnic NIC with the vmxnet3's MAC, on a loopback wire
+# (this test sends no traffic).
+bios=()
+[ -r /usr/share/qemu/qboot.rom ] && bios=(-bios /usr/share/qemu/qboot.rom)
+log=$work/serial.log
+qemu_err=$work/qemu.stderr
+echo "pvrdma-test: booting (TCG, timeout ${timeout_s} s); serial log in $log, QEMU's stderr in $qemu_err"
+set +e
+RNIC_DEVICES='name=rnic0,mac=52:54:00:12:34:10,ipv4=10.0.2.15,wire=loopback' \
+LD_LIBRARY_PATH=$(dirname "$ibverbs_lib") \
+timeout -k 5 "$timeout_s" qemu-system-x86_64 \
+    -machine q35,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 1024 \
+    "${bios[@]}" -nographic -nodefaults -no-reboot -serial stdio \
+    -kernel "$kimage" -initrd "$initrd" \
+    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16" \
+    -device intel-iommu,intremap=on \
+    -object memory-backend-ram,id=ram0,size=1024M,share=on -numa node,memdev=ram0 \
+    -netdev user,id=n0 \
+    -device vmxnet3,netdev=n0,mac=52:54:00:12:34:10,addr=10.0,multifunction=on,romfile= \
+    -chardev socket,path="$work/mad.sock",id=mads \
+    -device pvrdma,addr=10.1,ibdev=rnic0,netdev=eth0,mad-chardev=mads \
+    </dev/null 2>"$qemu_err" | tr -d '\r' | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+
+passed=$(grep -c '^ok ' "$log" || true)
+failed=$(grep -c '^FAIL ' "$log" || true)
+echo "pvrdma-test: guest checks: $passed ok, $failed failed"
+[ "$rc" = 124 ] || [ "$rc" = 137 ] && die "timed out after ${timeout_s} s"
+if grep -qx 'RNIC-VM-RESULT: PASS' "$log" && [ "$failed" = 0 ] && [ "$passed" -gt 0 ]; then
+    echo "pvrdma-test: PASS"
+    exit 0
+fi
+[ "$rc" = 0 ] || echo "pvrdma-test: qemu exited with status $rc" >&2
+[ -s "$qemu_err" ] && { echo "pvrdma-test: QEMU's stderr ends with:" >&2; tail -8 "$qemu_err" >&2; }
+die "the guest did not report RNIC-VM-RESULT: PASS (see $log)"
