@@ -18,8 +18,8 @@ use std::process::ExitCode;
 use rnic_pvrdma::Device;
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
-    CmdOpcode, CreateUc, HandleCmd, HandleResp, QueryPkey, QueryPkeyResp, QueryPort,
-    QueryPortResp, ResizeCq, ResizeCqResp,
+    CmdOpcode, CreateUc, HandleCmd, HandleResp, QueryPkey, QueryPkeyResp, QueryPort, QueryPortResp,
+    ResizeCq, ResizeCqResp,
 };
 use rnic_pvrdma_regs::{le32, le64};
 use rnic_verbs::ErrorKind;
@@ -160,7 +160,9 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
             ..Default::default()
         },
     );
-    c.check(&format!("round {n}: CREATE_UC"), uc.is_ok(), || format!("{uc:?}"));
+    c.check(&format!("round {n}: CREATE_UC"), uc.is_ok(), || {
+        format!("{uc:?}")
+    });
     if let Ok(uc) = uc {
         let ctx = uc.handle;
         let pd = dev.exec::<_, HandleResp>(
@@ -170,7 +172,9 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
                 ..Default::default()
             },
         );
-        c.check(&format!("round {n}: CREATE_PD"), pd.is_ok(), || format!("{pd:?}"));
+        c.check(&format!("round {n}: CREATE_PD"), pd.is_ok(), || {
+            format!("{pd:?}")
+        });
         if let Ok(pd) = pd {
             let gone = destroy(&mut dev, CmdOpcode::DestroyPd, pd.handle);
             c.check(&format!("round {n}: DESTROY_PD"), gone.is_ok(), || {
