@@ -17,6 +17,7 @@ use rnic_queues::{DmaRegion, Hal, IndexError, Pod};
 use rnic_verbs::{Error, ErrorKind, Result};
 
 use crate::cmd::CmdChannel;
+use crate::context::UAR_PAGES;
 use crate::ring::{EventRing, RingPages};
 
 /// How long a command may take before the driver gives up on it (Linux's
@@ -47,7 +48,11 @@ mod page {
 /// slots and the two event rings).
 #[derive(Debug)]
 pub struct Device<H: Hal> {
-    hal: H,
+    pub(crate) hal: H,
+    /// The page frame of BAR 2's first page.
+    pub(crate) uar_pfn: u64,
+    /// Which UAR pages a context holds.
+    pub(crate) uars: Vec<bool>,
     version: u32,
     caps: DeviceCaps,
     pages: Vec<DmaRegion>,
@@ -77,6 +82,8 @@ impl<H: Hal> Device<H> {
         }
         let pages = alloc_pages(&hal, page::COUNT)?;
         let mut dev = Self {
+            uar_pfn,
+            uars: alloc::vec![false; UAR_PAGES],
             version,
             caps: DeviceCaps::default(),
             cmd: CmdChannel::new(CMD_TIMEOUT_NS),

@@ -12,17 +12,25 @@
 //! core's ([`rnic_verbs::Error`]); a refusal carries the device's numbers
 //! (the opcode, the errno it answered, the error register).
 //!
-//! This is the provider's base; the verbs objects over it (contexts, PDs,
-//! MRs, CQs, QPs) come with the provider seam (issue 17).
+//! Over the channel: user contexts ([`Uc`], each with its UAR page),
+//! protection domains ([`Pd`]) and completion queues ([`Cq`]: pages by
+//! page directory, polled from the state page's ring, armed through the
+//! UAR). MRs and QPs, and the verbs core over all of them, come with the
+//! provider seam (issue 17).
 #![no_std]
 #![deny(missing_docs)]
 
 extern crate alloc;
 
 mod cmd;
+mod context;
+mod cq;
 mod device;
+mod queue_mem;
 mod ring;
 
+pub use context::{Pd, Uc, UAR_PAGES};
+pub use cq::{Cq, MAX_CQE};
 pub use device::{Device, CMD_TIMEOUT_NS};
 
 #[cfg(test)]

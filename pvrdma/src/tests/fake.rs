@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::vec;
 use std::vec::Vec;
 
-use rnic_pvrdma_regs::bar::REG;
+use rnic_pvrdma_regs::bar::{REG, UAR};
 use rnic_pvrdma_regs::bar1;
 use rnic_pvrdma_regs::cmd::{CmdHdr, RespHdr, CMD_REQ_SIZE, CMD_RESP_SIZE};
 use rnic_pvrdma_regs::dsr::{DeviceCaps, DeviceMode, Dsr, DSR_CAPS_OFFSET, GID_TYPE_ROCE_V1};
@@ -81,6 +81,8 @@ pub struct State {
     pub regs: [u32; bar1::REGS_SIZE / 4],
     /// Every register write, in order: (offset, value).
     pub writes: Vec<(usize, u32)>,
+    /// Every doorbell write to BAR 2, in order: (offset, value).
+    pub uar_writes: Vec<(usize, u32)>,
     /// The DSR as the device read it.
     pub dsr: Option<Dsr>,
     /// The capabilities the device writes into the DSR.
@@ -130,6 +132,7 @@ impl Fake {
             next_iova: 0x10_0000,
             regs,
             writes: Vec::new(),
+            uar_writes: Vec::new(),
             dsr: None,
             caps,
             irq: false,
@@ -263,6 +266,8 @@ unsafe impl Hal for Fake {
     fn mmio_write32(&self, bar: u8, offset: usize, value: u32) {
         if bar == REG && offset < bar1::REGS_SIZE {
             self.state().write_reg(offset, value);
+        } else if bar == UAR {
+            self.state().uar_writes.push((offset, value));
         }
     }
 

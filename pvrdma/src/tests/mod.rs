@@ -5,6 +5,7 @@
 extern crate std;
 
 mod fake;
+mod objects;
 
 use std::boxed::Box;
 use std::vec::Vec;

@@ -1,0 +1,121 @@
+//! User contexts (each with its UAR page of doorbells) and protection
+//! domains.
+
+use alloc::format;
+
+use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateUc, HandleCmd, HandleResp, RespHdr};
+use rnic_pvrdma_regs::{le32, le64};
+use rnic_queues::Hal;
+use rnic_verbs::{DestroyError, Error, ErrorKind, Result};
+
+use crate::device::Device;
+
+/// Pages of BAR 2, each one context's doorbells.
+pub const UAR_PAGES: usize = 2048;
+
+/// A user context: the device's handle and the UAR page its doorbells are
+/// on. Destroy it with [`Device::destroy_uc`] after everything made in it.
+#[derive(Debug)]
+pub struct Uc {
+    pub(crate) handle: u32,
+    pub(crate) uar: usize,
+}
+
+impl Uc {
+    /// The device's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// The index of its UAR page in BAR 2.
+    pub fn uar(&self) -> usize {
+        self.uar
+    }
+}
+
+/// A protection domain. Destroy it with [`Device::destroy_pd`].
+#[derive(Debug)]
+pub struct Pd {
+    pub(crate) handle: u32,
+}
+
+impl Pd {
+    /// The device's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+}
+
+impl<H: Hal> Device<H> {
+    /// A new context on the lowest free UAR page (CREATE_UC).
+    pub fn create_uc(&mut self) -> Result<Uc> {
+        let Some(uar) = self.uars.iter().position(|used| !used) else {
+            return Err(Error::new(
+                ErrorKind::NoMemory,
+                format!("all {UAR_PAGES} UAR pages are in use"),
+            ));
+        };
+        let req = CreateUc {
+            pfn: le64::from_ne(self.uar_pfn + uar as u64),
+            ..Default::default()
+        };
+        let resp: HandleResp = self.exec(CmdOpcode::CreateUc, &req)?;
+        self.uars[uar] = true;
+        Ok(Uc {
+            handle: resp.handle.to_ne(),
+            uar,
+        })
+    }
+
+    /// Destroys a context (DESTROY_UC) and frees its UAR page.
+    pub fn destroy_uc(&mut self, uc: Uc) -> core::result::Result<(), DestroyError<Uc>> {
+        match self.destroy(CmdOpcode::DestroyUc, uc.handle) {
+            Ok(()) => {
+                self.uars[uc.uar] = false;
+                Ok(())
+            }
+            // The device may still ring on the page: it stays taken.
+            Err(e) if e.outcome_unknown() => Err(DestroyError::gone(e)),
+            Err(e) => Err(DestroyError {
+                object: Some(uc),
+                error: e,
+            }),
+        }
+    }
+
+    /// A new protection domain in `uc` (CREATE_PD).
+    pub fn create_pd(&mut self, uc: &Uc) -> Result<Pd> {
+        let resp: HandleResp = self.exec(
+            CmdOpcode::CreatePd,
+            &HandleCmd {
+                handle: le32::from_ne(uc.handle),
+                ..Default::default()
+            },
+        )?;
+        Ok(Pd {
+            handle: resp.handle.to_ne(),
+        })
+    }
+
+    /// Destroys a protection domain (DESTROY_PD).
+    pub fn destroy_pd(&mut self, pd: Pd) -> core::result::Result<(), DestroyError<Pd>> {
+        match self.destroy(CmdOpcode::DestroyPd, pd.handle) {
+            Ok(()) => Ok(()),
+            Err(e) if e.outcome_unknown() => Err(DestroyError::gone(e)),
+            Err(e) => Err(DestroyError {
+                object: Some(pd),
+                error: e,
+            }),
+        }
+    }
+
+    /// Runs a destroy command, which names its object by handle and
+    /// answers only a header.
+    pub(crate) fn destroy(&mut self, op: CmdOpcode, handle: u32) -> Result<()> {
+        let req = HandleCmd {
+            handle: le32::from_ne(handle),
+            ..Default::default()
+        };
+        self.exec::<_, RespHdr>(op, &req).map(drop)
+    }
+}

@@ -1,0 +1,153 @@
+//! Completion queues: a state page and CQE pages by page directory, the
+//! device producing on the state page's `rx` ring and the driver consuming.
+
+use alloc::boxed::Box;
+use alloc::format;
+
+use rnic_pvrdma_regs::bar::UAR;
+use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateCq, CreateCqResp};
+use rnic_pvrdma_regs::cqe::Cqe;
+use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
+use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB, HANDLE_MASK};
+use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
+use rnic_queues::{Hal, IndexError, IndexRing};
+use rnic_verbs::{DestroyError, Error, ErrorKind, Result};
+
+use crate::context::Uc;
+use crate::device::Device;
+use crate::queue_mem::QueueMem;
+
+/// The most CQEs a CQ may ask for: the indices of a ring need one bit
+/// above the slot, and the directory lists at most 512 × 512 pages.
+pub const MAX_CQE: u32 = 1 << 20;
+
+const CQE_SIZE: usize = core::mem::size_of::<Cqe>();
+
+/// A completion queue. Destroy it with [`Device::destroy_cq`].
+#[derive(Debug)]
+pub struct Cq {
+    handle: u32,
+    uar: usize,
+    ring: IndexRing,
+    /// Boxed: a CQ handed back in a `DestroyError` stays small.
+    mem: Box<QueueMem>,
+}
+
+impl Cq {
+    /// The device's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// CQEs the ring holds (what the device granted).
+    pub fn capacity(&self) -> u32 {
+        self.ring.size()
+    }
+
+    /// Takes the next completion, if any. A producer index the device left
+    /// out of range is an error, and nothing is taken.
+    pub fn poll(&self) -> core::result::Result<Option<Cqe>, IndexError> {
+        let Some(slot) = self.ring.ready_slot(&self.mem.state)? else {
+            return Ok(None);
+        };
+        let cqe = self.mem.entries.read::<Cqe>(slot as usize * CQE_SIZE);
+        self.ring.consume(&self.mem.state)?;
+        Ok(Some(cqe))
+    }
+}
+
+impl<H: Hal> Device<H> {
+    /// A CQ of at least `entries` CQEs (rounded up to a power of two) in
+    /// context `uc` (CREATE_CQ). The device's grant is checked: a CQ of
+    /// another size than asked is destroyed again and refused.
+    pub fn create_cq(&mut self, uc: &Uc, entries: u32) -> Result<Cq> {
+        if entries == 0 || entries > MAX_CQE {
+            return Err(Error::invalid(format!(
+                "a CQ of {entries} entries: between 1 and {MAX_CQE}"
+            )));
+        }
+        let cqe = entries.next_power_of_two();
+        let pages = (cqe as usize * CQE_SIZE).div_ceil(PAGE_SIZE);
+        let mem = QueueMem::alloc(&self.hal, pages, "PVRDMA CQ memory")?;
+        let req = CreateCq {
+            pdir_dma: le64::from_ne(mem.pdir_dma()),
+            ctx_handle: le32::from_ne(uc.handle),
+            cqe: le32::from_ne(cqe),
+            nchunks: le32::from_ne(mem.nchunks()),
+            ..Default::default()
+        };
+        let resp: CreateCqResp = match self.exec(CmdOpcode::CreateCq, &req) {
+            Ok(r) => r,
+            Err(e) => {
+                if e.outcome_unknown() {
+                    // The device may have the CQ and write into it.
+                    core::mem::forget(mem);
+                } else {
+                    // SAFETY: the device refused the CQ (or never got the
+                    // command), so it does not use the pages.
+                    unsafe { mem.free(&self.hal) };
+                }
+                return Err(e);
+            }
+        };
+        let handle = resp.cq_handle.to_ne();
+        let granted = resp.cqe.to_ne();
+        let cq = Cq {
+            handle,
+            uar: uc.uar,
+            ring: IndexRing::new(RX_PROD_TAIL, RX_CONS_HEAD, cqe.ilog2()),
+            mem: Box::new(mem),
+        };
+        if granted != cqe {
+            let error = Error::new(
+                ErrorKind::Io,
+                format!("CREATE_CQ asked for {cqe} CQEs and the device granted {granted}"),
+            );
+            // Gone or not, the CQ cannot be used at that size.
+            let _ = self.destroy_cq(cq);
+            return Err(error);
+        }
+        Ok(cq)
+    }
+
+    /// Destroys a CQ (DESTROY_CQ) and frees its pages. Destroy the QPs
+    /// that complete on it first.
+    pub fn destroy_cq(&mut self, cq: Cq) -> core::result::Result<(), DestroyError<Cq>> {
+        match self.destroy(CmdOpcode::DestroyCq, cq.handle) {
+            Ok(()) => {
+                // SAFETY: the device destroyed the CQ.
+                unsafe { cq.mem.free(&self.hal) };
+                Ok(())
+            }
+            Err(e) if e.outcome_unknown() => {
+                // The device may still write into the pages: they are
+                // never freed.
+                core::mem::forget(cq);
+                Err(DestroyError::gone(e))
+            }
+            Err(e) => Err(DestroyError {
+                object: Some(cq),
+                error: e,
+            }),
+        }
+    }
+
+    /// Asks for a CQ notification (`ibv_req_notify_cq`) on the next
+    /// completion, or the next solicited one. QEMU's pvrdma arms only when
+    /// `ARM_SOL` is set and takes it for "any completion", so an arm for
+    /// any completion writes both bits (docs/pvrdma.md).
+    pub fn arm_cq(&self, cq: &Cq, solicited_only: bool) {
+        let arm = if solicited_only {
+            CQ_ARM_SOL
+        } else {
+            CQ_ARM | CQ_ARM_SOL
+        };
+        // The Hal orders this doorbell after the driver's earlier stores
+        // (its consumer head).
+        self.hal.mmio_write32(
+            UAR,
+            cq.uar * PAGE_SIZE + CQ_DB,
+            (cq.handle & HANDLE_MASK) | arm,
+        );
+    }
+}

@@ -1,0 +1,277 @@
+//! Contexts, PDs and CQs against the fake device: what each command asks
+//! of the device, what the driver does with the answer, and the memory
+//! that is freed or, where the device may still use it, kept.
+
+extern crate std;
+
+use std::string::ToString;
+use std::vec::Vec;
+
+use rnic_pvrdma_regs::bar1;
+use rnic_pvrdma_regs::cmd::{CmdHdr, CmdOpcode, CreateCq, CreateUc, HandleCmd};
+use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
+use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB};
+use rnic_pvrdma_regs::PAGE_SIZE;
+use rnic_verbs::ErrorKind;
+
+use super::fake::{answer, Fake, Reply};
+use super::{open, u64_at};
+
+fn read<T: Copy>(bytes: &[u8]) -> T {
+    assert!(core::mem::size_of::<T>() <= bytes.len());
+    // SAFETY: in bounds (asserted); only Pod layouts are read.
+    unsafe { bytes.as_ptr().cast::<T>().read_unaligned() }
+}
+
+fn opcode(req: &[u8]) -> u32 {
+    read::<CmdHdr>(req).cmd.to_ne()
+}
+
+/// A device that gives handles 7, 8, 9 ... and grants every CQ what it
+/// asks, unless `grant` says otherwise.
+fn handing_out(fake: &Fake, grant: Option<u32>) {
+    let mut next = 7u32;
+    fake.state().handler = std::boxed::Box::new(move |req| {
+        let handle = next;
+        next += 1;
+        match opcode(req) {
+            op if op == CmdOpcode::CreateCq.raw() => {
+                let asked = read::<CreateCq>(req).cqe.to_ne();
+                let cqe = grant.unwrap_or(asked);
+                let mut body = handle.to_le_bytes().to_vec();
+                body.extend(cqe.to_le_bytes());
+                answer(req, 0, &body)
+            }
+            _ => answer(req, 0, &handle.to_le_bytes()),
+        }
+    });
+}
+
+#[test]
+fn contexts_take_the_lowest_free_uar_page_and_free_it_when_destroyed() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let a = dev.create_uc().unwrap();
+    let b = dev.create_uc().unwrap();
+    assert_eq!((a.handle(), a.uar(), b.handle(), b.uar()), (7, 0, 8, 1));
+    let pfns: Vec<u64> = fake
+        .state()
+        .requests
+        .iter()
+        .map(|r| read::<CreateUc>(r).pfn.to_ne())
+        .collect();
+    assert_eq!(
+        pfns,
+        [0xfe000, 0xfe001],
+        "BAR 2's frame plus the page index"
+    );
+    dev.destroy_uc(a).unwrap();
+    let c = dev.create_uc().unwrap();
+    assert_eq!(c.uar(), 0, "the freed page is taken again");
+
+    let pd = dev.create_pd(&c).unwrap();
+    let req = fake.state().requests.last().unwrap().clone();
+    assert_eq!(opcode(&req), CmdOpcode::CreatePd.raw());
+    assert_eq!(
+        read::<HandleCmd>(&req).handle.to_ne(),
+        c.handle(),
+        "the PD's context"
+    );
+    let pd_handle = pd.handle();
+    dev.destroy_pd(pd).unwrap();
+    let req = fake.state().requests.last().unwrap().clone();
+    assert_eq!(
+        (opcode(&req), read::<HandleCmd>(&req).handle.to_ne()),
+        (CmdOpcode::DestroyPd.raw(), pd_handle)
+    );
+}
+
+#[test]
+fn a_refused_destroy_hands_the_object_back_and_keeps_its_uar_page() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    fake.state().handler = std::boxed::Box::new(|req| answer(req, 16, &[]));
+    let err = dev.destroy_uc(uc).unwrap_err();
+    assert_eq!(err.error.kind(), ErrorKind::Busy, "{err}");
+    let uc = err.object.expect("refused: the context is still alive");
+    handing_out(&fake, None);
+    assert_eq!(dev.create_uc().unwrap().uar(), 1, "page 0 is still taken");
+    dev.destroy_uc(uc).unwrap();
+}
+
+/// The pages a directory lists, from the device's side.
+fn listed_pages(fake: &Fake, pdir: u64, count: usize) -> Vec<u64> {
+    let table = u64_at(fake, pdir);
+    (0..count as u64)
+        .map(|i| u64_at(fake, table + 8 * i))
+        .collect()
+}
+
+#[test]
+fn a_cq_is_listed_by_page_directory_polled_in_order_and_armed_through_its_uar() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let _first = dev.create_uc().unwrap();
+    let uc = dev.create_uc().unwrap();
+    let before = fake.state().allocated();
+    let cq = dev.create_cq(&uc, 100).unwrap();
+    assert_eq!(
+        (cq.handle(), cq.capacity()),
+        (9, 128),
+        "rounded to a power of two"
+    );
+    let req: CreateCq = read(fake.state().requests.last().unwrap());
+    assert_eq!(req.ctx_handle.to_ne(), uc.handle());
+    assert_eq!(req.cqe.to_ne(), 128);
+    assert_eq!(
+        req.nchunks.to_ne(),
+        3,
+        "the state page and 128 × 64 B of CQEs"
+    );
+    let pages = listed_pages(&fake, req.pdir_dma.to_ne(), 4);
+    assert_eq!(
+        pages[2],
+        pages[1] + PAGE_SIZE as u64,
+        "the CQE pages in order"
+    );
+    assert_eq!(pages[3], 0, "nothing listed past the CQ's pages");
+    assert_eq!(
+        fake.state().allocated(),
+        before + 4,
+        "directory, table, state, CQEs"
+    );
+
+    // The device writes three CQEs at its tail (wrapping the first page).
+    let (state, cqes) = (pages[0], pages[1]);
+    assert!(cq.poll().unwrap().is_none(), "nothing completed yet");
+    {
+        let mut st = fake.state();
+        for (i, wr_id) in [11u64, 12, 13].into_iter().enumerate() {
+            let at = cqes + (64 + i as u64) * 64;
+            st.dma(at, 8).unwrap().copy_from_slice(&wr_id.to_le_bytes());
+        }
+        st.dma(state + RX_CONS_HEAD as u64, 4)
+            .unwrap()
+            .copy_from_slice(&64u32.to_le_bytes());
+        st.dma(state + RX_PROD_TAIL as u64, 4)
+            .unwrap()
+            .copy_from_slice(&67u32.to_le_bytes());
+    }
+    let ids: Vec<u64> = core::iter::from_fn(|| cq.poll().unwrap())
+        .map(|c| c.wr_id.to_ne())
+        .collect();
+    assert_eq!(ids, [11, 12, 13], "the second page of CQEs, in order");
+    let head = u32::from_le_bytes(
+        fake.state()
+            .dma(state + RX_CONS_HEAD as u64, 4)
+            .unwrap()
+            .try_into()
+            .unwrap(),
+    );
+    assert_eq!(head, 67, "consumed up to the tail");
+
+    dev.arm_cq(&cq, false);
+    dev.arm_cq(&cq, true);
+    let db = fake.state().uar_writes.clone();
+    assert_eq!(
+        db,
+        [
+            (PAGE_SIZE + CQ_DB, 9 | CQ_ARM | CQ_ARM_SOL),
+            (PAGE_SIZE + CQ_DB, 9 | CQ_ARM_SOL)
+        ],
+        "the CQ doorbell of the context's UAR page (page 1)"
+    );
+
+    dev.destroy_cq(cq).unwrap();
+    assert_eq!(fake.state().allocated(), before, "every CQ page freed");
+}
+
+#[test]
+fn a_cq_index_beyond_the_ring_is_refused() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let cq = dev.create_cq(&uc, 64).unwrap();
+    let req: CreateCq = read(fake.state().requests.last().unwrap());
+    let state = listed_pages(&fake, req.pdir_dma.to_ne(), 1)[0];
+    fake.state()
+        .dma(state + RX_PROD_TAIL as u64, 4)
+        .unwrap()
+        .copy_from_slice(&128u32.to_le_bytes());
+    let err = cq.poll().unwrap_err();
+    assert_eq!(
+        (err.value, err.limit),
+        (128, 128),
+        "indices run below 2 × 64"
+    );
+    dev.destroy_cq(cq).unwrap();
+}
+
+#[test]
+fn a_cq_the_device_refuses_or_grants_wrongly_frees_its_pages() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let before = fake.state().allocated();
+    for bad in [0, super::super::MAX_CQE + 1] {
+        let err = dev.create_cq(&uc, bad).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    }
+    let asked = fake.state().requests.len();
+
+    fake.state().handler = std::boxed::Box::new(|req| answer(req, 12, &[]));
+    let err = dev.create_cq(&uc, 64).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NoMemory, "{err}");
+    assert_eq!(fake.state().allocated(), before, "refused: its pages freed");
+
+    handing_out(&fake, Some(32));
+    let err = dev.create_cq(&uc, 64).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    assert!(err.to_string().contains("granted 32"), "{err}");
+    let ops: Vec<u32> = fake.state().requests[asked..]
+        .iter()
+        .map(|r| opcode(r))
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            CmdOpcode::CreateCq.raw(),
+            CmdOpcode::CreateCq.raw(),
+            CmdOpcode::DestroyCq.raw()
+        ],
+        "no command for a bad size; the wrongly granted CQ destroyed again"
+    );
+    assert_eq!(fake.state().allocated(), before, "and its pages freed");
+}
+
+#[test]
+fn a_cq_whose_destroy_times_out_keeps_its_pages() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let cq = dev.create_cq(&uc, 64).unwrap();
+    let held = fake.state().allocated();
+    fake.state().handler = std::boxed::Box::new(|_| Reply {
+        resp: None,
+        err_reg: 0,
+        irq: false,
+    });
+    let err = dev.destroy_cq(cq).unwrap_err();
+    assert_eq!(err.error.kind(), ErrorKind::TimedOut, "{}", err.error);
+    assert!(
+        err.object.is_none(),
+        "the outcome is unknown: the CQ is gone"
+    );
+    assert_eq!(
+        fake.state().allocated(),
+        held,
+        "the device may still write: kept"
+    );
+}
