@@ -7,8 +7,8 @@
 //! ```
 //!
 //! Brings the device up, runs commands that need no backend traffic
-//! (QUERY_PORT, QUERY_PKEY, a context and a PD made and destroyed, a
-//! command the device does not implement), tears it down, and does it all
+//! (QUERY_PORT, QUERY_PKEY, a context, a PD and an armed CQ made and
+//! destroyed, a command the device does not implement), tears it down, and does it all
 //! again in the same boot. Each check prints `ok   NAME` or `FAIL NAME:
 //! why`; the last line is `pvrdma_check: N passed, M failed` and the exit
 //! status is 0 only when nothing failed.
@@ -18,10 +18,9 @@ use std::process::ExitCode;
 use rnic_pvrdma::Device;
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
-    CmdOpcode, CreateUc, HandleCmd, HandleResp, QueryPkey, QueryPkeyResp, QueryPort, QueryPortResp,
-    ResizeCq, ResizeCqResp,
+    CmdOpcode, QueryPkey, QueryPkeyResp, QueryPort, QueryPortResp, ResizeCq, ResizeCqResp,
 };
-use rnic_pvrdma_regs::{le32, le64};
+use rnic_pvrdma_regs::le32;
 use rnic_verbs::ErrorKind;
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 
@@ -152,36 +151,37 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         || format!("{pkey:?}"),
     );
 
-    // A context on the first UAR page, and a PD in it.
-    let uc = dev.exec::<_, HandleResp>(
-        CmdOpcode::CreateUc,
-        &CreateUc {
-            pfn: le64::from_ne(uar_pfn),
-            ..Default::default()
-        },
-    );
+    // A context, a PD and a CQ in it, and their teardown.
+    let uc = dev.create_uc();
     c.check(&format!("round {n}: CREATE_UC"), uc.is_ok(), || {
         format!("{uc:?}")
     });
     if let Ok(uc) = uc {
-        let ctx = uc.handle;
-        let pd = dev.exec::<_, HandleResp>(
-            CmdOpcode::CreatePd,
-            &HandleCmd {
-                handle: ctx,
-                ..Default::default()
-            },
-        );
+        let pd = dev.create_pd(&uc);
         c.check(&format!("round {n}: CREATE_PD"), pd.is_ok(), || {
             format!("{pd:?}")
         });
         if let Ok(pd) = pd {
-            let gone = destroy(&mut dev, CmdOpcode::DestroyPd, pd.handle);
+            let gone = dev.destroy_pd(pd);
             c.check(&format!("round {n}: DESTROY_PD"), gone.is_ok(), || {
                 format!("{gone:?}")
             });
         }
-        let gone = destroy(&mut dev, CmdOpcode::DestroyUc, ctx);
+        let cq = dev.create_cq(&uc, 100);
+        c.check(
+            &format!("round {n}: CREATE_CQ of 128 CQEs, empty"),
+            cq.as_ref()
+                .is_ok_and(|cq| cq.capacity() == 128 && matches!(cq.poll(), Ok(None))),
+            || format!("{cq:?}"),
+        );
+        if let Ok(cq) = cq {
+            dev.arm_cq(&cq, false);
+            let gone = dev.destroy_cq(cq);
+            c.check(&format!("round {n}: DESTROY_CQ"), gone.is_ok(), || {
+                format!("{gone:?}")
+            });
+        }
+        let gone = dev.destroy_uc(uc);
         c.check(&format!("round {n}: DESTROY_UC"), gone.is_ok(), || {
             format!("{gone:?}")
         });
@@ -208,21 +208,6 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
     }
     // Teardown: interrupts masked, every page freed and unmapped.
     drop(dev);
-}
-
-/// Runs a command that takes a handle and answers only its header.
-fn destroy(
-    dev: &mut Device<VfioHal>,
-    op: CmdOpcode,
-    handle: le32,
-) -> rnic_verbs::Result<rnic_pvrdma_regs::cmd::RespHdr> {
-    dev.exec(
-        op,
-        &HandleCmd {
-            handle,
-            ..Default::default()
-        },
-    )
 }
 
 fn main() -> ExitCode {

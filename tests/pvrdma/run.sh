@@ -63,6 +63,8 @@ bash "$vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     "bin:$guest_bin=/usr/bin/pvrdma_check"
 
 mux_log=$work/mad-mux.log
+# A socket left by an earlier run would pass for the new one.
+rm -f "$work/mad.sock"
 python3 -u "$here/mad_mux.py" "$work/mad.sock" >"$mux_log" 2>&1 &
 mux=$!
 trap 'kill $mux 2>/dev/null || true' EXIT
