@@ -13,9 +13,10 @@
 //! (the opcode, the errno it answered, the error register).
 //!
 //! Over the channel: user contexts ([`Uc`], each with its UAR page),
-//! protection domains ([`Pd`]) and completion queues ([`Cq`]: pages by
-//! page directory, polled from the state page's ring, armed through the
-//! UAR). MRs and QPs, and the verbs core over all of them, come with the
+//! protection domains ([`Pd`]), memory regions ([`Mr`]: the caller's
+//! pages mapped and listed by page directory) and completion queues
+//! ([`Cq`]: pages by page directory, polled from the state page's ring,
+//! armed through the UAR). QPs, and the verbs core over all of them, come with the
 //! provider seam (issue 17).
 #![no_std]
 #![deny(missing_docs)]
@@ -26,12 +27,14 @@ mod cmd;
 mod context;
 mod cq;
 mod device;
+mod mr;
 mod queue_mem;
 mod ring;
 
 pub use context::{Pd, Uc, UAR_PAGES};
 pub use cq::{Cq, MAX_CQE};
 pub use device::{Device, CMD_TIMEOUT_NS};
+pub use mr::Mr;
 
 #[cfg(test)]
 mod tests;

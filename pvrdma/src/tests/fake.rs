@@ -71,6 +71,8 @@ struct Alloc {
     iova: u64,
     ptr: NonNull<u8>,
     len: usize,
+    /// The caller's memory (`dma_map`), not the fake's to free.
+    mapped: bool,
 }
 
 /// The fake device's state.
@@ -97,6 +99,10 @@ pub struct State {
     pub now: u64,
     /// Activation fails: ERR keeps reading 0xffff.
     pub fail_activate: bool,
+    /// `dma_map` fails.
+    pub refuse_map: bool,
+    /// Every `dma_map`: (address, length).
+    pub maps: Vec<(usize, usize)>,
 }
 
 // SAFETY: the allocations are plain heap memory, accessed under the lock.
@@ -140,6 +146,8 @@ impl Fake {
             handler: Box::new(|req| answer(req, 0, &[])),
             now: 0,
             fail_activate: false,
+            refuse_map: false,
+            maps: Vec::new(),
         })))
     }
 
@@ -163,9 +171,14 @@ impl State {
         Some(unsafe { core::slice::from_raw_parts_mut(a.ptr.as_ptr().add(off), len) })
     }
 
-    /// Pages the driver holds.
+    /// Regions the driver holds: pages it allocated.
     pub fn allocated(&self) -> usize {
-        self.allocs.len()
+        self.allocs.iter().filter(|a| !a.mapped).count()
+    }
+
+    /// Mappings of the caller's memory the device can reach.
+    pub fn mapped(&self) -> usize {
+        self.allocs.iter().filter(|a| a.mapped).count()
     }
 
     fn dsr_iova(&self) -> u64 {
@@ -225,7 +238,12 @@ unsafe impl Hal for Fake {
         let mut st = self.state();
         let iova = st.next_iova;
         st.next_iova += len as u64;
-        st.allocs.push(Alloc { iova, ptr, len });
+        st.allocs.push(Alloc {
+            iova,
+            ptr,
+            len,
+            mapped: false,
+        });
         // SAFETY: `len` bytes of live heap memory until dma_free.
         Ok(unsafe { DmaRegion::new(ptr, iova, len) })
     }
@@ -235,7 +253,7 @@ unsafe impl Hal for Fake {
         let i = st
             .allocs
             .iter()
-            .position(|a| a.iova == region.iova())
+            .position(|a| !a.mapped && a.iova == region.iova())
             .expect("freeing a region the fake allocated");
         let a = st.allocs.swap_remove(i);
         // SAFETY: allocated by dma_alloc with this layout.
@@ -247,12 +265,32 @@ unsafe impl Hal for Fake {
         };
     }
 
-    unsafe fn dma_map(&self, _vaddr: NonNull<u8>, _len: usize) -> Result<u64, HalError> {
-        Err(HalError::Unsupported)
+    unsafe fn dma_map(&self, vaddr: NonNull<u8>, len: usize) -> Result<u64, HalError> {
+        let mut st = self.state();
+        if st.refuse_map {
+            return Err(HalError::NoIova);
+        }
+        let iova = st.next_iova;
+        st.next_iova += len.div_ceil(PAGE_SIZE) as u64 * PAGE_SIZE as u64;
+        st.allocs.push(Alloc {
+            iova,
+            ptr: vaddr,
+            len,
+            mapped: true,
+        });
+        st.maps.push((vaddr.as_ptr() as usize, len));
+        Ok(iova)
     }
 
-    unsafe fn dma_unmap(&self, _iova: u64, _len: usize) -> Result<(), HalError> {
-        Err(HalError::NotMapped)
+    unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        let mut st = self.state();
+        let i = st
+            .allocs
+            .iter()
+            .position(|a| a.mapped && a.iova == iova && a.len == len)
+            .ok_or(HalError::NotMapped)?;
+        st.allocs.swap_remove(i);
+        Ok(())
     }
 
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {

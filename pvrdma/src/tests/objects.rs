@@ -8,7 +8,7 @@ use std::string::ToString;
 use std::vec::Vec;
 
 use rnic_pvrdma_regs::bar1;
-use rnic_pvrdma_regs::cmd::{CmdHdr, CmdOpcode, CreateCq, CreateUc, HandleCmd};
+use rnic_pvrdma_regs::cmd::{access, CmdHdr, CmdOpcode, CreateCq, CreateMr, CreateUc, HandleCmd};
 use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
 use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB};
 use rnic_pvrdma_regs::PAGE_SIZE;
@@ -273,5 +273,105 @@ fn a_cq_whose_destroy_times_out_keeps_its_pages() {
         fake.state().allocated(),
         held,
         "the device may still write: kept"
+    );
+}
+
+/// A buffer of `pages` pages, page-aligned, for an MR.
+#[repr(C, align(4096))]
+struct Pages([u8; 3 * PAGE_SIZE]);
+
+#[test]
+fn an_mr_maps_whole_pages_and_lists_them_for_the_device() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let pd = dev.create_pd(&uc).unwrap();
+    let before = fake.state().allocated();
+    let mut buf = std::boxed::Box::new(Pages([0; 3 * PAGE_SIZE]));
+    let base = buf.0.as_mut_ptr();
+    // 5000 bytes from 100 bytes into the first page: two pages.
+    let addr = core::ptr::NonNull::new(base.wrapping_add(100)).unwrap();
+    let va = 0x7f00_0000_0064u64;
+    // SAFETY: `buf` outlives the MR, deregistered below.
+    let mr = unsafe { dev.reg_mr(&pd, addr, 5000, va, access::LOCAL_WRITE) }.unwrap();
+    assert_eq!((mr.handle(), mr.lkey(), mr.rkey()), (9, 0, 0));
+    assert_eq!(
+        fake.state().maps,
+        [(base as usize, 2 * PAGE_SIZE)],
+        "the whole pages around the buffer"
+    );
+    let req: CreateMr = read(fake.state().requests.last().unwrap());
+    assert_eq!(
+        (req.start.to_ne(), req.length.to_ne(), req.pd_handle.to_ne()),
+        (va, 5000, pd.handle())
+    );
+    assert_eq!(
+        (req.access_flags.to_ne(), req.nchunks.to_ne()),
+        (access::LOCAL_WRITE, 2)
+    );
+    let pages = listed_pages(&fake, req.pdir_dma.to_ne(), 3);
+    assert_eq!(pages[1], pages[0] + PAGE_SIZE as u64);
+    assert_eq!(pages[2], 0);
+    // The device reaches the caller's bytes through the listed page.
+    buf.0[100] = 0xab;
+    assert_eq!(fake.state().dma(pages[0] + 100, 1).unwrap(), [0xab]);
+
+    dev.dereg_mr(mr).unwrap();
+    let st = fake.state();
+    assert_eq!(
+        (st.allocated(), st.mapped()),
+        (before, 0),
+        "unmapped, directory freed"
+    );
+}
+
+#[test]
+fn a_bad_mr_is_refused_before_the_device_sees_it_and_a_refused_one_frees_everything() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let pd = dev.create_pd(&uc).unwrap();
+    let before = fake.state().allocated();
+    let asked = fake.state().requests.len();
+    let mut buf = std::boxed::Box::new(Pages([0; 3 * PAGE_SIZE]));
+    let addr = core::ptr::NonNull::new(buf.0.as_mut_ptr()).unwrap();
+    let va = addr.as_ptr() as u64;
+    let mut reg = |len: usize, iova: u64, bits: u32| {
+        // SAFETY: `buf` outlives every MR made here.
+        unsafe { dev.reg_mr(&pd, addr, len, iova, bits) }
+    };
+    let cases = [
+        (reg(0, va, 0), "0 bytes"),
+        (reg(64, va, 1 << 7), "access bits"),
+        (reg(64, va + 8, 0), "offset in its page"),
+        (reg(usize::MAX, va, 0), "at most"),
+    ];
+    for (r, why) in cases {
+        let err = r.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+        assert!(err.to_string().contains(why), "{err}");
+    }
+    assert_eq!(
+        fake.state().requests.len(),
+        asked,
+        "no command for any of them"
+    );
+    assert!(fake.state().maps.is_empty(), "nothing mapped");
+
+    fake.state().refuse_map = true;
+    let err = reg(64, va, 0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NoMemory, "{err}");
+    fake.state().refuse_map = false;
+
+    fake.state().handler = std::boxed::Box::new(|req| answer(req, 22, &[]));
+    let err = reg(64, va, 0).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    let st = fake.state();
+    assert_eq!(
+        (st.allocated(), st.mapped()),
+        (before, 0),
+        "refused: all undone"
     );
 }
