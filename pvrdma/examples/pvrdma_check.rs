@@ -7,22 +7,27 @@
 //! ```
 //!
 //! Brings the device up, runs commands that need no backend traffic
-//! (QUERY_PORT, QUERY_PKEY, a context, a PD and an armed CQ made and
-//! destroyed, a command the device does not implement), tears it down, and does it all
+//! (QUERY_PORT, QUERY_PKEY, a context, a PD, an MR and an armed CQ
+//! made and destroyed, a command the device does not implement), tears it down, and does it all
 //! again in the same boot. Each check prints `ok   NAME` or `FAIL NAME:
 //! why`; the last line is `pvrdma_check: N passed, M failed` and the exit
 //! status is 0 only when nothing failed.
 
 use std::process::ExitCode;
+use std::ptr::NonNull;
 
 use rnic_pvrdma::Device;
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
-    CmdOpcode, QueryPkey, QueryPkeyResp, QueryPort, QueryPortResp, ResizeCq, ResizeCqResp,
+    access, CmdOpcode, QueryPkey, QueryPkeyResp, QueryPort, QueryPortResp, ResizeCq, ResizeCqResp,
 };
 use rnic_pvrdma_regs::le32;
 use rnic_verbs::ErrorKind;
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
+
+/// Page-aligned memory for MRs.
+#[repr(C, align(4096))]
+struct Pages([u8; 4 * 4096]);
 
 /// Offset of BAR 0 in a type-0 configuration header.
 const PCI_BAR0: u64 = 0x10;
@@ -166,6 +171,43 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
             c.check(&format!("round {n}: DESTROY_PD"), gone.is_ok(), || {
                 format!("{gone:?}")
             });
+        }
+        if let Ok(pd) = dev.create_pd(&uc) {
+            let mut buf = Box::new(Pages([0; 4 * 4096]));
+            let base = NonNull::new(buf.0.as_mut_ptr()).expect("a Box's pointer");
+            let mut reg = |at: usize, len: usize| {
+                let addr = NonNull::new(base.as_ptr().wrapping_add(at)).expect("in the buffer");
+                // SAFETY: `buf` outlives every MR, each deregistered below.
+                unsafe { dev.reg_mr(&pd, addr, len, addr.as_ptr() as u64, access::LOCAL_WRITE) }
+            };
+            let mr = reg(0, 3 * 4096);
+            let odd = reg(100, 3 * 4096);
+            c.check(
+                &format!("round {n}: CREATE_MR of 12 KiB"),
+                mr.is_ok(),
+                || format!("{mr:?}"),
+            );
+            // QEMU's quirk: it wants nchunks == length / 4096 rounded up,
+            // so 12 KiB from 100 bytes into a page (4 pages) is EINVAL.
+            c.check(
+                &format!("round {n}: QEMU refuses an MR over one page more than its length"),
+                odd.as_ref()
+                    .is_err_and(|e| e.kind() == ErrorKind::InvalidArgument),
+                || format!("{odd:?}"),
+            );
+            for mr in [mr, odd].into_iter().flatten() {
+                println!(
+                    "pvrdma_check: MR handle {}, lkey {:#x}, rkey {:#x}",
+                    mr.handle(),
+                    mr.lkey(),
+                    mr.rkey()
+                );
+                let gone = dev.dereg_mr(mr);
+                c.check(&format!("round {n}: DESTROY_MR"), gone.is_ok(), || {
+                    format!("{gone:?}")
+                });
+            }
+            let _ = dev.destroy_pd(pd);
         }
         let cq = dev.create_cq(&uc, 100);
         c.check(
