@@ -16,8 +16,11 @@
 //! protection domains ([`Pd`]), memory regions ([`Mr`]: the caller's
 //! pages mapped and listed by page directory) and completion queues
 //! ([`Cq`]: pages by page directory, polled from the state page's ring,
-//! armed through the UAR). QPs, and the verbs core over all of them, come with the
-//! provider seam (issue 17).
+//! armed through the UAR) and queue pairs ([`Qp`]: RC and UD, made,
+//! modified and destroyed, with SENDs and receives posted through their
+//! rings and doorbells). The verbs core over all of them, with the IBA
+//! state machine and attribute checks, comes with the provider seam
+//! (issue 17).
 #![no_std]
 #![deny(missing_docs)]
 
@@ -28,6 +31,8 @@ mod context;
 mod cq;
 mod device;
 mod mr;
+mod post;
+mod qp;
 mod queue_mem;
 mod ring;
 
@@ -35,6 +40,8 @@ pub use context::{Pd, Uc, UAR_PAGES};
 pub use cq::{Cq, MAX_CQE};
 pub use device::{Device, CMD_TIMEOUT_NS};
 pub use mr::Mr;
+pub use post::{RecvWr, SendWr};
+pub use qp::{Qp, QpInit, MAX_SGE, MAX_WR};
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ extern crate std;
 
 mod fake;
 mod objects;
+mod qp;
 
 use std::boxed::Box;
 use std::vec::Vec;

@@ -8,7 +8,9 @@ use std::string::ToString;
 use std::vec::Vec;
 
 use rnic_pvrdma_regs::bar1;
-use rnic_pvrdma_regs::cmd::{access, CmdHdr, CmdOpcode, CreateCq, CreateMr, CreateUc, HandleCmd};
+use rnic_pvrdma_regs::cmd::{
+    access, CmdHdr, CmdOpcode, CreateCq, CreateMr, CreateQp, CreateUc, HandleCmd,
+};
 use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
 use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB};
 use rnic_pvrdma_regs::PAGE_SIZE;
@@ -17,7 +19,7 @@ use rnic_verbs::ErrorKind;
 use super::fake::{answer, Fake, Reply};
 use super::{open, u64_at};
 
-fn read<T: Copy>(bytes: &[u8]) -> T {
+pub(super) fn read<T: Copy>(bytes: &[u8]) -> T {
     assert!(core::mem::size_of::<T>() <= bytes.len());
     // SAFETY: in bounds (asserted); only Pod layouts are read.
     unsafe { bytes.as_ptr().cast::<T>().read_unaligned() }
@@ -29,7 +31,7 @@ fn opcode(req: &[u8]) -> u32 {
 
 /// A device that gives handles 7, 8, 9 ... and grants every CQ what it
 /// asks, unless `grant` says otherwise.
-fn handing_out(fake: &Fake, grant: Option<u32>) {
+pub(super) fn handing_out(fake: &Fake, grant: Option<u32>) {
     let mut next = 7u32;
     fake.state().handler = std::boxed::Box::new(move |req| {
         let handle = next;
@@ -40,6 +42,15 @@ fn handing_out(fake: &Fake, grant: Option<u32>) {
                 let cqe = grant.unwrap_or(asked);
                 let mut body = handle.to_le_bytes().to_vec();
                 body.extend(cqe.to_le_bytes());
+                answer(req, 0, &body)
+            }
+            op if op == CmdOpcode::CreateQp.raw() => {
+                // Version 17: the QP number, then the capacities asked.
+                let q = read::<CreateQp>(req);
+                let mut body = handle.to_le_bytes().to_vec();
+                for cap in [q.max_send_wr, q.max_recv_wr, q.max_send_sge, q.max_recv_sge] {
+                    body.extend(cap.to_ne().to_le_bytes());
+                }
                 answer(req, 0, &body)
             }
             _ => answer(req, 0, &handle.to_le_bytes()),
@@ -103,7 +114,7 @@ fn a_refused_destroy_hands_the_object_back_and_keeps_its_uar_page() {
 }
 
 /// The pages a directory lists, from the device's side.
-fn listed_pages(fake: &Fake, pdir: u64, count: usize) -> Vec<u64> {
+pub(super) fn listed_pages(fake: &Fake, pdir: u64, count: usize) -> Vec<u64> {
     let table = u64_at(fake, pdir);
     (0..count as u64)
         .map(|i| u64_at(fake, table + 8 * i))

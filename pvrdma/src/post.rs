@@ -1,0 +1,203 @@
+//! Posting work requests: WQEs written at the producer tail of a QP's send
+//! or receive ring, the tail advanced, the QP doorbell rung.
+//!
+//! QEMU's pvrdma carries every send WQE to its backend as a SEND (WRITE,
+//! READ and atomics silently become SENDs, immediate data is lost), and no
+//! PVRDMA device takes inline data. So a send of any opcode but SEND, or
+//! inline, is refused with `EOPNOTSUPP`, never posted (docs/pvrdma.md).
+
+use alloc::format;
+
+use rnic_pvrdma_regs::bar::UAR;
+use rnic_pvrdma_regs::cmd::QpType;
+use rnic_pvrdma_regs::uar::{HANDLE_MASK, QP_DB, QP_RECV, QP_SEND};
+use rnic_pvrdma_regs::wqe::{
+    send_flags, RqWqeHdr, Sge, SqWqeCtrl, UdWr, WrOpcode, SQ_WQE_HDR_SIZE, SQ_WQE_WR_OFFSET,
+};
+use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
+use rnic_queues::Hal;
+use rnic_verbs::{Error, ErrorKind, PostError, Result};
+
+use crate::device::Device;
+use crate::qp::{Qp, WorkQueue};
+
+/// The send flags a SEND may carry.
+const SEND_FLAGS: u32 = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED;
+
+/// A send work request.
+#[derive(Debug, Clone, Copy)]
+pub struct SendWr<'a> {
+    /// Returned in its completion.
+    pub wr_id: u64,
+    /// The operation: only [`WrOpcode::Send`] is carried.
+    pub opcode: WrOpcode,
+    /// [`send_flags`] bits.
+    pub flags: u32,
+    /// The message's pieces.
+    pub sges: &'a [Sge],
+    /// A UD QP's destination; `None` on an RC QP.
+    pub ud: Option<UdWr>,
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvWr<'a> {
+    /// Returned in its completion.
+    pub wr_id: u64,
+    /// Where the message goes.
+    pub sges: &'a [Sge],
+}
+
+fn check_send(qp: &Qp, wr: &SendWr<'_>) -> Result<()> {
+    if wr.opcode != WrOpcode::Send {
+        return Err(Error::new(
+            ErrorKind::NotSupported,
+            format!(
+                "{:?}: this device carries only SEND (QEMU's pvrdma would send it as one)",
+                wr.opcode
+            ),
+        ));
+    }
+    if wr.flags & send_flags::INLINE != 0 {
+        return Err(Error::new(
+            ErrorKind::NotSupported,
+            "inline data: PVRDMA takes none (max_inline_data 0)",
+        ));
+    }
+    if wr.flags & !(SEND_FLAGS | send_flags::INLINE) != 0 {
+        return Err(Error::invalid(format!(
+            "send flags {:#x} are not the device's",
+            wr.flags & !(SEND_FLAGS | send_flags::INLINE)
+        )));
+    }
+    if wr.sges.len() > qp.q.sq.max_sge as usize {
+        return Err(Error::invalid(format!(
+            "{} SGEs: the QP takes {}",
+            wr.sges.len(),
+            qp.q.sq.max_sge
+        )));
+    }
+    match (qp.qp_type(), wr.ud.is_some()) {
+        (QpType::Ud, false) => Err(Error::invalid("a UD send needs its destination")),
+        (QpType::Rc, true) => Err(Error::invalid("an RC send has no UD destination")),
+        _ => Ok(()),
+    }
+}
+
+/// The slot at the tail of `wq`, or `ENOMEM` if the queue is full.
+fn free_slot(qp: &Qp, wq: &WorkQueue, what: &str) -> Result<usize> {
+    match wq.ring.free_slot(&qp.q.mem.state) {
+        Ok(Some(slot)) => Ok(wq.offset + slot as usize * wq.stride),
+        Ok(None) => Err(Error::new(
+            ErrorKind::NoMemory,
+            format!("the {what} queue is full ({} WQEs)", wq.ring.size()),
+        )),
+        Err(e) => Err(Error::new(ErrorKind::Io, format!("the {what} queue: {e}"))),
+    }
+}
+
+fn write_sges(qp: &Qp, at: usize, sges: &[Sge]) {
+    for (i, sge) in sges.iter().enumerate() {
+        qp.q.mem
+            .entries
+            .write(at + i * core::mem::size_of::<Sge>(), *sge);
+    }
+}
+
+impl<H: Hal> Device<H> {
+    /// Posts `wrs` to the send queue, in order, and rings the doorbell
+    /// once. A request that cannot be carried stops the post there: those
+    /// before it are posted, it and those after are not.
+    pub fn post_send(
+        &self,
+        qp: &mut Qp,
+        wrs: &[SendWr<'_>],
+    ) -> core::result::Result<(), PostError> {
+        let mut posted = 0;
+        let result = wrs.iter().try_for_each(|wr| {
+            check_send(qp, wr)?;
+            let at = free_slot(qp, &qp.q.sq, "send")?;
+            let wqe = &qp.q.mem.entries;
+            wqe.write_bytes(at, &[0; PAGE_SIZE][..qp.q.sq.stride]);
+            let ctrl = SqWqeCtrl {
+                wr_id: le64::from_ne(wr.wr_id),
+                num_sge: le32::from_ne(wr.sges.len() as u32),
+                opcode: le32::from_ne(wr.opcode.raw()),
+                send_flags: le32::from_ne(wr.flags),
+                ..Default::default()
+            };
+            wqe.write(at, ctrl);
+            if let Some(ud) = wr.ud {
+                wqe.write(at + SQ_WQE_WR_OFFSET, ud);
+            }
+            write_sges(qp, at + SQ_WQE_HDR_SIZE, wr.sges);
+            // Release (in `produce`): the WQE is whole when the device sees
+            // the tail move.
+            qp.q.sq
+                .ring
+                .produce(&qp.q.mem.state)
+                .map_err(|e| Error::new(ErrorKind::Io, format!("the send queue: {e}")))?;
+            posted += 1;
+            Ok(())
+        });
+        if posted > 0 {
+            self.ring_qp(qp, QP_SEND);
+        }
+        result.map_err(|error| PostError {
+            index: posted,
+            error,
+        })
+    }
+
+    /// Posts `wrs` to the receive queue, in order, and rings the doorbell
+    /// once; stops at the first that cannot be posted, as
+    /// [`Device::post_send`] does.
+    pub fn post_recv(
+        &self,
+        qp: &mut Qp,
+        wrs: &[RecvWr<'_>],
+    ) -> core::result::Result<(), PostError> {
+        let mut posted = 0;
+        let result = wrs.iter().try_for_each(|wr| {
+            if wr.sges.len() > qp.q.rq.max_sge as usize {
+                return Err(Error::invalid(format!(
+                    "{} SGEs: the QP takes {}",
+                    wr.sges.len(),
+                    qp.q.rq.max_sge
+                )));
+            }
+            let at = free_slot(qp, &qp.q.rq, "receive")?;
+            let hdr = RqWqeHdr {
+                wr_id: le64::from_ne(wr.wr_id),
+                num_sge: le32::from_ne(wr.sges.len() as u32),
+                total_len: le32::from_ne(0),
+            };
+            qp.q.mem.entries.write(at, hdr);
+            write_sges(qp, at + core::mem::size_of::<RqWqeHdr>(), wr.sges);
+            // Release (in `produce`): the WQE is whole when the device sees
+            // the tail move.
+            qp.q.rq
+                .ring
+                .produce(&qp.q.mem.state)
+                .map_err(|e| Error::new(ErrorKind::Io, format!("the receive queue: {e}")))?;
+            posted += 1;
+            Ok(())
+        });
+        if posted > 0 {
+            self.ring_qp(qp, QP_RECV);
+        }
+        result.map_err(|error| PostError {
+            index: posted,
+            error,
+        })
+    }
+
+    fn ring_qp(&self, qp: &Qp, which: u32) {
+        // The Hal orders this doorbell after the WQEs and the tail.
+        self.hal.mmio_write32(
+            UAR,
+            qp.uar * PAGE_SIZE + QP_DB,
+            (qp.handle() & HANDLE_MASK) | which,
+        );
+    }
+}

@@ -1,0 +1,350 @@
+//! QPs against the fake device: CREATE_QP as the device sees it, and
+//! posting, including what is refused before the device sees it.
+
+extern crate std;
+
+use std::string::ToString;
+use std::vec::Vec;
+
+use rnic_pvrdma_regs::bar1;
+use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateQp, QpType};
+use rnic_pvrdma_regs::ring::{RX_PROD_TAIL, TX_PROD_TAIL};
+use rnic_pvrdma_regs::uar::{QP_DB, QP_RECV, QP_SEND};
+use rnic_pvrdma_regs::wqe::{send_flags, RqWqeHdr, Sge, SqWqeCtrl, WrOpcode, SQ_WQE_HDR_SIZE};
+use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
+use rnic_verbs::ErrorKind;
+
+use super::fake::Fake;
+use super::objects::{handing_out, listed_pages, read};
+use super::{open, u64_at};
+use crate::{Cq, Device, Qp, QpInit, RecvWr, SendWr};
+
+struct Setup {
+    fake: Fake,
+    dev: Device<Fake>,
+    cq: Option<Cq>,
+    qp: Option<Qp>,
+    /// The QP's state page and first entry page, as the device sees them.
+    state: u64,
+    entries: u64,
+}
+
+fn setup(send_wr: u32, qp_type: QpType) -> Setup {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let pd = dev.create_pd(&uc).unwrap();
+    let cq = dev.create_cq(&uc, 64).unwrap();
+    let init = QpInit {
+        qp_type,
+        send_cq: &cq,
+        recv_cq: &cq,
+        max_send_wr: send_wr,
+        max_recv_wr: 100,
+        max_send_sge: 2,
+        max_recv_sge: 1,
+        sq_sig_all: false,
+    };
+    let qp = dev.create_qp(&uc, &pd, &init).unwrap();
+    let req: CreateQp = read(fake.state().requests.last().unwrap());
+    let pages = listed_pages(&fake, req.pdir_dma.to_ne(), 2);
+    Setup {
+        fake,
+        dev,
+        cq: Some(cq),
+        qp: Some(qp),
+        state: pages[0],
+        entries: pages[1],
+    }
+}
+
+fn word(fake: &Fake, iova: u64) -> u32 {
+    u64_at(fake, iova) as u32
+}
+
+#[test]
+fn a_qp_lists_its_state_send_and_receive_pages_as_the_device_expects() {
+    let mut s = setup(100, QpType::Rc);
+    let req: CreateQp = read(s.fake.state().requests.last().unwrap());
+    let qp = s.qp.take().unwrap();
+    assert_eq!(
+        (qp.handle(), qp.qpn()),
+        (10, 10),
+        "version 17: the number is the handle"
+    );
+    assert_eq!((qp.send_capacity(), qp.recv_capacity()), (128, 128));
+    // Send WQEs: 80 + 2 × 16 → 128 B, 128 of them: 4 pages. Receive WQEs:
+    // 16 + 16 → 32 B, 128 of them: 1 page.
+    assert_eq!(
+        (req.total_chunks.to_ne(), req.send_chunks.to_ne()),
+        (6, 4),
+        "the state page, four send pages, one receive page"
+    );
+    assert_eq!(
+        (
+            req.qp_type,
+            req.max_send_wr.to_ne(),
+            req.max_recv_sge.to_ne()
+        ),
+        (2, 128, 1)
+    );
+    assert_eq!(req.send_cq_handle.to_ne(), s.cq.as_ref().unwrap().handle());
+    let pages = listed_pages(&s.fake, req.pdir_dma.to_ne(), 7);
+    assert_eq!(
+        pages[5],
+        pages[1] + 4 * PAGE_SIZE as u64,
+        "receive pages after the send's"
+    );
+    assert_eq!(pages[6], 0);
+    let before = s.fake.state().allocated();
+    s.dev.destroy_qp(qp).unwrap();
+    assert_eq!(
+        s.fake.state().allocated(),
+        before - 4,
+        "directory, table, state, entries"
+    );
+}
+
+#[test]
+fn sends_and_receives_are_written_at_the_tail_and_the_doorbell_rung_once() {
+    let mut s = setup(4, QpType::Rc);
+    let mut qp = s.qp.take().unwrap();
+    let sges = [
+        Sge {
+            addr: le64::from_ne(0x1000),
+            length: le32::from_ne(64),
+            lkey: le32::from_ne(5),
+        },
+        Sge {
+            addr: le64::from_ne(0x2000),
+            length: le32::from_ne(32),
+            lkey: le32::from_ne(5),
+        },
+    ];
+    let wr = |id| SendWr {
+        wr_id: id,
+        opcode: WrOpcode::Send,
+        flags: send_flags::SIGNALED,
+        sges: &sges,
+        ud: None,
+    };
+    s.dev.post_send(&mut qp, &[wr(1), wr(2)]).unwrap();
+    assert_eq!(word(&s.fake, s.state + TX_PROD_TAIL as u64), 2);
+    let stride = 128u64;
+    let ctrl: SqWqeCtrl = read(s.fake.state().dma(s.entries + stride, 32).unwrap());
+    assert_eq!(
+        (
+            ctrl.wr_id.to_ne(),
+            ctrl.num_sge.to_ne(),
+            ctrl.opcode.to_ne()
+        ),
+        (2, 2, WrOpcode::Send.raw())
+    );
+    let sge: Sge = read(
+        s.fake
+            .state()
+            .dma(s.entries + stride + SQ_WQE_HDR_SIZE as u64 + 16, 16)
+            .unwrap(),
+    );
+    assert_eq!((sge.addr.to_ne(), sge.length.to_ne()), (0x2000, 32));
+
+    s.dev
+        .post_recv(
+            &mut qp,
+            &[RecvWr {
+                wr_id: 9,
+                sges: &sges[..1],
+            }],
+        )
+        .unwrap();
+    // The receive queue starts after the send queue's page (4 × 128 B).
+    let hdr: RqWqeHdr = read(
+        s.fake
+            .state()
+            .dma(s.entries + PAGE_SIZE as u64, 16)
+            .unwrap(),
+    );
+    assert_eq!((hdr.wr_id.to_ne(), hdr.num_sge.to_ne()), (9, 1));
+    assert_eq!(word(&s.fake, s.state + RX_PROD_TAIL as u64), 1);
+    let db: Vec<(usize, u32)> = s.fake.state().uar_writes.clone();
+    assert_eq!(
+        db,
+        [
+            (QP_DB, qp.handle() | QP_SEND),
+            (QP_DB, qp.handle() | QP_RECV)
+        ],
+        "one doorbell per post, on the context's UAR page"
+    );
+
+    // Two more fill the four-entry queue; a fifth is refused with ENOMEM
+    // and the two before it stay posted.
+    let err = s
+        .dev
+        .post_send(&mut qp, &[wr(3), wr(4), wr(5)])
+        .unwrap_err();
+    assert_eq!(
+        (err.index, err.error.kind()),
+        (2, ErrorKind::NoMemory),
+        "{}",
+        err.error
+    );
+    assert_eq!(word(&s.fake, s.state + TX_PROD_TAIL as u64), 4);
+}
+
+#[test]
+fn what_the_device_cannot_carry_is_refused_and_nothing_posted() {
+    let mut s = setup(4, QpType::Rc);
+    let mut qp = s.qp.take().unwrap();
+    let sge = [Sge::default(); 3];
+    let cases = [
+        (
+            WrOpcode::RdmaWrite,
+            0,
+            1,
+            ErrorKind::NotSupported,
+            "only SEND",
+        ),
+        (
+            WrOpcode::RdmaRead,
+            0,
+            1,
+            ErrorKind::NotSupported,
+            "only SEND",
+        ),
+        (
+            WrOpcode::AtomicFetchAndAdd,
+            0,
+            1,
+            ErrorKind::NotSupported,
+            "only SEND",
+        ),
+        (
+            WrOpcode::SendWithImm,
+            0,
+            1,
+            ErrorKind::NotSupported,
+            "only SEND",
+        ),
+        (
+            WrOpcode::Send,
+            send_flags::INLINE,
+            1,
+            ErrorKind::NotSupported,
+            "inline",
+        ),
+        (
+            WrOpcode::Send,
+            1 << 9,
+            1,
+            ErrorKind::InvalidArgument,
+            "flags",
+        ),
+        (WrOpcode::Send, 0, 3, ErrorKind::InvalidArgument, "SGEs"),
+    ];
+    for (opcode, flags, nsge, kind, why) in cases {
+        let wr = SendWr {
+            wr_id: 1,
+            opcode,
+            flags,
+            sges: &sge[..nsge],
+            ud: None,
+        };
+        let err = s.dev.post_send(&mut qp, &[wr]).unwrap_err();
+        assert_eq!(
+            (err.index, err.error.kind()),
+            (0, kind),
+            "{opcode:?}: {}",
+            err.error
+        );
+        assert!(err.error.to_string().contains(why), "{}", err.error);
+    }
+    let ud = rnic_pvrdma_regs::wqe::UdWr::default();
+    let wr = SendWr {
+        wr_id: 1,
+        opcode: WrOpcode::Send,
+        flags: 0,
+        sges: &[],
+        ud: Some(ud),
+    };
+    let err = s.dev.post_send(&mut qp, &[wr]).unwrap_err();
+    assert_eq!(
+        err.error.kind(),
+        ErrorKind::InvalidArgument,
+        "{}",
+        err.error
+    );
+    assert_eq!(
+        word(&s.fake, s.state + TX_PROD_TAIL as u64),
+        0,
+        "nothing posted"
+    );
+    assert!(s.fake.state().uar_writes.is_empty(), "no doorbell");
+    let _ = s.dev.destroy_qp(qp);
+
+    // A UD QP's send needs its destination.
+    let mut s = setup(4, QpType::Ud);
+    let mut qp = s.qp.take().unwrap();
+    let wr = SendWr {
+        wr_id: 1,
+        opcode: WrOpcode::Send,
+        flags: 0,
+        sges: &[],
+        ud: None,
+    };
+    let err = s.dev.post_send(&mut qp, &[wr]).unwrap_err();
+    assert!(
+        err.error.to_string().contains("destination"),
+        "{}",
+        err.error
+    );
+    let _ = s.dev.destroy_qp(qp);
+}
+
+#[test]
+fn a_qp_the_device_grants_less_is_destroyed_again() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let pd = dev.create_pd(&uc).unwrap();
+    let cq = dev.create_cq(&uc, 64).unwrap();
+    let before = fake.state().allocated();
+    // Grants every capacity as 0 (the plain handle answer).
+    fake.state().handler = std::boxed::Box::new(|req| super::fake::answer(req, 0, &[3]));
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        send_cq: &cq,
+        recv_cq: &cq,
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        sq_sig_all: false,
+    };
+    let err = dev.create_qp(&uc, &pd, &init).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    let last: CreateQp = read(fake.state().requests.last().unwrap());
+    assert_eq!(
+        last.hdr.cmd.to_ne(),
+        CmdOpcode::DestroyQp.raw(),
+        "destroyed again"
+    );
+    assert_eq!(fake.state().allocated(), before, "and its pages freed");
+    let bad = QpInit {
+        qp_type: QpType::Uc,
+        ..init
+    };
+    assert_eq!(
+        dev.create_qp(&uc, &pd, &bad).unwrap_err().kind(),
+        ErrorKind::NotSupported
+    );
+    let bad = QpInit {
+        max_send_sge: crate::MAX_SGE + 1,
+        ..init
+    };
+    assert_eq!(
+        dev.create_qp(&uc, &pd, &bad).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+}
