@@ -7,8 +7,9 @@
 //! ```
 //!
 //! Brings the device up, runs commands that need no backend traffic
-//! (QUERY_PORT, QUERY_PKEY, a context, a PD, an MR and an armed CQ
-//! made and destroyed, a command the device does not implement), tears it down, and does it all
+//! (QUERY_PORT, QUERY_PKEY, a context, a PD, MRs, an armed CQ and an
+//! RC QP taken to INIT, given a receive and refused a WRITE, all made and
+//! destroyed, a command the device does not implement), tears it down, and does it all
 //! again in the same boot. Each check prints `ok   NAME` or `FAIL NAME:
 //! why`; the last line is `pvrdma_check: N passed, M failed` and the exit
 //! status is 0 only when nothing failed.
@@ -16,12 +17,14 @@
 use std::process::ExitCode;
 use std::ptr::NonNull;
 
-use rnic_pvrdma::Device;
+use rnic_pvrdma::{Cq, Device, Pd, QpInit, RecvWr, SendWr, Uc};
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
-    access, CmdOpcode, QueryPkey, QueryPkeyResp, QueryPort, QueryPortResp, ResizeCq, ResizeCqResp,
+    access, qp_attr_mask, CmdOpcode, QpAttr, QpState, QpType, QueryPkey, QueryPkeyResp, QueryPort,
+    QueryPortResp, ResizeCq, ResizeCqResp,
 };
-use rnic_pvrdma_regs::le32;
+use rnic_pvrdma_regs::wqe::{Sge, WrOpcode};
+use rnic_pvrdma_regs::{le16, le32, le64};
 use rnic_verbs::ErrorKind;
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 
@@ -218,6 +221,10 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         );
         if let Ok(cq) = cq {
             dev.arm_cq(&cq, false);
+            if let Ok(pd) = dev.create_pd(&uc) {
+                qp_round(c, &mut dev, n, &uc, &pd, &cq);
+                let _ = dev.destroy_pd(pd);
+            }
             let gone = dev.destroy_cq(cq);
             c.check(&format!("round {n}: DESTROY_CQ"), gone.is_ok(), || {
                 format!("{gone:?}")
@@ -250,6 +257,96 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
     }
     // Teardown: interrupts masked, every page freed and unmapped.
     drop(dev);
+}
+
+/// An RC QP made, taken to INIT, given a receive, refused a WRITE (QEMU
+/// would send it as a SEND), and destroyed.
+fn qp_round(c: &mut Checks, dev: &mut Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq: &Cq) {
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        max_send_wr: 16,
+        max_recv_wr: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        sq_sig_all: false,
+    };
+    let qp = dev.create_qp(uc, pd, &init);
+    c.check(&format!("round {n}: CREATE_QP (RC)"), qp.is_ok(), || {
+        format!("{qp:?}")
+    });
+    let Ok(mut qp) = qp else { return };
+    println!(
+        "pvrdma_check: QP handle {}, number {}",
+        qp.handle(),
+        qp.qpn()
+    );
+    let attrs = QpAttr {
+        qp_state: le32::from_ne(QpState::Init.raw()),
+        pkey_index: le16::from_ne(0),
+        port_num: 1,
+        qp_access_flags: le32::from_ne(access::LOCAL_WRITE),
+        ..Default::default()
+    };
+    let mask = qp_attr_mask::STATE
+        | qp_attr_mask::PKEY_INDEX
+        | qp_attr_mask::PORT
+        | qp_attr_mask::ACCESS_FLAGS;
+    let inited = dev.modify_qp(&qp, mask, &attrs);
+    c.check(
+        &format!("round {n}: MODIFY_QP to INIT"),
+        inited.is_ok(),
+        || format!("{inited:?}"),
+    );
+    let mut buf = Box::new(Pages([0; 4 * 4096]));
+    let addr = NonNull::new(buf.0.as_mut_ptr()).expect("a Box's pointer");
+    // SAFETY: `buf` outlives the MR, deregistered below.
+    let mr = unsafe { dev.reg_mr(pd, addr, 4096, addr.as_ptr() as u64, access::LOCAL_WRITE) };
+    if let Ok(mr) = mr {
+        let sge = [Sge {
+            addr: le64::from_ne(addr.as_ptr() as u64),
+            length: le32::from_ne(4096),
+            lkey: le32::from_ne(mr.lkey()),
+        }];
+        let posted = dev.post_recv(
+            &mut qp,
+            &[RecvWr {
+                wr_id: 1,
+                sges: &sge,
+            }],
+        );
+        c.check(
+            &format!("round {n}: a receive posted"),
+            posted.is_ok(),
+            || format!("{posted:?}"),
+        );
+        let write = SendWr {
+            wr_id: 2,
+            opcode: WrOpcode::RdmaWrite,
+            flags: 0,
+            sges: &sge,
+            ud: None,
+        };
+        let refused = dev.post_send(&mut qp, &[write]);
+        c.check(
+            &format!("round {n}: an RDMA WRITE is refused, not sent as a SEND"),
+            refused
+                .as_ref()
+                .is_err_and(|e| e.index == 0 && e.error.kind() == ErrorKind::NotSupported),
+            || format!("{refused:?}"),
+        );
+        let gone = dev.destroy_qp(qp);
+        c.check(&format!("round {n}: DESTROY_QP"), gone.is_ok(), || {
+            format!("{gone:?}")
+        });
+        let _ = dev.dereg_mr(mr);
+    } else {
+        c.check(&format!("round {n}: CREATE_MR for the QP"), false, || {
+            format!("{mr:?}")
+        });
+        let _ = dev.destroy_qp(qp);
+    }
 }
 
 fn main() -> ExitCode {
