@@ -67,20 +67,17 @@ impl<H: Hal> Device<H> {
         })
     }
 
-    /// Destroys a context (DESTROY_UC) and frees its UAR page.
+    /// Destroys a context (DESTROY_UC) and frees its UAR page. If the
+    /// outcome is unknown the device may still ring on the page, and it
+    /// stays taken.
     pub fn destroy_uc(&mut self, uc: Uc) -> core::result::Result<(), DestroyError<Uc>> {
-        match self.destroy(CmdOpcode::DestroyUc, uc.handle) {
-            Ok(()) => {
-                self.uars[uc.uar] = false;
-                Ok(())
-            }
-            // The device may still ring on the page: it stays taken.
-            Err(e) if e.outcome_unknown() => Err(DestroyError::gone(e)),
-            Err(e) => Err(DestroyError {
-                object: Some(uc),
-                error: e,
-            }),
-        }
+        self.destroy_object(
+            CmdOpcode::DestroyUc,
+            uc.handle,
+            uc,
+            |dev, uc| dev.uars[uc.uar] = false,
+            |_, _| {},
+        )
     }
 
     /// A new protection domain in `uc` (CREATE_PD).
@@ -99,11 +96,32 @@ impl<H: Hal> Device<H> {
 
     /// Destroys a protection domain (DESTROY_PD).
     pub fn destroy_pd(&mut self, pd: Pd) -> core::result::Result<(), DestroyError<Pd>> {
-        match self.destroy(CmdOpcode::DestroyPd, pd.handle) {
-            Ok(()) => Ok(()),
-            Err(e) if e.outcome_unknown() => Err(DestroyError::gone(e)),
+        self.destroy_object(CmdOpcode::DestroyPd, pd.handle, pd, |_, _| {}, |_, _| {})
+    }
+
+    /// Destroys `object` with command `op`. Destroyed, `freed` releases
+    /// what it held; refused (or never issued), it is handed back; with
+    /// the outcome unknown, `kept` deals with what the device may still
+    /// use, and the object is gone.
+    pub(crate) fn destroy_object<T>(
+        &mut self,
+        op: CmdOpcode,
+        handle: u32,
+        object: T,
+        freed: impl FnOnce(&mut Self, T),
+        kept: impl FnOnce(&mut Self, T),
+    ) -> core::result::Result<(), DestroyError<T>> {
+        match self.destroy(op, handle) {
+            Ok(()) => {
+                freed(self, object);
+                Ok(())
+            }
+            Err(e) if e.outcome_unknown() => {
+                kept(self, object);
+                Err(DestroyError::gone(e))
+            }
             Err(e) => Err(DestroyError {
-                object: Some(pd),
+                object: Some(object),
                 error: e,
             }),
         }

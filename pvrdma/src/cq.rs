@@ -79,14 +79,7 @@ impl<H: Hal> Device<H> {
         let resp: CreateCqResp = match self.exec(CmdOpcode::CreateCq, &req) {
             Ok(r) => r,
             Err(e) => {
-                if e.outcome_unknown() {
-                    // The device may have the CQ and write into it.
-                    core::mem::forget(mem);
-                } else {
-                    // SAFETY: the device refused the CQ (or never got the
-                    // command), so it does not use the pages.
-                    unsafe { mem.free(&self.hal) };
-                }
+                mem.release(&self.hal, &e);
                 return Err(e);
             }
         };
@@ -113,23 +106,16 @@ impl<H: Hal> Device<H> {
     /// Destroys a CQ (DESTROY_CQ) and frees its pages. Destroy the QPs
     /// that complete on it first.
     pub fn destroy_cq(&mut self, cq: Cq) -> core::result::Result<(), DestroyError<Cq>> {
-        match self.destroy(CmdOpcode::DestroyCq, cq.handle) {
-            Ok(()) => {
-                // SAFETY: the device destroyed the CQ.
-                unsafe { cq.mem.free(&self.hal) };
-                Ok(())
-            }
-            Err(e) if e.outcome_unknown() => {
-                // The device may still write into the pages: they are
-                // never freed.
-                core::mem::forget(cq);
-                Err(DestroyError::gone(e))
-            }
-            Err(e) => Err(DestroyError {
-                object: Some(cq),
-                error: e,
-            }),
-        }
+        let handle = cq.handle;
+        self.destroy_object(
+            CmdOpcode::DestroyCq,
+            handle,
+            cq,
+            // SAFETY: the device destroyed the CQ.
+            |dev, cq| unsafe { cq.mem.free(&dev.hal) },
+            // The device may still write into the pages: never freed.
+            |_, cq| core::mem::forget(cq),
+        )
     }
 
     /// Asks for a CQ notification (`ibv_req_notify_cq`) on the next

@@ -162,23 +162,19 @@ impl<H: Hal> Device<H> {
     /// memory: the platform cuts it off for good where it can, and the
     /// directory is never freed.
     pub fn dereg_mr(&mut self, mr: Mr) -> core::result::Result<(), DestroyError<Mr>> {
-        match self.destroy(CmdOpcode::DestroyMr, mr.handle) {
-            Ok(()) => {
+        let handle = mr.handle;
+        self.destroy_object(
+            CmdOpcode::DestroyMr,
+            handle,
+            mr,
+            |dev, mr| {
                 let (iova, len) = mr.map;
                 // SAFETY: the device destroyed the MR; this is its mapping.
-                let _ = unsafe { self.hal.dma_unmap(iova, len) };
-                free_pages(&self.hal, mr.dir.into_vec());
-                Ok(())
-            }
-            Err(e) if e.outcome_unknown() => {
-                self.retire(mr.map.0, mr.map.1, mr.dir.into_vec());
-                Err(DestroyError::gone(e))
-            }
-            Err(e) => Err(DestroyError {
-                object: Some(mr),
-                error: e,
-            }),
-        }
+                let _ = unsafe { dev.hal.dma_unmap(iova, len) };
+                free_pages(&dev.hal, mr.dir.into_vec());
+            },
+            |dev, mr| dev.retire(mr.map.0, mr.map.1, mr.dir.into_vec()),
+        )
     }
 
     /// An MR the device may still hold: its memory is cut off where the

@@ -178,14 +178,7 @@ impl<H: Hal> Device<H> {
         let (handle, qpn, granted) = match answer {
             Ok(a) => a,
             Err(e) => {
-                if e.outcome_unknown() {
-                    // The device may have the QP and use its pages.
-                    core::mem::forget(mem);
-                } else {
-                    // SAFETY: the device refused the QP (or never got the
-                    // command), so it does not use the pages.
-                    unsafe { mem.free(&self.hal) };
-                }
+                mem.release(&self.hal, &e);
                 return Err(e);
             }
         };
@@ -240,22 +233,15 @@ impl<H: Hal> Device<H> {
 
     /// Destroys a QP (DESTROY_QP) and frees its pages.
     pub fn destroy_qp(&mut self, qp: Qp) -> core::result::Result<(), DestroyError<Qp>> {
-        match self.destroy(CmdOpcode::DestroyQp, qp.handle) {
-            Ok(()) => {
-                // SAFETY: the device destroyed the QP.
-                unsafe { qp.q.mem.free(&self.hal) };
-                Ok(())
-            }
-            Err(e) if e.outcome_unknown() => {
-                // The device may still read or write the pages: they are
-                // never freed.
-                core::mem::forget(qp);
-                Err(DestroyError::gone(e))
-            }
-            Err(e) => Err(DestroyError {
-                object: Some(qp),
-                error: e,
-            }),
-        }
+        let handle = qp.handle;
+        self.destroy_object(
+            CmdOpcode::DestroyQp,
+            handle,
+            qp,
+            // SAFETY: the device destroyed the QP.
+            |dev, qp| unsafe { qp.q.mem.free(&dev.hal) },
+            // The device may still read or write the pages: never freed.
+            |_, qp| core::mem::forget(qp),
+        )
     }
 }

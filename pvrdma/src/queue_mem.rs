@@ -76,6 +76,19 @@ impl QueueMem {
         (1 + self.entries.len() / PAGE_SIZE) as u32
     }
 
+    /// After the command that was to make the queue failed: frees the
+    /// pages if the device certainly has no queue on them, else keeps them
+    /// for good (the device may have made it, and write into them).
+    pub(crate) fn release<H: Hal>(self, hal: &H, error: &Error) {
+        if error.outcome_unknown() {
+            core::mem::forget(self);
+        } else {
+            // SAFETY: the device refused the command or never got it, so
+            // it has no queue on these pages.
+            unsafe { self.free(hal) };
+        }
+    }
+
     /// Frees every page.
     ///
     /// # Safety
