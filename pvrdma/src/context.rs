@@ -3,7 +3,9 @@
 
 use alloc::format;
 
-use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateUc, HandleCmd, HandleResp, RespHdr};
+use rnic_pvrdma_regs::cmd::{
+    CmdOpcode, CreateBind, CreateUc, DestroyBind, Gid, HandleCmd, HandleResp, RespHdr,
+};
 use rnic_pvrdma_regs::{le32, le64};
 use rnic_queues::Hal;
 use rnic_verbs::{DestroyError, Error, ErrorKind, Result};
@@ -125,6 +127,39 @@ impl<H: Hal> Device<H> {
                 error: e,
             }),
         }
+    }
+
+    /// Puts `gid` of `gid_type` (`dsr::GID_TYPE_ROCE_V1` or `_V2`) at
+    /// `index` of the port's GID table (CREATE_BIND), where address vectors
+    /// name it as their source.
+    pub fn create_bind(&mut self, index: u32, gid: Gid, gid_type: u8) -> Result<()> {
+        let len = self.caps().gid_tbl_len.to_ne();
+        if index >= len {
+            return Err(Error::invalid(format!(
+                "GID index {index}: the device's table holds {len}"
+            )));
+        }
+        let req = CreateBind {
+            mtu: le32::from_ne(0),
+            vlan: le32::from_ne(0),
+            index: le32::from_ne(index),
+            new_gid: gid,
+            gid_type,
+            ..Default::default()
+        };
+        self.exec::<_, RespHdr>(CmdOpcode::CreateBind, &req)
+            .map(drop)
+    }
+
+    /// Removes `gid` from `index` of the port's GID table (DESTROY_BIND).
+    pub fn destroy_bind(&mut self, index: u32, gid: Gid) -> Result<()> {
+        let req = DestroyBind {
+            index: le32::from_ne(index),
+            dest_gid: gid,
+            ..Default::default()
+        };
+        self.exec::<_, RespHdr>(CmdOpcode::DestroyBind, &req)
+            .map(drop)
     }
 
     /// Runs a destroy command, which names its object by handle and

@@ -8,7 +8,7 @@ use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateCq, CreateCqResp};
 use rnic_pvrdma_regs::cqe::Cqe;
 use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
-use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB, HANDLE_MASK};
+use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB, CQ_POLL, HANDLE_MASK};
 use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
 use rnic_queues::{Hal, IndexError, IndexRing};
 use rnic_verbs::{DestroyError, Error, ErrorKind, Result};
@@ -116,6 +116,23 @@ impl<H: Hal> Device<H> {
             // The device may still write into the pages: never freed.
             |_, cq| core::mem::forget(cq),
         )
+    }
+
+    /// Takes the next completion of `cq`, if any. When the ring is empty
+    /// the CQ doorbell's POLL bit is rung, as rdma-core's pvrdma provider
+    /// does: QEMU's pvrdma moves its backend's completions onto the ring
+    /// only when asked. An index the device left out of range is an error,
+    /// and nothing is taken.
+    pub fn poll_cq(&self, cq: &Cq) -> core::result::Result<Option<Cqe>, IndexError> {
+        let cqe = cq.poll()?;
+        if cqe.is_none() {
+            self.hal.mmio_write32(
+                UAR,
+                cq.uar * PAGE_SIZE + CQ_DB,
+                (cq.handle & HANDLE_MASK) | CQ_POLL,
+            );
+        }
+        Ok(cqe)
     }
 
     /// Asks for a CQ notification (`ibv_req_notify_cq`) on the next

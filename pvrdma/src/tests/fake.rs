@@ -130,6 +130,7 @@ impl Fake {
             mode: DeviceMode::Roce.raw(),
             gid_types: GID_TYPE_ROCE_V1,
             max_qp: le32::from_ne(1024),
+            gid_tbl_len: le32::from_ne(16),
             node_guid: le64::from_ne(0x0250_56ff_fe00_0001),
             ..DeviceCaps::default()
         };

@@ -9,7 +9,7 @@ use std::vec::Vec;
 
 use rnic_pvrdma_regs::bar1;
 use rnic_pvrdma_regs::cmd::{
-    access, CmdHdr, CmdOpcode, CreateCq, CreateMr, CreateQp, CreateUc, HandleCmd,
+    access, CmdHdr, CmdOpcode, CreateBind, CreateCq, CreateMr, CreateQp, CreateUc, HandleCmd,
 };
 use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
 use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB};
@@ -385,4 +385,59 @@ fn a_bad_mr_is_refused_before_the_device_sees_it_and_a_refused_one_frees_everyth
         (before, 0),
         "refused: all undone"
     );
+}
+
+#[test]
+fn an_empty_poll_asks_the_device_to_poll_its_backend() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    handing_out(&fake, None);
+    let uc = dev.create_uc().unwrap();
+    let cq = dev.create_cq(&uc, 64).unwrap();
+    assert!(dev.poll_cq(&cq).unwrap().is_none());
+    assert_eq!(
+        fake.state().uar_writes,
+        [(CQ_DB, cq.handle() | rnic_pvrdma_regs::uar::CQ_POLL)],
+        "POLL on the CQ doorbell"
+    );
+    let req: CreateCq = read(fake.state().requests.last().unwrap());
+    let state = listed_pages(&fake, req.pdir_dma.to_ne(), 1)[0];
+    fake.state()
+        .dma(state + RX_PROD_TAIL as u64, 4)
+        .unwrap()
+        .copy_from_slice(&1u32.to_le_bytes());
+    assert!(dev.poll_cq(&cq).unwrap().is_some());
+    assert_eq!(
+        fake.state().uar_writes.len(),
+        1,
+        "no POLL when a CQE was there"
+    );
+    dev.destroy_cq(cq).unwrap();
+}
+
+#[test]
+fn a_gid_is_bound_only_inside_the_devices_table() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let mut dev = open(&fake);
+    let gid = [
+        0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0x50, 0x56, 0xff, 0xfe, 0, 0, 1,
+    ];
+    let err = dev.create_bind(16, gid, 1).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(
+        fake.state().requests.is_empty(),
+        "refused before the device"
+    );
+    dev.create_bind(1, gid, 1).unwrap();
+    let req: CreateBind = read(fake.state().requests.last().unwrap());
+    assert_eq!(
+        (
+            req.hdr.cmd.to_ne(),
+            req.index.to_ne(),
+            req.new_gid,
+            req.gid_type
+        ),
+        (CmdOpcode::CreateBind.raw(), 1, gid, 1)
+    );
+    dev.destroy_bind(1, gid).unwrap();
 }
