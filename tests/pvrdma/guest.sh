@@ -5,7 +5,8 @@
 # pvrdma (15ad:0820) as function 1, one IOMMU group behind the emulated
 # Intel IOMMU. Both functions go to vfio-pci (a group is usable only when
 # every member is), and pvrdma_check drives the pvrdma function through
-# rnic-vfio and rnic-pvrdma. Prints "RNIC-VM-RESULT: PASS" when it passed.
+# rnic-vfio and rnic-pvrdma; then pvrdma_pingpong ping-pongs RC SENDs with
+# ibv_rc_pingpong on the host. Prints "RNIC-VM-RESULT: PASS" when it passed.
 
 fail=0
 say() { echo "rnic-vm: $*"; }
@@ -35,6 +36,24 @@ for a in $(ls /sys/kernel/iommu_groups/"$GROUP"/devices); do
 done
 
 pvrdma_check "$BDF" || fail=1
+
+# Traffic: an RC ping-pong with the host's ibv_rc_pingpong server, whose
+# address exchange goes over the virtio-net (user networking, host at
+# 10.0.2.2); the parameters come on the kernel command line.
+for m in virtio_pci virtio_net; do modprobe "$m" || { say "modprobe $m failed"; fail=1; }; done
+arg() { tr ' ' '\n' < /proc/cmdline | sed -n "s/^rnic\.$1=//p"; }
+NET=
+for n in /sys/class/net/*; do
+    [ "$(basename "$(readlink "$n/device/driver")" 2>/dev/null)" = virtio_net ] && NET=$(basename "$n")
+done
+say "out-of-band interface ${NET:-missing}"
+ip link set "$NET" up && ip addr add 10.0.2.15/24 dev "$NET" && ip route add default via 10.0.2.2 ||
+    fail=1
+if pvrdma_pingpong "$BDF" "10.0.2.2:$(arg pp)" "$(arg iters)" "$(arg size)"; then
+    echo "ok   guest: RC ping-pong of $(arg iters) × $(arg size) B with the host's ibv_rc_pingpong"
+else
+    fail=1
+fi
 dmesg | grep -iE 'DMAR.*fault|vfio' | tail -5
 
 if [ "$fail" = 0 ]; then echo "RNIC-VM-RESULT: PASS"; else echo "RNIC-VM-RESULT: FAIL"; fi

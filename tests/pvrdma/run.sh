@@ -21,7 +21,7 @@
 #   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
 #   RNIC_VM_WORK     work directory (default target/vm-pvrdma)
 # Needs what tests/vm/run.sh needs (scripts/setup.sh installs it), and
-# python3 for the MAD stand-in.
+# python3 for the MAD stand-in, ibverbs-utils (ibv_rc_pingpong) and ss.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
@@ -46,21 +46,39 @@ kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
 [ -r "$kimage" ] || die "$kimage is not readable by $(id -un)"
 echo "pvrdma-test: kernel $kver, $(qemu-system-x86_64 --version | head -1)"
 
-echo "pvrdma-test: building pvrdma_check (static, release)"
+echo "pvrdma-test: building pvrdma_check and pvrdma_pingpong (static, release)"
 guest_target=$repo/target/vm/cargo
 (cd "$repo" && CARGO_TARGET_DIR=$guest_target RUSTFLAGS="-C target-feature=+crt-static" \
     cargo build --quiet --release --target x86_64-unknown-linux-gnu \
-    -p rnic-pvrdma --example pvrdma_check)
-guest_bin=$guest_target/x86_64-unknown-linux-gnu/release/examples/pvrdma_check
-[ -x "$guest_bin" ] || die "no $guest_bin after the build"
+    -p rnic-pvrdma --example pvrdma_check --example pvrdma_pingpong)
+guest_bins=$guest_target/x86_64-unknown-linux-gnu/release/examples
+for b in pvrdma_check pvrdma_pingpong; do
+    [ -x "$guest_bins/$b" ] || die "no $guest_bins/$b after the build"
+done
 
 echo "pvrdma-test: building the drop-in libibverbs (release), QEMU's backend"
 ibverbs_lib=$(cd "$repo" && bash ibverbs/build.sh --release)
 
 initrd=$work/initramfs.cpio.gz
 bash "$vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
-    mod:vfio mod:vfio_iommu_type1 mod:vfio_pci \
-    "bin:$guest_bin=/usr/bin/pvrdma_check"
+    mod:vfio mod:vfio_iommu_type1 mod:vfio_pci mod:virtio_pci mod:virtio_net \
+    "bin:$guest_bins/pvrdma_check=/usr/bin/pvrdma_check" \
+    "bin:$guest_bins/pvrdma_pingpong=/usr/bin/pvrdma_pingpong"
+
+# Ports on 127.0.0.1: the wire between QEMU's backend NIC and the host
+# peer's NIC (both ends), and the peer's ping-pong server, which the guest
+# reaches as 10.0.2.2 through user networking. The first block of three
+# free ones from a start that depends on the PID.
+in_use() { ss -Hltun "sport = :$1" | grep -q .; }
+base=$((30000 + ($$ % 1000) * 4))
+for _ in $(seq 100); do
+    busy=0
+    for p in $(seq "$base" $((base + 2))); do in_use "$p" && busy=1; done
+    [ "$busy" = 0 ] && break
+    base=$((base + 4))
+done
+wire_peer=$base wire_qemu=$((base + 1)) pp=$((base + 2))
+iters=${RNIC_PVRDMA_ITERS:-50} size=${RNIC_PVRDMA_SIZE:-4096}
 
 mux_log=$work/mad-mux.log
 # A socket left by an earlier run would pass for the new one.
@@ -71,30 +89,51 @@ trap 'kill $mux 2>/dev/null || true' EXIT
 for _ in $(seq 50); do [ -S "$work/mad.sock" ] && break; sleep 0.1; done
 [ -S "$work/mad.sock" ] || die "the MAD stand-in did not start (see $mux_log)"
 
-# QEMU's backend: one rnic NIC with the vmxnet3's MAC, on a loopback wire
-# (this test sends no traffic).
+# The host peer: an unmodified ibv_rc_pingpong over rnic's drop-in
+# libibverbs, its NIC on a UDP wire to QEMU's backend NIC.
+peer_log=$work/peer.log
+RNIC_DEVICES="name=rnic0,mac=02:00:00:00:00:02,ipv4=192.0.2.2,wire=udp:127.0.0.1:$wire_peer=127.0.0.1:$wire_qemu" \
+LD_LIBRARY_PATH=$(dirname "$ibverbs_lib") \
+    timeout "$timeout_s" ibv_rc_pingpong -d rnic0 -g 1 -n "$iters" -s "$size" -p "$pp" \
+    >"$peer_log" 2>&1 &
+peer=$!
+trap 'kill $mux $peer 2>/dev/null || true' EXIT
+
+# QEMU's backend: one rnic NIC with the vmxnet3's MAC, on the wire to the
+# peer.
 bios=()
 [ -r /usr/share/qemu/qboot.rom ] && bios=(-bios /usr/share/qemu/qboot.rom)
 log=$work/serial.log
 qemu_err=$work/qemu.stderr
 echo "pvrdma-test: booting (TCG, timeout ${timeout_s} s); serial log in $log, QEMU's stderr in $qemu_err"
 set +e
-RNIC_DEVICES='name=rnic0,mac=52:54:00:12:34:10,ipv4=10.0.2.15,wire=loopback' \
+RNIC_DEVICES="name=rnic0,mac=52:54:00:12:34:10,ipv4=10.0.2.15,wire=udp:127.0.0.1:$wire_qemu=127.0.0.1:$wire_peer" \
 LD_LIBRARY_PATH=$(dirname "$ibverbs_lib") \
 timeout -k 5 "$timeout_s" qemu-system-x86_64 \
     -machine q35,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 1024 \
     "${bios[@]}" -nographic -nodefaults -no-reboot -serial stdio \
     -kernel "$kimage" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16" \
+    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16 rnic.pp=$pp rnic.iters=$iters rnic.size=$size" \
     -device intel-iommu,intremap=on \
     -object memory-backend-ram,id=ram0,size=1024M,share=on -numa node,memdev=ram0 \
     -netdev user,id=n0 \
     -device vmxnet3,netdev=n0,mac=52:54:00:12:34:10,addr=10.0,multifunction=on,romfile= \
     -chardev socket,path="$work/mad.sock",id=mads \
     -device pvrdma,addr=10.1,ibdev=rnic0,netdev=eth0,mad-chardev=mads \
+    -netdev user,id=oob -device virtio-net-pci,netdev=oob,addr=3.0,romfile= \
     </dev/null 2>"$qemu_err" | tr -d '\r' | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
+
+wait "$peer" 2>/dev/null
+peer_rc=$?
+echo "pvrdma-test: the host peer (ibv_rc_pingpong server, exit $peer_rc):"
+sed 's/^/  peer: /' "$peer_log"
+if [ "$peer_rc" = 0 ] && grep -q "^$iters iters in" "$peer_log"; then
+    echo "ok   host peer: ibv_rc_pingpong completed $iters iterations of $size B" | tee -a "$log"
+else
+    echo "FAIL host peer: ibv_rc_pingpong did not complete (exit $peer_rc)" | tee -a "$log"
+fi
 
 passed=$(grep -c '^ok ' "$log" || true)
 failed=$(grep -c '^FAIL ' "$log" || true)
