@@ -5,7 +5,7 @@ use alloc::format;
 use alloc::vec::Vec;
 
 use rnic_pvrdma_regs::bar::REG;
-use rnic_pvrdma_regs::bar1::{self, Ctl};
+use rnic_pvrdma_regs::bar1::{self, Ctl, IntrVector};
 use rnic_pvrdma_regs::cmd::CmdOpcode;
 use rnic_pvrdma_regs::cqe::{Cqne, Eqe};
 use rnic_pvrdma_regs::dsr::{
@@ -13,7 +13,7 @@ use rnic_pvrdma_regs::dsr::{
     GID_TYPE_ROCE_V2,
 };
 use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
-use rnic_queues::{DmaRegion, Hal, IndexError, Pod};
+use rnic_queues::{DmaRegion, Hal, HalError, IndexError, Pod};
 use rnic_verbs::{Error, ErrorKind, Result};
 
 use crate::cmd::CmdChannel;
@@ -183,6 +183,41 @@ impl<H: Hal> Device<H> {
     /// completion), if any.
     pub fn pop_cq_notification(&self) -> core::result::Result<Option<Cqne>, IndexError> {
         self.cq_ring.pop(&ring_pages(&self.pages, page::CQ))
+    }
+
+    /// Waits up to `timeout_ns` for a CQ notification: takes one from the
+    /// ring if there is one, else waits for the CQ-notification vector and
+    /// takes the next. `None` if none came in time. A platform without
+    /// interrupts cannot wait (`EOPNOTSUPP`); an index the device corrupted
+    /// is `EIO`.
+    pub fn wait_cq_notification(&self, timeout_ns: u64) -> Result<Option<Cqne>> {
+        let corrupt =
+            |e: IndexError| Error::new(ErrorKind::Io, format!("the CQ-notification ring: {e}"));
+        let start = self.hal.now_ns();
+        loop {
+            if let Some(n) = self.pop_cq_notification().map_err(corrupt)? {
+                return Ok(Some(n));
+            }
+            let Some(left) = timeout_ns
+                .checked_sub(self.hal.now_ns().saturating_sub(start))
+                .filter(|&l| l > 0)
+            else {
+                return Ok(None);
+            };
+            // The vector fires after the device moved the ring's tail; an
+            // interrupt left from an entry already taken only loops once.
+            match self.hal.wait_irq(IntrVector::Cq.raw(), left) {
+                Ok(_) => {}
+                Err(HalError::Unsupported) => {
+                    return Err(Error::new(
+                        ErrorKind::NotSupported,
+                        "CQ notifications arrive by interrupt, which this platform does not \
+                         deliver",
+                    ))
+                }
+                Err(e) => return Err(Error::hal(e, "waiting for a CQ notification")),
+            }
+        }
     }
 }
 

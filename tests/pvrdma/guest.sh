@@ -49,8 +49,10 @@ done
 say "out-of-band interface ${NET:-missing}"
 ip link set "$NET" up && ip addr add 10.0.2.15/24 dev "$NET" && ip route add default via 10.0.2.2 ||
     fail=1
-if pvrdma_pingpong "$BDF" "10.0.2.2:$(arg pp)" "$(arg iters)" "$(arg size)"; then
-    echo "ok   guest: RC ping-pong of $(arg iters) × $(arg size) B with the host's ibv_rc_pingpong"
+# With events, as ibv_rc_pingpong -e: the CQ armed (ARM|ARM_SOL), MSI-X
+# vector 2 waited for, the CQ-notification ring read, the CQ polled.
+if pvrdma_pingpong "$BDF" "10.0.2.2:$(arg pp)" "$(arg iters)" "$(arg size)" events; then
+    echo "ok   guest: RC ping-pong of $(arg iters) × $(arg size) B with the host's ibv_rc_pingpong, on CQ events"
 else
     fail=1
 fi

@@ -101,6 +101,9 @@ pub struct State {
     pub fail_activate: bool,
     /// `dma_map` fails.
     pub refuse_map: bool,
+    /// The next wait for the CQ-notification vector finds this CQ's
+    /// notification arriving.
+    pub notify_cq: Option<u32>,
     /// Every `dma_map`: (address, length).
     pub maps: Vec<(usize, usize)>,
 }
@@ -148,6 +151,7 @@ impl Fake {
             now: 0,
             fail_activate: false,
             refuse_map: false,
+            notify_cq: None,
             maps: Vec::new(),
         })))
     }
@@ -180,6 +184,36 @@ impl State {
     /// Mappings of the caller's memory the device can reach.
     pub fn mapped(&self) -> usize {
         self.allocs.iter().filter(|a| a.mapped).count()
+    }
+
+    /// Puts CQ `handle` on the CQ-notification ring, as the device does
+    /// for an armed CQ that completed; false if bring-up gave no ring.
+    fn notify(&mut self, handle: u32) -> bool {
+        let Some(dsr) = self.dsr else { return false };
+        let word = |st: &mut Self, iova: u64| -> Option<u64> {
+            Some(u64::from_le_bytes(st.dma(iova, 8)?.try_into().ok()?))
+        };
+        let Some(table) = word(self, dsr.cq_ring_pages.pdir_dma.to_ne()) else {
+            return false;
+        };
+        let (Some(state), Some(entries)) = (word(self, table), word(self, table + 8)) else {
+            return false;
+        };
+        let tail_at = state + rnic_pvrdma_regs::ring::RX_PROD_TAIL as u64;
+        let Some(tail) = self
+            .dma(tail_at, 4)
+            .map(|t| u32::from_le_bytes([t[0], t[1], t[2], t[3]]))
+        else {
+            return false;
+        };
+        let slot = u64::from(tail % 1024);
+        if let Some(e) = self.dma(entries + slot * 4, 4) {
+            e.copy_from_slice(&handle.to_le_bytes());
+        }
+        if let Some(t) = self.dma(tail_at, 4) {
+            t.copy_from_slice(&((tail + 1) % 2048).to_le_bytes());
+        }
+        true
     }
 
     fn dsr_iova(&self) -> u64 {
@@ -320,6 +354,10 @@ unsafe impl Hal for Fake {
 
     fn wait_irq(&self, vector: u16, _timeout_ns: u64) -> Result<bool, HalError> {
         let mut st = self.state();
-        Ok(vector == 0 && core::mem::take(&mut st.irq))
+        match vector {
+            0 => Ok(core::mem::take(&mut st.irq)),
+            2 => Ok(st.notify_cq.take().is_some_and(|cq| st.notify(cq))),
+            _ => Ok(false),
+        }
     }
 }

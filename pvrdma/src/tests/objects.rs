@@ -441,3 +441,24 @@ fn a_gid_is_bound_only_inside_the_devices_table() {
     );
     dev.destroy_bind(1, gid).unwrap();
 }
+
+#[test]
+fn a_cq_notification_is_waited_for_on_its_vector_and_taken_from_the_ring() {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    let dev = open(&fake);
+    assert!(
+        dev.wait_cq_notification(3_000_000_000).unwrap().is_none(),
+        "none came: the wait ends at its timeout"
+    );
+    fake.state().notify_cq = Some(9);
+    let n = dev.wait_cq_notification(3_000_000_000).unwrap();
+    assert_eq!(
+        n.map(|n| n.info.to_ne()),
+        Some(9),
+        "taken once the vector fired"
+    );
+    assert!(
+        dev.wait_cq_notification(1).unwrap().is_none(),
+        "and taken only once"
+    );
+}
