@@ -216,7 +216,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         c.check(
             &format!("round {n}: CREATE_CQ of 128 CQEs, empty"),
             cq.as_ref()
-                .is_ok_and(|cq| cq.capacity() == 128 && matches!(cq.poll(), Ok(None))),
+                .is_ok_and(|cq| cq.capacity() == 128 && matches!(dev.poll_cq(cq), Ok(None))),
             || format!("{cq:?}"),
         );
         if let Ok(cq) = cq {

@@ -44,9 +44,10 @@ impl Cq {
         self.ring.size()
     }
 
-    /// Takes the next completion, if any. A producer index the device left
-    /// out of range is an error, and nothing is taken.
-    pub fn poll(&self) -> core::result::Result<Option<Cqe>, IndexError> {
+    /// Takes the next CQE from the ring, if any, unchecked. A producer
+    /// index the device left out of range is an error, and nothing is
+    /// taken.
+    pub(crate) fn poll(&self) -> core::result::Result<Option<Cqe>, IndexError> {
         let Some(slot) = self.ring.ready_slot(&self.mem.state)? else {
             return Ok(None);
         };
@@ -121,18 +122,36 @@ impl<H: Hal> Device<H> {
     /// Takes the next completion of `cq`, if any. When the ring is empty
     /// the CQ doorbell's POLL bit is rung, as rdma-core's pvrdma provider
     /// does: QEMU's pvrdma moves its backend's completions onto the ring
-    /// only when asked. An index the device left out of range is an error,
-    /// and nothing is taken.
-    pub fn poll_cq(&self, cq: &Cq) -> core::result::Result<Option<Cqe>, IndexError> {
-        let cqe = cq.poll()?;
-        if cqe.is_none() {
-            self.hal.mmio_write32(
-                UAR,
-                cq.uar * PAGE_SIZE + CQ_DB,
-                (cq.handle & HANDLE_MASK) | CQ_POLL,
-            );
+    /// only when asked. A producer index out of range, or a CQE naming a QP
+    /// the device does not hold for this driver, is the device's error
+    /// (`EIO`); the bad CQE is consumed, so the next poll goes on.
+    pub fn poll_cq(&self, cq: &Cq) -> Result<Option<Cqe>> {
+        let cqe = cq
+            .poll()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("CQ {}: {e}", cq.handle)))?;
+        match cqe {
+            None => {
+                self.hal.mmio_write32(
+                    UAR,
+                    cq.uar * PAGE_SIZE + CQ_DB,
+                    (cq.handle & HANDLE_MASK) | CQ_POLL,
+                );
+                Ok(None)
+            }
+            Some(c) if u32::try_from(c.qp.to_ne()).is_ok_and(|h| self.qps.contains(&h)) => {
+                Ok(Some(c))
+            }
+            Some(c) => Err(Error::new(
+                ErrorKind::Io,
+                format!(
+                    "CQ {}: a completion (wr_id {:#x}) names QP {:#x}, which the device does not \
+                     hold for this driver",
+                    cq.handle,
+                    c.wr_id.to_ne(),
+                    c.qp.to_ne()
+                ),
+            )),
         }
-        Ok(cqe)
     }
 
     /// Asks for a CQ notification (`ibv_req_notify_cq`) on the next

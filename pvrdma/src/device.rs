@@ -1,6 +1,7 @@
 //! Bring-up and teardown of a PVRDMA device, in the order of Linux's
 //! `pvrdma_pci_probe` and `pvrdma_pci_remove`.
 
+use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::vec::Vec;
 
@@ -53,6 +54,9 @@ pub struct Device<H: Hal> {
     pub(crate) uar_pfn: u64,
     /// Which UAR pages a context holds.
     pub(crate) uars: Vec<bool>,
+    /// Handles of the QPs the device holds: a CQE naming another is the
+    /// device's error.
+    pub(crate) qps: BTreeSet<u32>,
     version: u32,
     caps: DeviceCaps,
     pages: Vec<DmaRegion>,
@@ -84,6 +88,7 @@ impl<H: Hal> Device<H> {
         let mut dev = Self {
             uar_pfn,
             uars: alloc::vec![false; UAR_PAGES],
+            qps: BTreeSet::new(),
             version,
             caps: DeviceCaps::default(),
             cmd: CmdChannel::new(CMD_TIMEOUT_NS),

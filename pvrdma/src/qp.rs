@@ -182,6 +182,7 @@ impl<H: Hal> Device<H> {
                 return Err(e);
             }
         };
+        self.qps.insert(handle);
         let qp = Qp {
             handle,
             qpn,
@@ -238,10 +239,17 @@ impl<H: Hal> Device<H> {
             CmdOpcode::DestroyQp,
             handle,
             qp,
-            // SAFETY: the device destroyed the QP.
-            |dev, qp| unsafe { qp.q.mem.free(&dev.hal) },
+            |dev, qp| {
+                dev.qps.remove(&qp.handle);
+                // SAFETY: the device destroyed the QP.
+                unsafe { qp.q.mem.free(&dev.hal) }
+            },
             // The device may still read or write the pages: never freed.
-            |_, qp| core::mem::forget(qp),
+            // A completion it still makes for the QP names no QP of ours.
+            |dev, qp| {
+                dev.qps.remove(&qp.handle);
+                core::mem::forget(qp)
+            },
         )
     }
 }

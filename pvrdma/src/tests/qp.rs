@@ -348,3 +348,60 @@ fn a_qp_the_device_grants_less_is_destroyed_again() {
         ErrorKind::InvalidArgument
     );
 }
+
+#[test]
+fn a_completion_is_taken_only_for_a_qp_the_device_holds() {
+    let mut s = setup(4, QpType::Rc);
+    let qp = s.qp.take().unwrap();
+    let cq = s.cq.take().unwrap();
+    let req: rnic_pvrdma_regs::cmd::CreateCq = read(&s.fake.state().requests[2]);
+    assert_eq!(req.hdr.cmd.to_ne(), CmdOpcode::CreateCq.raw());
+    let pages = listed_pages(&s.fake, req.pdir_dma.to_ne(), 2);
+    let (state, cqes) = (pages[0], pages[1]);
+    // Three CQEs: ours, one naming QP 77, ours again.
+    {
+        let mut st = s.fake.state();
+        for (i, (wr_id, qpn)) in [
+            (1u64, u64::from(qp.handle())),
+            (2, 77),
+            (3, u64::from(qp.handle())),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let at = cqes + i as u64 * 64;
+            st.dma(at, 8).unwrap().copy_from_slice(&wr_id.to_le_bytes());
+            st.dma(at + 8, 8)
+                .unwrap()
+                .copy_from_slice(&qpn.to_le_bytes());
+        }
+        st.dma(state + RX_PROD_TAIL as u64, 4)
+            .unwrap()
+            .copy_from_slice(&3u32.to_le_bytes());
+    }
+    assert_eq!(
+        s.dev.poll_cq(&cq).unwrap().map(|c| c.wr_id.to_ne()),
+        Some(1)
+    );
+    let err = s.dev.poll_cq(&cq).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Io, "{err}");
+    assert!(err.to_string().contains("names QP 0x4d"), "{err}");
+    assert_eq!(
+        s.dev.poll_cq(&cq).unwrap().map(|c| c.wr_id.to_ne()),
+        Some(3),
+        "the bad CQE is consumed and polling goes on"
+    );
+    // Once the QP is destroyed, its late completions name no QP of ours.
+    let handle = u64::from(qp.handle());
+    s.dev.destroy_qp(qp).unwrap();
+    {
+        let mut st = s.fake.state();
+        st.dma(cqes + 3 * 64 + 8, 8)
+            .unwrap()
+            .copy_from_slice(&handle.to_le_bytes());
+        st.dma(state + RX_PROD_TAIL as u64, 4)
+            .unwrap()
+            .copy_from_slice(&4u32.to_le_bytes());
+    }
+    assert_eq!(s.dev.poll_cq(&cq).unwrap_err().kind(), ErrorKind::Io);
+}
