@@ -46,15 +46,18 @@ fn setup(mode: ExecMode) -> Setup {
 }
 
 impl Setup {
-    /// The PSN of the one request the QP sent the peer.
+    /// The PSN of the one request the QP sent the peer. The wait is by
+    /// the clock, not a count of turns: on a loaded machine a thread-mode
+    /// NIC's worker may not run for a long while.
     fn request_psn(&mut self) -> u32 {
-        for _ in 0..1000 {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
             if let Some(r) = self.peer.received().first() {
                 return r.bth.psn;
             }
             self.f.idle(std::time::Duration::from_micros(100));
         }
-        panic!("no request reached the peer");
+        panic!("no request reached the peer in 10 s");
     }
 
     /// The peer answers with `op` at `psn`, with `aeth`.
