@@ -32,9 +32,6 @@ use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 #[repr(C, align(4096))]
 struct Pages([u8; 4 * 4096]);
 
-/// Offset of BAR 0 in a type-0 configuration header.
-const PCI_BAR0: u64 = 0x10;
-
 #[derive(Default)]
 struct Checks {
     passed: u32,
@@ -54,24 +51,6 @@ impl Checks {
     }
 }
 
-/// The bus address of memory BAR `index`, from its configuration
-/// registers (vfio-pci shows the BAR the kernel assigned).
-fn bar_address(hal: &VfioHal, index: u64) -> Result<u64, String> {
-    let at = PCI_BAR0 + 4 * index;
-    let dev = hal.device();
-    let lo = dev.config_read32(at).map_err(|e| e.to_string())?;
-    if lo & 1 != 0 {
-        return Err(format!("BAR {index} is an I/O BAR"));
-    }
-    let mut addr = u64::from(lo & !0xf);
-    // Type 2 (bits 2:1): a 64-bit BAR, its high half in the next register.
-    if (lo >> 1) & 3 == 2 {
-        let hi = dev.config_read32(at + 4).map_err(|e| e.to_string())?;
-        addr |= u64::from(hi) << 32;
-    }
-    Ok(addr)
-}
-
 /// One bring-up, the commands, and teardown.
 fn round(c: &mut Checks, bdf: &str, n: u32) {
     let opts = VfioOptions::default().irqs(IrqMode::Msix(3));
@@ -82,10 +61,12 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
             return;
         }
     };
-    let uar = match bar_address(&hal, u64::from(UAR)) {
+    let uar = match hal.device().bar_address(UAR) {
         Ok(a) => a,
         Err(e) => {
-            c.check(&format!("open {n}: UAR BAR address"), false, || e);
+            c.check(&format!("open {n}: UAR BAR address"), false, || {
+                e.to_string()
+            });
             return;
         }
     };

@@ -77,27 +77,13 @@ fn parse(msg: &[u8]) -> Result<(u32, u32, [u8; 16]), String> {
     Ok((hex(qpn)?, hex(psn)?, g))
 }
 
-fn bar_address(hal: &VfioHal, index: u64) -> Result<u64, String> {
-    let at = 0x10 + 4 * index;
-    let lo = hal.device().config_read32(at).map_err(|e| e.to_string())?;
-    let mut addr = u64::from(lo & !0xf);
-    if (lo >> 1) & 3 == 2 {
-        let hi = hal
-            .device()
-            .config_read32(at + 4)
-            .map_err(|e| e.to_string())?;
-        addr |= u64::from(hi) << 32;
-    }
-    Ok(addr)
-}
-
 fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(), String> {
     if size == 0 || size > SLOT.min(PAGE) {
         return Err(format!("size {size}: 1 to {PAGE}"));
     }
     let opts = VfioOptions::default().irqs(IrqMode::Msix(3));
     let hal = VfioHal::open_with(bdf, &opts).map_err(|e| e.to_string())?;
-    let uar_pfn = bar_address(&hal, u64::from(UAR))? >> 12;
+    let uar_pfn = hal.device().bar_address(UAR).map_err(|e| e.to_string())? >> 12;
     let mut dev = Device::open(hal, uar_pfn).map_err(|e| e.to_string())?;
     let uc = dev.create_uc().map_err(|e| e.to_string())?;
     let pd = dev.create_pd(&uc).map_err(|e| e.to_string())?;

@@ -19,6 +19,7 @@ use rnic_verbs::{Error, ErrorKind, Result};
 
 use crate::cmd::CmdChannel;
 use crate::context::UAR_PAGES;
+use crate::queue_mem::alloc_all;
 use crate::ring::{EventRing, RingPages};
 
 /// How long a command may take before the driver gives up on it (Linux's
@@ -84,7 +85,7 @@ impl<H: Hal> Device<H> {
                 ),
             ));
         }
-        let pages = alloc_pages(&hal, page::COUNT)?;
+        let pages = alloc_all(&hal, [PAGE_SIZE; page::COUNT], "PVRDMA bring-up memory")?;
         let mut dev = Self {
             uar_pfn,
             uars: alloc::vec![false; UAR_PAGES],
@@ -235,7 +236,7 @@ impl<H: Hal> Drop for Device<H> {
     fn drop(&mut self) {
         self.hal.mmio_write32(REG, bar1::IMR, u32::MAX);
         for region in self.pages.drain(..) {
-            // SAFETY: allocated by `alloc_pages` on this platform; with its
+            // SAFETY: allocated by `alloc_all` on this platform; with its
             // interrupts masked the driver no longer uses the device, and
             // the platform cuts the device off from the pages as it frees
             // them.
@@ -252,23 +253,4 @@ fn ring_pages(pages: &[DmaRegion], first: usize) -> RingPages<'_> {
         state: &pages[first + 2],
         entries: &pages[first + 3],
     }
-}
-
-/// `count` zeroed pages, each its own allocation; none if one fails.
-fn alloc_pages<H: Hal>(hal: &H, count: usize) -> Result<Vec<DmaRegion>> {
-    let mut pages = Vec::with_capacity(count);
-    for _ in 0..count {
-        match hal.dma_alloc(PAGE_SIZE) {
-            Ok(r) => pages.push(r),
-            Err(e) => {
-                for r in pages {
-                    // SAFETY: allocated just above on this platform; the
-                    // device has not been told of it.
-                    unsafe { hal.dma_free(r) };
-                }
-                return Err(Error::hal(e, "PVRDMA bring-up memory"));
-            }
-        }
-    }
-    Ok(pages)
 }

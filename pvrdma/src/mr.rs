@@ -13,6 +13,7 @@ use rnic_verbs::{DestroyError, Error, Result};
 
 use crate::context::Pd;
 use crate::device::Device;
+use crate::queue_mem::alloc_all;
 
 /// The access bits a PVRDMA MR takes (`access`).
 const ACCESS_MASK: u32 = access::LOCAL_WRITE
@@ -108,17 +109,17 @@ impl<H: Hal> Device<H> {
             // SAFETY: mapped just above; the device was not told of it.
             let _ = unsafe { hal.dma_unmap(map_iova, map_len) };
         };
-        let mut dir = Vec::with_capacity(1 + tables_for(npages));
-        for _ in 0..dir.capacity() {
-            match self.hal.dma_alloc(PAGE_SIZE) {
-                Ok(r) => dir.push(r),
-                Err(e) => {
-                    free_pages(&self.hal, dir);
-                    unmap(&self.hal);
-                    return Err(Error::hal(e, "the MR's page directory"));
-                }
+        let dir = match alloc_all(
+            &self.hal,
+            core::iter::repeat(PAGE_SIZE).take(1 + tables_for(npages)),
+            "the MR's page directory",
+        ) {
+            Ok(dir) => dir,
+            Err(e) => {
+                unmap(&self.hal);
+                return Err(e);
             }
-        }
+        };
         let pages: Vec<u64> = (0..npages)
             .map(|i| map_iova + (i * PAGE_SIZE) as u64)
             .collect();

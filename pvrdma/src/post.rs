@@ -118,7 +118,6 @@ impl<H: Hal> Device<H> {
             check_send(qp, wr)?;
             let at = free_slot(qp, &qp.q.sq, "send")?;
             let wqe = &qp.q.mem.entries;
-            wqe.write_bytes(at, &[0; PAGE_SIZE][..qp.q.sq.stride]);
             let ctrl = SqWqeCtrl {
                 wr_id: le64::from_ne(wr.wr_id),
                 num_sge: le32::from_ne(wr.sges.len() as u32),
@@ -127,9 +126,10 @@ impl<H: Hal> Device<H> {
                 ..Default::default()
             };
             wqe.write(at, ctrl);
-            if let Some(ud) = wr.ud {
-                wqe.write(at + SQ_WQE_WR_OFFSET, ud);
-            }
+            // The whole `wr` union, zeroed on an RC QP: QEMU resolves
+            // `wr.ud.av.gid_index` for every WQE. SGEs past `num_sge` are
+            // not read, so nothing else of the slot needs clearing.
+            wqe.write(at + SQ_WQE_WR_OFFSET, wr.ud.unwrap_or_default());
             write_sges(qp, at + SQ_WQE_HDR_SIZE, wr.sges);
             // Release (in `produce`): the WQE is whole when the device sees
             // the tail move.

@@ -29,20 +29,7 @@ impl QueueMem {
         let sizes = [PAGE_SIZE, PAGE_SIZE, entry_pages * PAGE_SIZE]
             .into_iter()
             .chain(core::iter::repeat(PAGE_SIZE).take(ntables));
-        let mut held: Vec<DmaRegion> = Vec::with_capacity(3 + ntables);
-        for len in sizes {
-            match hal.dma_alloc(len) {
-                Ok(r) => held.push(r),
-                Err(e) => {
-                    for r in held {
-                        // SAFETY: allocated just above on this platform;
-                        // the device has not been told of it.
-                        unsafe { hal.dma_free(r) };
-                    }
-                    return Err(Error::hal(e, what));
-                }
-            }
-        }
+        let mut held = alloc_all(hal, sizes, what)?;
         let tables = held.split_off(3);
         let mut parts = held.into_iter();
         let (Some(dir), Some(state), Some(entries)) = (parts.next(), parts.next(), parts.next())
@@ -105,4 +92,28 @@ impl QueueMem {
             unsafe { hal.dma_free(r) };
         }
     }
+}
+
+/// Zeroed DMA regions of `sizes`, each its own allocation; none if one
+/// fails.
+pub(crate) fn alloc_all<H: Hal>(
+    hal: &H,
+    sizes: impl IntoIterator<Item = usize>,
+    what: &str,
+) -> Result<Vec<DmaRegion>> {
+    let mut held = Vec::new();
+    for len in sizes {
+        match hal.dma_alloc(len) {
+            Ok(r) => held.push(r),
+            Err(e) => {
+                for r in held {
+                    // SAFETY: allocated just above on this platform; the
+                    // device has not been told of it.
+                    unsafe { hal.dma_free(r) };
+                }
+                return Err(Error::hal(e, what));
+            }
+        }
+    }
+    Ok(held)
 }

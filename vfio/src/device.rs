@@ -26,6 +26,8 @@ use crate::sysfs::{PciAddress, Sysfs};
 
 /// PCI command register offset in config space.
 pub const PCI_COMMAND: u64 = 0x04;
+/// Configuration-space offset of BAR 0's register; BAR n's is 4n further.
+const PCI_BAR0: u64 = 0x10;
 /// Command register: memory space enable.
 pub const PCI_COMMAND_MEMORY: u16 = 1 << 1;
 /// Command register: bus master enable (the device may issue DMA).
@@ -292,7 +294,7 @@ impl VfioDevice {
             // virtualizes the register but keeps its type bits.)
             let mut reg = [0u8; 4];
             let io = config.is_some_and(|c| {
-                file.read_exact_at(&mut reg, c.offset + 0x10 + 4 * i as u64)
+                file.read_exact_at(&mut reg, c.offset + PCI_BAR0 + 4 * i as u64)
                     .is_ok()
                     && reg[0] & 1 != 0
             });
@@ -367,6 +369,30 @@ impl VfioDevice {
     /// BAR `index` (0..=5), if present.
     pub fn bar(&self, index: u8) -> Option<&Bar> {
         self.bars.get(index as usize)?.as_ref()
+    }
+
+    /// The bus address of memory BAR `index`, from its configuration
+    /// register (and the next, for a 64-bit BAR): what the device itself is
+    /// told when a driver hands it a BAR page, as PVRDMA's UAR frame.
+    /// vfio-pci shows the address the kernel assigned.
+    pub fn bar_address(&self, index: u8) -> Result<u64, VfioError> {
+        let at = PCI_BAR0 + 4 * u64::from(index);
+        let lo = if index < 6 {
+            self.config_read32(at)?
+        } else {
+            1
+        };
+        if lo & 1 != 0 {
+            return Err(VfioError::Unsupported {
+                what: format!("{}: BAR {index} is not a memory BAR", self.addr),
+            });
+        }
+        let mut addr = u64::from(lo & !0xf);
+        // Type 2 (bits 2:1): 64-bit, the high half in the next register.
+        if (lo >> 1) & 3 == 2 {
+            addr |= u64::from(self.config_read32(at + 4)?) << 32;
+        }
+        Ok(addr)
     }
 
     fn bar_or_panic(&self, index: u8) -> &Bar {

@@ -129,7 +129,15 @@ fn sends_and_receives_are_written_at_the_tail_and_the_doorbell_rung_once() {
         sges: &sges,
         ud: None,
     };
+    // Whatever the slot held before: an RC WQE's `wr` union must read 0
+    // (QEMU resolves `wr.ud.av.gid_index` for every WQE).
+    s.fake.state().dma(s.entries, 128).unwrap().fill(0xff);
     s.dev.post_send(&mut qp, &[wr(1), wr(2)]).unwrap();
+    assert_eq!(
+        s.fake.state().dma(s.entries + 32, 48).unwrap(),
+        [0; 48],
+        "the wr union of an RC send, cleared"
+    );
     assert_eq!(word(&s.fake, s.state + TX_PROD_TAIL as u64), 2);
     let stride = 128u64;
     let ctrl: SqWqeCtrl = read(s.fake.state().dma(s.entries + stride, 32).unwrap());
