@@ -29,12 +29,12 @@ use rnic_hw_regs::cmd::{
 use rnic_hw_regs::cqe::Cqe;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS};
 use rnic_hw_regs::uar::{WqDoorbell, QP_DBREC_SQ, SQ_DB, UAR_PAGE_SIZE};
-use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, QpType, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::{CtrlSeg, CtrlWord, DataSeg, RaddrSeg, SEG_SIZE};
 use rnic_hw_regs::{le16, le32, le64};
 use rnic_middleware::{Event, Sink, Timeline, TraceHal};
 use rnic_queues::owner_bit;
 use rnic_queues::{DmaRegion, Hal, Pod};
+use rnic_verbs::{access, qp_attr, Mtu, QpState, QpType, WcOpcode, WcStatus, WrOpcode};
 
 type Res<T> = Result<T, String>;
 

@@ -2,7 +2,7 @@
 
 use alloc::format;
 use rnic_hw_regs::cmd::{QueryDeviceOut, QueryPortOut};
-use rnic_hw_regs::verbs::{LinkLayer, Mtu, PortState};
+use rnic_verbs::{LinkLayer, Mtu, PortState};
 
 use crate::error::{Error, ErrorKind, Result};
 

@@ -372,13 +372,7 @@ impl<H: Hal> Context<H> {
     /// for; an all-zero `gid` clears the entry. A change raises a
     /// [`crate::EventType::GidChange`] event, as the kernel reports a
     /// changed GID table (`IBV_EVENT_GID_CHANGE`).
-    pub fn set_gid(
-        &self,
-        port: u8,
-        index: u32,
-        gid: Gid,
-        ty: rnic_hw_regs::verbs::GidType,
-    ) -> Result<()> {
+    pub fn set_gid(&self, port: u8, index: u32, gid: Gid, ty: rnic_verbs::GidType) -> Result<()> {
         self.shared.port(port)?;
         let input = rnic_hw_regs::cmd::SetGidIn {
             port: le32::from_ne(port.into()),

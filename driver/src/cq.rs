@@ -9,9 +9,9 @@ use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use rnic_hw_regs::cmd::{CmdOpcode, CreateCqIn, CreateCqOut, ObjIn, ResizeCqIn};
 use rnic_hw_regs::cqe::{Cqe, CqeOwner, CQE_OWNER_OFFSET, CQE_SIZE};
 use rnic_hw_regs::uar::{CqArmCmd, CqDoorbell, CQ_DB};
-use rnic_hw_regs::verbs::WcStatus;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{ConsumerRing, DbRec, DmaRegion, Hal};
+use rnic_verbs::WcStatus;
 use spin::Mutex;
 
 use crate::bringup::{ring_bytes, DeviceMem};

@@ -114,6 +114,6 @@ pub use wr::{send_flags, MwBind, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sg
 pub use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
 pub use rnic_hw_regs::cqe::Syndrome;
 pub use rnic_hw_regs::eqe::EventType;
-pub use rnic_hw_regs::verbs::{
+pub use rnic_verbs::{
     access, qp_attr, GidType, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
 };

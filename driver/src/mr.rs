@@ -5,9 +5,9 @@ use alloc::sync::Arc;
 use core::ptr::NonNull;
 
 use rnic_hw_regs::cmd::{CmdOpcode, ObjIn, RegMrIn, RegMrOut, ReregMrIn};
-use rnic_hw_regs::verbs::access;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DmaRegion, Hal};
+use rnic_verbs::access;
 
 use crate::bringup::DeviceMem;
 use crate::error::{DestroyError, Error, Result};

@@ -7,8 +7,8 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 use rnic_hw_regs::cmd::{AllocMwIn, AllocMwOut, CmdOpcode, ObjIn};
 use rnic_hw_regs::le32;
-use rnic_hw_regs::verbs::access;
 use rnic_queues::Hal;
+use rnic_verbs::access;
 
 use crate::error::{DestroyError, Error, PostError, Result};
 use crate::mr::Mr;

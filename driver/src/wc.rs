@@ -1,7 +1,7 @@
 //! Work completions (`struct ibv_wc`).
 
 use rnic_hw_regs::cqe::{Cqe, Syndrome};
-use rnic_hw_regs::verbs::{WcOpcode, WcStatus};
+use rnic_verbs::{WcOpcode, WcStatus};
 
 /// Work completion flags (`enum ibv_wc_flags` values, plus one rnic
 /// extension).

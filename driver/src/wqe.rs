@@ -7,13 +7,13 @@
 //! little-endian words in registers.
 
 use alloc::format;
-use rnic_hw_regs::verbs::WrOpcode;
 use rnic_hw_regs::wqe::{
     AtomicSeg, BindSeg, CtrlSeg, CtrlWord, DataSeg, DatagramSeg, InlineHdr, RaddrSeg, RecvWqeHdr,
     INLINE_MARK, SEG_SIZE, SEND_WQE_BB,
 };
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DmaRegion, Pod, ProducerRing};
+use rnic_verbs::WrOpcode;
 
 use crate::error::{Error, Result};
 use crate::wr::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge, UdDest};

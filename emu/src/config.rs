@@ -2,8 +2,8 @@
 
 use core::fmt;
 
-use rnic_hw_regs::verbs::Mtu;
 use rnic_hw_regs::wqe::{MAX_SEND_WQE_BBS, MAX_SEND_WQE_DS, SEG_SIZE, SEND_WQE_BB};
+use rnic_verbs::Mtu;
 
 /// Where the device model does its work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

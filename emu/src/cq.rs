@@ -7,9 +7,9 @@ use rnic_hw_regs::cqe::{Cqe, Syndrome, CQE_SIZE};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::{CqArmCmd, CqDoorbell};
-use rnic_hw_regs::verbs::WcStatus;
 use rnic_queues::device::{ring_full, ring_pending, write_entry};
 use rnic_queues::owner_bit;
+use rnic_verbs::WcStatus;
 
 use crate::eq;
 use crate::state::State;

@@ -3,8 +3,8 @@
 //! window leaving service), and what a window's rkey reaches.
 
 use rnic_hw_regs::cqe::Syndrome;
-use rnic_hw_regs::verbs::access;
 use rnic_hw_regs::wqe::BindSeg;
+use rnic_verbs::access;
 
 use crate::objects::Binding;
 use crate::state::State;

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use rnic_hw_regs::cmd::QpAttrs;
 use rnic_hw_regs::uar::CqArmCmd;
-use rnic_hw_regs::verbs::{QpState, QpType};
+use rnic_verbs::{QpState, QpType};
 
 use crate::counters::Counters;
 use crate::eq::EventQueue;

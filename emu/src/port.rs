@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 
 use rnic_hw_regs::counters::counter;
-use rnic_hw_regs::verbs::{QpState, QpType};
+use rnic_verbs::{QpState, QpType};
 
 use crate::counters::Counters;
 use crate::net::{Frame, Wire};

@@ -5,9 +5,9 @@
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::uar::{RqDoorbell, QP_DBREC_RQ, QP_DBREC_SQ};
-use rnic_hw_regs::verbs::{QpState, WcOpcode, WcStatus};
 use rnic_hw_regs::wqe::{wqe_bbs, CtrlSeg, RecvWqeHdr, SEND_WQE_BB};
 use rnic_queues::device::ring_pending;
+use rnic_verbs::{QpState, WcOpcode, WcStatus};
 
 use crate::iommu::Iommu;
 use crate::objects::Qp;

@@ -11,8 +11,8 @@
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::uar::WqDoorbell;
-use rnic_hw_regs::verbs::{WcOpcode, WcStatus};
 use rnic_queues::device::ring_pending;
+use rnic_verbs::{WcOpcode, WcStatus};
 
 use crate::iommu::Iommu;
 use crate::objects::Srq;

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rnic_hw_regs::verbs::GidType;
+use rnic_verbs::GidType;
 
 use crate::cmdq::CmdQueue;
 use crate::eq::EventQueue;

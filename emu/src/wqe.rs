@@ -2,8 +2,8 @@
 
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::uar::BF_WQE_BYTES;
-use rnic_hw_regs::verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::*;
+use rnic_verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 
 use crate::iommu::{from_bytes, DmaRange, Iommu};
 use crate::objects::Qp;

@@ -11,9 +11,9 @@ use rnic_emu::ExecMode;
 use rnic_hw_regs::bar0::{self, DevCaps};
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::uar::{self, SqDoorbell, BF, BF_WQE_BYTES, UAR_PAGE_SIZE};
-use rnic_hw_regs::verbs::{access, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::SEG_SIZE;
 use rnic_queues::Hal;
+use rnic_verbs::{access, WcOpcode, WcStatus, WrOpcode};
 
 both_modes!(
     blueflame_wqe_runs_instead_of_the_ring,

@@ -12,9 +12,9 @@ use rnic_hw_regs::cmd::*;
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::uar::{WqDoorbell, SRQ_DB, UAR_PAGE_SIZE};
-use rnic_hw_regs::verbs::{access, qp_attr, GidType, LinkLayer, PortState, QpState};
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::Hal;
+use rnic_verbs::{access, qp_attr, GidType, LinkLayer, PortState, QpState};
 
 use std::mem::offset_of;
 
@@ -735,7 +735,7 @@ fn qp_modify_rules(mode: ExecMode) {
     assert_eq!(a.dest_qp_num.to_ne(), 3);
     assert_eq!(a.port_num, 1);
     assert_eq!(a.qp_access_flags.to_ne(), access::REMOTE_WRITE);
-    assert_eq!(a.path_mtu, rnic_hw_regs::verbs::Mtu::Mtu1024.raw());
+    assert_eq!(a.path_mtu, rnic_verbs::Mtu::Mtu1024.raw());
     // Alternate paths are not implemented.
     t.modify(
         n,

@@ -12,8 +12,8 @@ use rnic_hw_regs::cqe::{Cqe, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::{CqArmCmd, QP_DBREC_RQ, QP_DBREC_SQ};
-use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus, WrOpcode};
 use rnic_queues::{DmaRegion, Hal};
+use rnic_verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus, WrOpcode};
 
 both_modes!(
     send_recv_sgl,

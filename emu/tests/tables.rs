@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use rnic_emu::{EmuConfig, ExecMode};
 use rnic_hw_regs::cmd::CmdOpcode;
-use rnic_hw_regs::verbs::access;
+use rnic_verbs::access;
 
 /// The process's resident set in KiB.
 fn rss_kib() -> u64 {

@@ -248,13 +248,13 @@ pub struct QueryPortIn {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct QueryPortOut {
-    /// [`crate::verbs::PortState`].
+    /// `rnic_verbs::PortState`.
     pub state: u8,
-    /// Largest MTU, [`crate::verbs::Mtu`].
+    /// Largest MTU, `rnic_verbs::Mtu`.
     pub max_mtu: u8,
-    /// Active MTU, [`crate::verbs::Mtu`].
+    /// Active MTU, `rnic_verbs::Mtu`.
     pub active_mtu: u8,
-    /// [`crate::verbs::LinkLayer`].
+    /// `rnic_verbs::LinkLayer`.
     pub link_layer: u8,
     /// GID table length.
     pub gid_tbl_len: le32,
@@ -310,7 +310,7 @@ pub struct QueryGidIn {
 pub struct QueryGidOut {
     /// The GID, network byte order; all zero for an empty entry.
     pub gid: [u8; 16],
-    /// [`crate::verbs::GidType`].
+    /// `rnic_verbs::GidType`.
     pub gid_type: u8,
     /// 1 if the entry is valid.
     pub valid: u8,
@@ -328,7 +328,7 @@ pub struct SetGidIn {
     pub index: le32,
     /// The GID, network byte order; all zero clears the entry.
     pub gid: [u8; 16],
-    /// [`crate::verbs::GidType`].
+    /// `rnic_verbs::GidType`.
     pub gid_type: u8,
     /// Reserved, zero.
     pub reserved: [u8; 3],
@@ -352,7 +352,7 @@ pub struct CreatePdOut {
 pub struct RegMrIn {
     /// PD number.
     pub pdn: le32,
-    /// `IBV_ACCESS_*` flags ([`crate::verbs::access`]).
+    /// `IBV_ACCESS_*` flags (`rnic_verbs::access`).
     pub access: le32,
     /// Start virtual address.
     pub va: le64,
@@ -470,7 +470,7 @@ pub struct ResizeCqIn {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CreateQpIn {
-    /// [`crate::verbs::QpType`].
+    /// `rnic_verbs::QpType`.
     pub qp_type: u8,
     /// 1: every send WQE is signaled (`sq_sig_all`).
     pub sq_sig_all: u8,
@@ -541,13 +541,13 @@ pub struct AddressVector {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct QpAttrs {
-    /// [`crate::verbs::QpState`]: the new state (MODIFY_QP) or current state
+    /// `rnic_verbs::QpState`: the new state (MODIFY_QP) or current state
     /// (QUERY_QP).
     pub qp_state: u8,
-    /// [`crate::verbs::QpState`] the caller believes the QP is in
+    /// `rnic_verbs::QpState` the caller believes the QP is in
     /// (`IBV_QP_CUR_STATE`).
     pub cur_qp_state: u8,
-    /// [`crate::verbs::Mtu`].
+    /// `rnic_verbs::Mtu`.
     pub path_mtu: u8,
     /// Port number, from 1.
     pub port_num: u8,

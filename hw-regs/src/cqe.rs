@@ -69,9 +69,9 @@ pub struct Cqe {
     /// CQE, in BBs; for a receive CQE, in WQEs. All WQEs of that queue before
     /// it are complete.
     pub wqe_counter: le16,
-    /// [`crate::verbs::WcOpcode`] value.
+    /// `rnic_verbs::WcOpcode` value.
     pub opcode: u8,
-    /// [`crate::verbs::WcStatus`] value.
+    /// `rnic_verbs::WcStatus` value.
     pub status: u8,
     /// Device-specific detail for an error status: a [`Syndrome`] value.
     pub vendor_err: le32,

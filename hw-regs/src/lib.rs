@@ -25,7 +25,6 @@ pub mod cqe;
 pub mod eqe;
 pub mod pci;
 pub mod uar;
-pub mod verbs;
 pub mod wqe;
 
 pub use endian_num::{le16, le32, le64};

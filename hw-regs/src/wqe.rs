@@ -230,12 +230,11 @@ rnic_queues::pod_struct! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verbs::WrOpcode;
 
     #[test]
     fn ctrl_word_bytes() {
         let w = CtrlWord::new()
-            .with_opcode(WrOpcode::Send.raw())
+            .with_opcode(2) // IBV_WR_SEND
             .with_signaled(true)
             .with_inline(true)
             .with_ds(3)

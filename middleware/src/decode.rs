@@ -14,10 +14,10 @@ use rnic_hw_regs::cqe::Cqe;
 use rnic_hw_regs::eqe::{Eqe, EventType};
 use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::{self, CqDoorbell, EqArmDoorbell, WqDoorbell};
-use rnic_hw_regs::verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 use rnic_hw_regs::wqe::{
     AtomicSeg, BindSeg, CtrlSeg, DataSeg, DatagramSeg, RaddrSeg, RecvWqeHdr, INLINE_MARK, SEG_SIZE,
 };
+use rnic_verbs::{QpType, WcOpcode, WcStatus, WrOpcode};
 
 /// A decoded item: its line and its fields, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -17,10 +17,10 @@ use rnic_hw_regs::cmd::{
 use rnic_hw_regs::cqe::{Cqe, CQE_SIZE};
 use rnic_hw_regs::eqe::{Eqe, EQE_SIZE};
 use rnic_hw_regs::le32;
-use rnic_hw_regs::verbs::QpType;
 use rnic_hw_regs::wqe::{CtrlSeg, SEND_WQE_BB};
 use rnic_queues::owner_bit;
 use rnic_queues::DmaRegion;
+use rnic_verbs::QpType;
 
 use crate::decode::read;
 

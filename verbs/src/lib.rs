@@ -1,9 +1,10 @@
 //! The device-independent verbs core of rnic.
 //!
 //! What every device's driver shares, whatever its registers and formats:
-//! today the errors, as libibverbs reports them (an errno, a message, and
-//! whether the device refused, never executed or may still execute a
-//! command), with no device's types in them. A device's driver (a
+//! the verbs enumerations and flags with libibverbs' values, the QP state
+//! machine, and the errors, as libibverbs reports them (an errno, a
+//! message, and whether the device refused, never executed or may still
+//! execute a command), with no device's types in them. A device's driver (a
 //! provider: rnic's in `rnic-driver`, PVRDMA's) builds its errors from
 //! these and keeps its own decoding of a refusal's numbers.
 #![no_std]
@@ -11,6 +12,13 @@
 
 extern crate alloc;
 
+mod enums;
 mod error;
+mod transition;
 
+pub use enums::{
+    access, qp_attr, GidType, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
+    WrOpcode,
+};
 pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
+pub use transition::{qp_transition, Transition};

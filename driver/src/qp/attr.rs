@@ -5,8 +5,8 @@
 use alloc::format;
 use alloc::string::String;
 use rnic_hw_regs::cmd::{AddressVector, QpAttrs};
-use rnic_hw_regs::verbs::{access, qp_attr, qp_transition, LinkLayer, Mtu, QpState, QpType};
 use rnic_hw_regs::{le16, le32};
+use rnic_verbs::{access, qp_attr, qp_transition, LinkLayer, Mtu, QpState, QpType};
 
 use crate::attr::{DeviceAttr, Gid, PortAttr};
 use crate::error::{Error, ErrorKind, Result};
@@ -450,7 +450,7 @@ pub(crate) fn from_wire(w: &QpAttrs, cap: QpCap) -> Result<QpAttr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rnic_hw_regs::verbs::PortState;
+    use rnic_verbs::PortState;
 
     fn dev() -> DeviceAttr {
         DeviceAttr {

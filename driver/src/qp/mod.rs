@@ -11,10 +11,10 @@ use alloc::sync::Arc;
 
 use rnic_hw_regs::cmd::{CmdOpcode, CreateQpIn, CreateQpOut, ModifyQpIn, ObjIn, QpAttrs, NONE};
 use rnic_hw_regs::uar::{QP_DBREC_RQ, QP_DBREC_SQ};
-use rnic_hw_regs::verbs::{QpState, QpType};
 use rnic_hw_regs::wqe::SEND_WQE_BB;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DbRec, DmaRegion, Hal};
+use rnic_verbs::{QpState, QpType};
 use spin::Mutex;
 
 pub use attr::{AhAttr, QpAttr};

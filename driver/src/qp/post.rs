@@ -7,9 +7,9 @@
 
 use alloc::format;
 use rnic_hw_regs::uar::{RqDoorbell, SqDoorbell, BF_MAX_DS, BF_WQE_BYTES, RQ_DB, SQ_DB};
-use rnic_hw_regs::verbs::{QpState, QpType};
 use rnic_hw_regs::wqe::wqe_bbs;
 use rnic_queues::{DbRec, Hal};
+use rnic_verbs::{QpState, QpType};
 
 use super::Qp;
 use crate::error::{Error, ErrorKind, PostError};

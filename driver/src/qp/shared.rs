@@ -6,7 +6,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use rnic_hw_regs::verbs::QpState;
+use rnic_verbs::QpState;
 
 use crate::srq::SrqSlots;
 

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::vec::Vec;
 
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
-use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, QpType};
 use rnic_middleware::{Event, FaultHal, FaultHandle, Memory, Sink, Timeline, TraceHal};
+use rnic_verbs::{access, qp_attr, Mtu, QpState, QpType};
 
 use crate::{
     AhAttr, Config, Context, Cq, Payload, Pd, Qp, QpAttr, QpCap, QpInitAttr, SendOp, SendWr,

@@ -8,7 +8,7 @@ use std::vec::Vec;
 use rnic_hw_regs::bar0::{self, FatalSyndrome, Status, Version};
 use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
 use rnic_hw_regs::pci::{BAR_REGS, VENDOR_ID};
-use rnic_hw_regs::verbs::{access, Mtu};
+use rnic_verbs::{access, Mtu};
 
 use super::*;
 use crate::ErrorKind;

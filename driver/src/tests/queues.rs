@@ -5,7 +5,7 @@ use std::string::ToString;
 use std::vec::Vec;
 
 use rnic_hw_regs::eqe::EventType;
-use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus};
+use rnic_verbs::{access, qp_attr, Mtu, QpState, WcOpcode, WcStatus};
 
 use super::*;
 use crate::{send_flags, wc_flags, ErrorKind, RecvWr, RemoteAddr};

@@ -3,7 +3,7 @@
 
 use rnic_hw_regs::cmd::*;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::verbs::access;
+use rnic_verbs::access;
 
 use super::{check, fail, off, CmdResult};
 use crate::iommu::{from_bytes, to_bytes, DmaRange};

@@ -1,9 +1,9 @@
 //! CREATE_QP, MODIFY_QP, QUERY_QP and DESTROY_QP.
 
 use rnic_hw_regs::cmd::*;
-use rnic_hw_regs::verbs::{access, qp_attr, qp_transition, Mtu, QpState, QpType};
 use rnic_hw_regs::wqe::{MAX_LOG_RQ_STRIDE, MIN_LOG_RQ_STRIDE, SEND_WQE_BB};
 use rnic_hw_regs::{le32, PAGE_SIZE};
+use rnic_verbs::{access, qp_attr, qp_transition, Mtu, QpState, QpType};
 
 use super::{check, fail, off, CmdError, CmdResult};
 use crate::counters::Counters;

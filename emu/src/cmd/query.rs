@@ -2,8 +2,8 @@
 
 use rnic_hw_regs::cmd::*;
 use rnic_hw_regs::counters::counter;
-use rnic_hw_regs::verbs::{GidType, LinkLayer, Mtu, PortState};
 use rnic_hw_regs::{le16, le32, le64, pci};
+use rnic_verbs::{GidType, LinkLayer, Mtu, PortState};
 
 use super::{check, off, CmdResult};
 use crate::iommu::{from_bytes, to_bytes};

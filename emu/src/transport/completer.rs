@@ -25,7 +25,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::verbs::{access, QpState, QpType, WcStatus};
+use rnic_verbs::{access, QpState, QpType, WcStatus};
 
 use super::{mtu_bytes, timers, ReqOp};
 use crate::cq;

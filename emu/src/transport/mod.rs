@@ -30,7 +30,7 @@ pub(crate) mod ud;
 use std::collections::VecDeque;
 
 use rnic_hw_regs::cqe::Syndrome;
-use rnic_hw_regs::verbs::{Mtu, WcStatus};
+use rnic_verbs::{Mtu, WcStatus};
 
 use crate::wqe::{RecvWqe, SendWqe};
 

@@ -14,8 +14,8 @@ use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_hw_regs::uar::{SqDoorbell, BF_MAX_DS, BF_WQE_BYTES};
-use rnic_hw_regs::verbs::{access, QpState, QpType, WcStatus};
 use rnic_hw_regs::wqe::{CtrlWord, MAX_SEND_WQE_DS};
+use rnic_verbs::{access, QpState, QpType, WcStatus};
 
 use super::{
     completer, mtu_bytes, packets, timers, Inflight, ReqOp, MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS,

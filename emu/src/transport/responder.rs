@@ -28,7 +28,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_hw_regs::verbs::{access, WcOpcode, WcStatus};
+use rnic_verbs::{access, WcOpcode, WcStatus};
 
 use super::{mtu_bytes, packets, InMsg, ReadJob};
 use crate::cq;

@@ -20,8 +20,8 @@
 
 use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::Syndrome;
-use rnic_hw_regs::verbs::{access, QpState, WcOpcode, WcStatus};
 use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
+use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
 
 use super::responder::{self, Refuse};
 use super::{completer, requester, ReqOp};

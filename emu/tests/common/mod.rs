@@ -11,11 +11,11 @@ use rnic_hw_regs::cmd::*;
 use rnic_hw_regs::cqe::{Cqe, CQE_OWNER_OFFSET, CQE_SIZE};
 use rnic_hw_regs::eqe::{Eqe, EQE_OWNER_OFFSET, EQE_SIZE};
 use rnic_hw_regs::uar::{self, CqArmCmd, CqDoorbell, RqDoorbell, SqDoorbell};
-use rnic_hw_regs::verbs::{access, qp_attr, Mtu, QpState, QpType, WrOpcode};
 use rnic_hw_regs::wqe::*;
 use rnic_hw_regs::{le16, le32, le64};
 use rnic_queues::owner_bit;
 use rnic_queues::{DmaRegion, Hal, Pod};
+use rnic_verbs::{access, qp_attr, Mtu, QpState, QpType, WrOpcode};
 
 /// How long any wait may take before the test fails.
 const TIMEOUT_NS: u64 = 5_000_000_000;
