@@ -319,7 +319,7 @@ fn expect(cq: &Cq<H>, wr_id: u64, opcode: WcOpcode) -> Res<WorkCompletion> {
             wc.opcode,
             wc.status,
             wc.wr_id,
-            wc.syndrome()
+            rnic_driver::syndrome(&wc)
         )
         .into());
     }

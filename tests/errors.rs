@@ -227,7 +227,7 @@ fn remote_violation(
     post_send(&p.a, wr(1, op, &sgl));
     let w = poll_one(&p.cq_a);
     assert_eq!(
-        (w.wr_id, w.status, w.syndrome()),
+        (w.wr_id, w.status, rnic_driver::syndrome(&w)),
         (1, WcStatus::RemAccessErr, Some(Syndrome::RemoteAccess)),
         "{what}: {w:#?}"
     );
@@ -294,7 +294,7 @@ fn write_with_imm_rkey_violations(mode: ExecMode) {
         .unwrap();
         let s = poll_n(&p.cq_a, 2);
         assert_eq!(
-            (s[0].wr_id, s[0].status, s[0].syndrome()),
+            (s[0].wr_id, s[0].status, rnic_driver::syndrome(&s[0])),
             (1, WcStatus::RemAccessErr, Some(Syndrome::RemoteAccess)),
             "{syndrome:?}: {:#?}",
             s[0]
@@ -302,7 +302,12 @@ fn write_with_imm_rkey_violations(mode: ExecMode) {
         assert_flushed(&s[1..], &[2]);
         let r = poll_n(&p.cq_b, 2);
         assert_eq!(
-            (r[0].wr_id, r[0].status, r[0].syndrome(), r[0].opcode),
+            (
+                r[0].wr_id,
+                r[0].status,
+                rnic_driver::syndrome(&r[0]),
+                r[0].opcode
+            ),
             (900, WcStatus::LocAccessErr, Some(syndrome), WcOpcode::Recv),
             "{syndrome:?}: {:#?}",
             r[0]
@@ -553,7 +558,7 @@ fn local_protection_errors(mode: ExecMode) {
         post_send(&p.a, send(2, &[sge(&mr_a, 0, 8)]));
         let w = poll_n(&p.cq_a, 2);
         assert_eq!(
-            (w[0].wr_id, w[0].status, w[0].syndrome()),
+            (w[0].wr_id, w[0].status, rnic_driver::syndrome(&w[0])),
             (1, WcStatus::LocProtErr, Some(syndrome)),
             "{what}: {:#?}",
             w[0]
@@ -650,13 +655,13 @@ fn receive_buffer_protection(mode: ExecMode) {
         post_send(&p.a, send(1, &[sge(&mr_a, 0, 32)]));
         let w = poll_one(&p.cq_a);
         assert_eq!(
-            (w.wr_id, w.status, w.syndrome()),
+            (w.wr_id, w.status, rnic_driver::syndrome(&w)),
             (1, WcStatus::RemOpErr, Some(Syndrome::RemoteError)),
             "{what}: {w:#?}"
         );
         let r = poll_one(&p.cq_b);
         assert_eq!(
-            (r.wr_id, r.status, r.syndrome()),
+            (r.wr_id, r.status, rnic_driver::syndrome(&r)),
             (10, WcStatus::LocProtErr, Some(syndrome)),
             "{what}: {r:#?}"
         );
@@ -819,7 +824,7 @@ fn destination_not_ready(mode: ExecMode) {
         .unwrap();
         let s = poll_n(&p.cq_a, 2);
         assert_eq!(
-            (s[0].wr_id, s[0].status, s[0].syndrome()),
+            (s[0].wr_id, s[0].status, rnic_driver::syndrome(&s[0])),
             (1, WcStatus::RetryExcErr, Some(Syndrome::RetryExceeded)),
             "destination {dest}: {:#?}",
             s[0]
@@ -999,7 +1004,7 @@ fn rnr_stall_ends_when_a_side_goes_away(mode: ExecMode) {
             assert_flushed(&s, &[1, 2]);
         } else {
             assert_eq!(
-                (s[0].wr_id, s[0].status, s[0].syndrome()),
+                (s[0].wr_id, s[0].status, rnic_driver::syndrome(&s[0])),
                 (1, WcStatus::RetryExcErr, Some(Syndrome::RetryExceeded)),
                 "{how}: {:#?}",
                 s[0]

@@ -486,7 +486,7 @@ pub fn assert_ok(wc: &WorkCompletion, wr_id: u64, opcode: WcOpcode) {
 #[track_caller]
 pub fn assert_err(wc: &WorkCompletion, wr_id: u64, status: WcStatus, syndrome: Syndrome) {
     assert_eq!(
-        (wc.wr_id, wc.status, wc.syndrome(), wc.src_qp),
+        (wc.wr_id, wc.status, rnic_driver::syndrome(wc), wc.src_qp),
         (wr_id, status, Some(syndrome), 0),
         "completion {wc:#?}"
     );

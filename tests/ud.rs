@@ -307,7 +307,7 @@ fn a_receive_buffer_too_small_fails_with_loc_len_err() {
     a.send(ah.dest(b.qp.qp_num(), QKEY), &bytes(100, 0), None, 1);
     let wc = f.wait_one(&b.cq);
     assert_eq!((wc.wr_id, wc.status), (100, WcStatus::LocLenErr));
-    assert_eq!(wc.syndrome(), Some(Syndrome::RecvTooSmall));
+    assert_eq!(rnic_driver::syndrome(&wc), Some(Syndrome::RecvTooSmall));
     // The QP is in error: the other receive is flushed.
     let wc = f.wait_one(&b.cq);
     assert_eq!((wc.wr_id, wc.status), (101, WcStatus::WrFlushErr));

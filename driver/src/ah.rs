@@ -11,13 +11,13 @@ use alloc::sync::Arc;
 
 use rnic_queues::Hal;
 
-use crate::attr::Gid;
 use crate::error::{Error, Result};
 use crate::pd::{Pd, PdInner};
-use crate::qp::attr::check_ah;
-use crate::wc::{wc_flags, WorkCompletion};
-use crate::wr::UdDest;
-use crate::AhAttr;
+use rnic_verbs::check_ah;
+use rnic_verbs::AhAttr;
+use rnic_verbs::Gid;
+use rnic_verbs::UdDest;
+use rnic_verbs::{wc_flags, WorkCompletion};
 
 /// Bytes of the GRH that heads a UD receive buffer.
 pub const GRH_LEN: usize = 40;
@@ -106,12 +106,7 @@ impl<H: Hal> Ah<H> {
     /// whose Q_Key is `remote_qkey` (a Q_Key with the high bit set stands
     /// for the sending QP's own).
     pub fn dest(&self, remote_qpn: u32, remote_qkey: u32) -> UdDest {
-        UdDest {
-            pdn: self.pd.pdn,
-            ah: self.attr,
-            remote_qpn: remote_qpn & 0xff_ffff,
-            remote_qkey,
-        }
+        UdDest::new(self.pd.pdn, self.attr, remote_qpn & 0xff_ffff, remote_qkey)
     }
 }
 

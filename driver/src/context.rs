@@ -18,11 +18,11 @@ use rnic_hw_regs::uar::{BF, UAR_PAGE_SIZE};
 use rnic_queues::{Hal, Pod};
 use spin::RwLock;
 
-use crate::attr::{DeviceAttr, Gid, PortAttr};
 use crate::bringup::{Config, Device, DeviceMem};
 use crate::cq::CqArm;
 use crate::error::{CmdFailure, Error, ErrorKind, Result};
 use crate::qp::QpShared;
+use rnic_verbs::{DeviceAttr, Gid, PortAttr};
 
 /// A user context on a device (`struct ibv_context`). Cloning is cheap:
 /// clones are the same context. [`Context::open_another`] opens another
@@ -234,7 +234,7 @@ impl<H: Hal> Shared<H> {
             port: le32::from_ne(port.into()),
         };
         let out: QueryPortOut = self.exec(CmdOpcode::QueryPort, &input)?;
-        PortAttr::decode(port, &out)
+        crate::attr::port_attr(port, &out)
     }
 }
 
@@ -302,7 +302,7 @@ impl<H: Hal> Context<H> {
             ));
         }
         let out: QueryDeviceOut = dev.exec(CmdOpcode::QueryDevice, &(), uid)?;
-        let attr = DeviceAttr::from(&out);
+        let attr = crate::attr::device_attr(&out);
         let mut shared = Shared {
             dev,
             uid,
@@ -352,7 +352,7 @@ impl<H: Hal> Context<H> {
     /// Reads the device attributes (QUERY_DEVICE).
     pub fn query_device(&self) -> Result<DeviceAttr> {
         let out: QueryDeviceOut = self.shared.exec(CmdOpcode::QueryDevice, &())?;
-        Ok(DeviceAttr::from(&out))
+        Ok(crate::attr::device_attr(&out))
     }
 
     /// Reads the attributes of port `port` (from 1) (QUERY_PORT).

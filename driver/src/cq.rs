@@ -21,7 +21,7 @@ use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::qp::QpShared;
 use crate::srq::SrqSlots;
-use crate::wc::WorkCompletion;
+use rnic_verbs::WorkCompletion;
 
 /// A completion queue (`struct ibv_cq`).
 ///
@@ -376,7 +376,7 @@ impl<H: Hal> Cq<H> {
         let mut result = Ok(());
         while n < wc.len() {
             let Some(cqe) = p.ring.pop() else { break };
-            let mut w = WorkCompletion::from_cqe(&cqe);
+            let mut w = crate::wc::from_cqe(&cqe);
             // A completion the accounting refuses is an error, never a
             // completion; the work request ID is the driver's own.
             match cq.retire(&mut p.qps, &cqe, &w) {

@@ -89,13 +89,11 @@ mod qp;
 mod srq;
 mod wc;
 mod wqe;
-mod wr;
 
 #[cfg(test)]
 mod tests;
 
 pub use ah::{Ah, GRH_LEN};
-pub use attr::{DeviceAttr, Gid, PortAttr};
 pub use bringup::Config;
 pub use channel::CompChannel;
 pub use context::Context;
@@ -106,14 +104,15 @@ pub use event::AsyncEvent;
 pub use mr::Mr;
 pub use mw::{Mw, MwType};
 pub use pd::Pd;
-pub use qp::{AhAttr, Qp, QpAttr, QpCap, QpInitAttr};
+pub use qp::{Qp, QpInitAttr};
 pub use srq::{srq_mask, Srq, SrqAttr};
-pub use wc::{wc_flags, WorkCompletion};
-pub use wr::{send_flags, MwBind, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};
+pub use wc::syndrome;
 
 pub use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
 pub use rnic_hw_regs::cqe::Syndrome;
 pub use rnic_hw_regs::eqe::EventType;
 pub use rnic_verbs::{
-    access, qp_attr, GidType, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
+    access, qp_attr, send_flags, wc_flags, AhAttr, DeviceAttr, Gid, GidType, LinkLayer, Mtu,
+    MwBind, Payload, PortAttr, PortState, QpAttr, QpCap, QpState, QpType, RecvWr, RemoteAddr,
+    SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion,
 };

@@ -12,7 +12,7 @@ use rnic_verbs::access;
 use crate::bringup::DeviceMem;
 use crate::error::{DestroyError, Error, Result};
 use crate::pd::{Pd, PdInner};
-use crate::wr::Sge;
+use rnic_verbs::Sge;
 
 /// A memory region (`struct ibv_mr`).
 ///

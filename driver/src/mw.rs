@@ -14,7 +14,7 @@ use crate::error::{DestroyError, Error, PostError, Result};
 use crate::mr::Mr;
 use crate::pd::{Pd, PdInner};
 use crate::qp::Qp;
-use crate::wr::{MwBind, Payload, SendOp, SendWr};
+use rnic_verbs::{MwBind, Payload, SendOp, SendWr};
 
 /// The type of a memory window (`enum ibv_mw_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use crate::bringup::DeviceMem;
 use crate::error::{DestroyError, Error, ErrorKind, PostError, Result};
 use crate::pd::{Pd, PdInner};
 use crate::wqe::{check_recv, write_recv, WqRing};
-use crate::wr::RecvWr;
+use rnic_verbs::RecvWr;
 
 /// SRQ attributes (`struct ibv_srq_attr`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -16,7 +16,7 @@ use rnic_queues::{DmaRegion, Pod, ProducerRing};
 use rnic_verbs::WrOpcode;
 
 use crate::error::{Error, Result};
-use crate::wr::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge, UdDest};
+use rnic_verbs::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge, UdDest};
 
 /// Largest scatter/gather entry; a `DataSeg` encodes it as 0.
 pub(crate) const MAX_SGE_LEN: u32 = 1 << 31;
@@ -188,7 +188,7 @@ const DATAGRAM_SEGS: usize = core::mem::size_of::<DatagramSeg>() / SEG_SIZE;
 /// The datagram segment of a UD send to `d`, as the words of its three
 /// segments in memory order.
 fn datagram_words(d: &UdDest) -> [[u64; 2]; DATAGRAM_SEGS] {
-    let ah = &d.ah;
+    let ah = d.ah();
     let seg = DatagramSeg {
         dest_qpn: le32::from_ne(d.remote_qpn),
         qkey: le32::from_ne(d.remote_qkey),
@@ -420,7 +420,7 @@ mod tests {
 
     use super::*;
     use crate::error::ErrorKind;
-    use crate::wr::RemoteAddr;
+    use rnic_verbs::RemoteAddr;
 
     const LIM: SendLimits = SendLimits {
         max_sge: 4,

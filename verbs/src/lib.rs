@@ -1,8 +1,10 @@
 //! The device-independent verbs core of rnic.
 //!
 //! What every device's driver shares, whatever its registers and formats:
-//! the verbs enumerations and flags with libibverbs' values, the QP state
-//! machine, and the errors, as libibverbs reports them (an errno, a
+//! the verbs enumerations and flags with libibverbs' values; the
+//! attributes, work requests and completions providers take and give; the
+//! QP state machine and the checks of a modify's attributes; and the
+//! errors, as libibverbs reports them (an errno, a
 //! message, and whether the device refused, never executed or may still
 //! execute a command), with no device's types in them. A device's driver (a
 //! provider: rnic's in `rnic-driver`, PVRDMA's) builds its errors from
@@ -12,13 +14,23 @@
 
 extern crate alloc;
 
+mod attr;
 mod enums;
 mod error;
+mod modify;
+mod qp;
 mod transition;
+mod wc;
+mod wr;
 
+pub use attr::{DeviceAttr, Gid, PortAttr};
 pub use enums::{
     access, qp_attr, GidType, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
     WrOpcode,
 };
 pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
+pub use modify::{check_ah, check_modify, Modify, ModifyEnv};
+pub use qp::{AhAttr, QpAttr, QpCap};
 pub use transition::{qp_transition, Transition};
+pub use wc::{wc_flags, WorkCompletion};
+pub use wr::{send_flags, MwBind, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};

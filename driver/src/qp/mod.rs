@@ -14,14 +14,12 @@ use rnic_hw_regs::uar::{QP_DBREC_RQ, QP_DBREC_SQ};
 use rnic_hw_regs::wqe::SEND_WQE_BB;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DbRec, DmaRegion, Hal};
-use rnic_verbs::{QpState, QpType};
+use rnic_verbs::{QpAttr, QpCap, QpState, QpType};
 use spin::Mutex;
 
-pub use attr::{AhAttr, QpAttr};
 pub(crate) use shared::QpShared;
-pub use sizing::QpCap;
 
-use self::attr::{check_modify, from_wire, ModifyEnv};
+use self::attr::{from_wire, wire_attrs};
 use self::post::{RecvQueue, SendQueue};
 use self::sizing::{QpLayout, QueueLimits};
 use crate::bringup::DeviceMem;
@@ -32,6 +30,7 @@ use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::pd::{Pd, PdInner};
 use crate::srq::{Srq, SrqInner};
 use crate::wqe::{SendLimits, WqRing};
+use rnic_verbs::{check_modify, ModifyEnv};
 
 /// What [`Pd::create_qp`] needs (`struct ibv_qp_init_attr`).
 pub struct QpInitAttr<'a, H: Hal> {
@@ -301,7 +300,7 @@ impl<H: Hal> Qp<H> {
         let input = ModifyQpIn {
             qpn: le32::from_ne(self.qpn),
             attr_mask: le32::from_ne(m.mask),
-            attrs: m.attrs,
+            attrs: wire_attrs(attr, m.mask, m.next, m.port),
         };
         ctx.exec::<_, ()>(CmdOpcode::ModifyQp, &input)?;
         *port = m.port;

@@ -14,7 +14,7 @@ use rnic_verbs::{QpState, QpType};
 use super::Qp;
 use crate::error::{Error, ErrorKind, PostError};
 use crate::wqe::{check_recv, plan_send, write_recv, write_send, WqRing};
-use crate::wr::{RecvWr, SendOp, SendWr};
+use rnic_verbs::{RecvWr, SendOp, SendWr};
 
 /// The send queue's producer side.
 pub(crate) struct SendQueue {
@@ -107,12 +107,13 @@ impl<H: Hal> Qp<H> {
                 break;
             }
             if let SendOp::UdSend { dest, .. } = wr.op {
-                if dest.pdn != self.pd.pdn {
+                if dest.pdn() != self.pd.pdn {
                     result = Err(PostError {
                         index,
                         error: Error::invalid(format!(
                             "the address handle is of PD {}, the QP of PD {}",
-                            dest.pdn, self.pd.pdn
+                            dest.pdn(),
+                            self.pd.pdn
                         )),
                     });
                     break;

@@ -11,21 +11,7 @@ use rnic_hw_regs::PAGE_SIZE;
 use crate::dma::align_up;
 use crate::error::{Error, Result};
 use crate::wqe::{SendLimits, INLINE_HDR};
-
-/// Queue capacities (`struct ibv_qp_cap`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct QpCap {
-    /// Outstanding send work requests.
-    pub max_send_wr: u32,
-    /// Outstanding receive work requests.
-    pub max_recv_wr: u32,
-    /// Scatter/gather entries per send request.
-    pub max_send_sge: u32,
-    /// Scatter/gather entries per receive request.
-    pub max_recv_sge: u32,
-    /// Inline payload bytes per send request.
-    pub max_inline_data: u32,
-}
+use rnic_verbs::QpCap;
 
 /// The device's queue limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,12 +1,14 @@
 //! Work requests: what `post_send` and `post_recv` take.
 
+use crate::qp::AhAttr;
+
 /// One scatter/gather entry (`struct ibv_sge`): `length` bytes at `addr`
 /// in the MR named by `lkey`. Zero-length entries are skipped. Laid out as
 /// `struct ibv_sge`, so that a program's list can be passed as it is.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sge {
-    /// Start address, in the MR's address space (see [`crate::Mr::addr`]).
+    /// Start address, in the MR's address space (an MR's address as the provider reports it).
     pub addr: u64,
     /// Length in bytes, at most 2^31.
     pub length: u32,
@@ -24,14 +26,13 @@ pub struct RemoteAddr {
 }
 
 /// Where a UD send goes (`ibv_send_wr.wr.ud`): an address handle's path,
-/// the destination QP and its Q_Key. Made by [`crate::Ah::dest`]; the
-/// path is copied into each WQE, as libibverbs providers do.
+/// the destination QP and its Q_Key. Made by a provider's address handle
+/// (rnic's `Ah::dest`); the path is copied into each WQE, as libibverbs
+/// providers do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UdDest {
-    /// The address handle's PD: it must be the QP's.
-    pub(crate) pdn: u32,
-    /// The address handle's attributes, checked when it was created.
-    pub(crate) ah: crate::AhAttr,
+    pdn: u32,
+    ah: AhAttr,
     /// Destination QP number (24 bits).
     pub remote_qpn: u32,
     /// Q_Key of the destination QP; with its high bit set, the sending
@@ -39,10 +40,33 @@ pub struct UdDest {
     pub remote_qkey: u32,
 }
 
+impl UdDest {
+    /// The destination through an address handle of PD `pdn` whose
+    /// attributes (checked when it was made) are `ah`. Providers make it.
+    pub fn new(pdn: u32, ah: AhAttr, remote_qpn: u32, remote_qkey: u32) -> Self {
+        Self {
+            pdn,
+            ah,
+            remote_qpn,
+            remote_qkey,
+        }
+    }
+
+    /// The address handle's PD: it must be the QP's.
+    pub fn pdn(&self) -> u32 {
+        self.pdn
+    }
+
+    /// The address handle's attributes.
+    pub fn ah(&self) -> &AhAttr {
+        &self.ah
+    }
+}
+
 /// A memory window bind (`struct ibv_mw_bind` with its `bind_info`): the
 /// window of rkey `mw_rkey` becomes `new_rkey` and reaches `length` bytes
 /// at `addr` of the MR of `mr_lkey` with `access`. Made by
-/// [`crate::Mw::bind_wr`].
+/// a provider's memory window (rnic's `Mw::bind_wr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MwBind {
     /// The window's rkey before the bind.
