@@ -34,9 +34,8 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use rnic_driver::{
-    access, qp_attr, send_flags, AhAttr, Context, Cq, Mr, Mtu, Payload, Qp, QpAttr, QpCap,
-    QpInitAttr, QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus,
-    WorkCompletion,
+    access, qp_attr, send_flags, AhAttr, Context, Cq, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInit,
+    QpState, QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 use rnic_emu::net::{Direction, Tap};
 use rnic_emu::net::{Switch, UdpWire, Wire};
@@ -396,7 +395,7 @@ fn rank(
         max_inline_data: 0,
     };
     let qp = |pd: &rnic_driver::Pd<H>, cq| {
-        pd.create_qp(&QpInitAttr {
+        pd.create_qp(&QpInit {
             send_cq: cq,
             recv_cq: cq,
             srq: None,

@@ -24,7 +24,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use rnic_driver::{
-    access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+    access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInit, QpState,
     QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 use rnic_emu::net::{Direction, Loopback, Tap};
@@ -124,7 +124,7 @@ fn run(mode: ExecMode, tl: std::sync::Arc<Timeline>) -> Res<()> {
         max_recv_sge: 2,
         max_inline_data: 64,
     };
-    let qp_a = pd.create_qp(&QpInitAttr {
+    let qp_a = pd.create_qp(&QpInit {
         send_cq: &cq_a,
         recv_cq: &cq_a,
         srq: None,
@@ -132,7 +132,7 @@ fn run(mode: ExecMode, tl: std::sync::Arc<Timeline>) -> Res<()> {
         qp_type: QpType::Rc,
         sq_sig_all: false,
     })?;
-    let qp_b = pd.create_qp(&QpInitAttr {
+    let qp_b = pd.create_qp(&QpInit {
         send_cq: &cq_b,
         recv_cq: &cq_b,
         srq: None,

@@ -35,7 +35,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use rnic_driver::{
-    access, qp_attr, send_flags, AhAttr, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInitAttr, QpState,
+    access, qp_attr, send_flags, AhAttr, Mr, Mtu, Payload, Qp, QpAttr, QpCap, QpInit, QpState,
     QpType, RecvWr, RemoteAddr, SendOp, SendWr, WcOpcode, WcStatus, WorkCompletion,
 };
 
@@ -187,7 +187,7 @@ fn run(a: Args) -> Result<(), String> {
         max_inline_data: 0,
     };
     let qp = pd
-        .create_qp(&QpInitAttr {
+        .create_qp(&QpInit {
             send_cq: &cq,
             recv_cq: &cq,
             srq: None,

@@ -24,8 +24,8 @@ use std::time::Instant;
 
 use clap::Parser;
 use rnic_driver::{
-    access, qp_attr, send_flags, AhAttr, Payload, QpAttr, QpCap, QpInitAttr, QpState, QpType,
-    RecvWr, SendOp, SendWr, WcStatus, WorkCompletion, GRH_LEN,
+    access, qp_attr, send_flags, AhAttr, Payload, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr,
+    SendOp, SendWr, WcStatus, WorkCompletion, GRH_LEN,
 };
 
 mod pingpong;
@@ -80,7 +80,7 @@ fn run(a: Args) -> Result<(), String> {
         .create_cq(c.rx_depth + 1)
         .map_err(|e| format!("Couldn't create CQ: {e}"))?;
     let qp = pd
-        .create_qp(&QpInitAttr {
+        .create_qp(&QpInit {
             send_cq: &cq,
             recv_cq: &cq,
             srq: None,

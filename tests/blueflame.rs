@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use rnic_driver::{
-    access, send_flags, Context, Cq, Payload, QpInitAttr, QpType, RemoteAddr, SendOp, SendWr,
-    WcStatus, WorkCompletion,
+    access, send_flags, Context, Cq, Payload, QpInit, QpType, RemoteAddr, SendOp, SendWr, WcStatus,
+    WorkCompletion,
 };
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 use rnic_middleware::{FaultHal, Memory, Sink, Timeline, TraceHal};
@@ -42,7 +42,7 @@ fn blueflame(mode: ExecMode) {
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(64).unwrap();
     let qp = || {
-        pd.create_qp(&QpInitAttr {
+        pd.create_qp(&QpInit {
             send_cq: &cq,
             recv_cq: &cq,
             srq: None,

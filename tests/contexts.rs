@@ -41,7 +41,7 @@ fn contexts(mode: ExecMode) {
     // The driver keeps each context's objects to itself.
     let e = sb
         .pd
-        .create_qp(&QpInitAttr {
+        .create_qp(&QpInit {
             send_cq: &sa.cq,
             recv_cq: &sb.cq,
             srq: None,

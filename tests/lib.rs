@@ -37,9 +37,8 @@ pub use rnic_driver::Config as DriverConfig;
 pub use rnic_driver::{
     access, counter, qp_attr, send_flags, srq_mask, wc_flags, Ah, AhAttr, AsyncEvent, Context,
     Counters, Cq, DestroyError, Error, ErrorKind, EventType, GidType, Mr, Mtu, Payload, Pd,
-    PortState, PostError, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, RemoteAddr,
-    SendOp, SendWr, Sge, Srq, SrqAttr, Syndrome, UdDest, WcOpcode, WcStatus, WorkCompletion,
-    GRH_LEN,
+    PortState, PostError, Qp, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, RemoteAddr, SendOp,
+    SendWr, Sge, Srq, SrqAttr, Syndrome, UdDest, WcOpcode, WcStatus, WorkCompletion, GRH_LEN,
 };
 pub use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 
@@ -294,7 +293,7 @@ pub fn cap(wr: u32, sge: u32, inline: u32) -> QpCap {
 
 /// Creates an RC QP in RESET.
 pub fn create_qp(pd: &EPd, send_cq: &ECq, recv_cq: &ECq, cap: QpCap, sq_sig_all: bool) -> EQp {
-    pd.create_qp(&QpInitAttr {
+    pd.create_qp(&QpInit {
         send_cq,
         recv_cq,
         srq: None,

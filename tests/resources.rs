@@ -164,7 +164,7 @@ fn object_limits(mode: ExecMode) {
     assert_no_memory(pd.alloc_mr(64, 0));
     let qp1 = create_qp(&pd, &cq1, &cq1, cap(2, 1, 0), false);
     let qp2 = create_qp(&pd, &cq2, &cq2, cap(2, 1, 0), false);
-    let third = pd.create_qp(&QpInitAttr {
+    let third = pd.create_qp(&QpInit {
         send_cq: &cq1,
         recv_cq: &cq2,
         srq: None,
@@ -194,7 +194,7 @@ fn bad_creation_parameters(mode: ExecMode) {
         assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{what}: {e}");
     };
     let qp = |cap: QpCap, ty: QpType| {
-        pd.create_qp(&QpInitAttr {
+        pd.create_qp(&QpInit {
             send_cq: &cq,
             recv_cq: &cq,
             srq: None,

@@ -190,7 +190,7 @@ fn a_ud_send_error_stops_the_send_queue_only() {
         let pd = ctx.alloc_pd().unwrap();
         let cq = ctx.create_cq(32).unwrap();
         let qp = pd
-            .create_qp(&QpInitAttr {
+            .create_qp(&QpInit {
                 send_cq: &cq,
                 recv_cq: &cq,
                 srq: None,

@@ -21,7 +21,7 @@ const SLOT: usize = GRH_LEN + 4096;
 /// A QP of `qp_type` in `pd`, completing into `cq`, taking receives from
 /// `srq` if given.
 fn qp(pd: &EPd, cq: &ECq, srq: Option<&Srq<EmuHal>>, qp_type: QpType) -> EQp {
-    pd.create_qp(&QpInitAttr {
+    pd.create_qp(&QpInit {
         send_cq: cq,
         recv_cq: cq,
         srq,

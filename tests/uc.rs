@@ -24,7 +24,7 @@ impl Uc {
         let pd = nic.ctx.alloc_pd().unwrap();
         let cq = nic.ctx.create_cq(256).unwrap();
         let qp = pd
-            .create_qp(&QpInitAttr {
+            .create_qp(&QpInit {
                 send_cq: &cq,
                 recv_cq: &cq,
                 srq: None,

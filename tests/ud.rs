@@ -33,7 +33,7 @@ impl Ud {
         let pd = ctx.alloc_pd().unwrap();
         let cq = ctx.create_cq(64).unwrap();
         let qp = pd
-            .create_qp(&QpInitAttr {
+            .create_qp(&QpInit {
                 send_cq: &cq,
                 recv_cq: &cq,
                 srq: None,
@@ -424,7 +424,7 @@ fn the_driver_refuses_what_ud_cannot_do() {
     assert!(e.contains("no GRH"), "{e}");
     // UD transitions: no AV or PATH_MTU, QKEY required to leave RESET.
     let ud =
-        a.pd.create_qp(&QpInitAttr {
+        a.pd.create_qp(&QpInit {
             send_cq: &a.cq,
             recv_cq: &a.cq,
             srq: None,

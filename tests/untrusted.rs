@@ -141,7 +141,7 @@ fn setup() -> Setup {
 /// An RC QP connected to itself, on `cq`.
 fn loopback_qp(ctx: &TCtx, pd: &Pd<Tamper>, cq: &Cq<Tamper>, inline: u32) -> Qp<Tamper> {
     let qp = pd
-        .create_qp(&QpInitAttr {
+        .create_qp(&QpInit {
             send_cq: cq,
             recv_cq: cq,
             srq: None,

@@ -10,7 +10,7 @@
 //!
 //! ```no_run
 //! use rnic_driver::{
-//!     access, qp_attr, Context, Mtu, Payload, QpAttr, QpCap, QpInitAttr, QpState, QpType,
+//!     access, qp_attr, Context, Mtu, Payload, QpAttr, QpCap, QpInit, QpState, QpType,
 //!     RecvWr, SendOp, SendWr, WorkCompletion, send_flags,
 //! };
 //!
@@ -20,7 +20,7 @@
 //!     let mr = pd.alloc_mr(4096, access::LOCAL_WRITE)?;
 //!     let cq = ctx.create_cq(64)?;
 //!     let cap = QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 64 };
-//!     let qp = pd.create_qp(&QpInitAttr {
+//!     let qp = pd.create_qp(&QpInit {
 //!         send_cq: &cq, recv_cq: &cq, srq: None, cap, qp_type: QpType::Rc, sq_sig_all: false,
 //!     })?;
 //!     qp.modify(
@@ -85,6 +85,7 @@ mod event;
 mod mr;
 mod mw;
 mod pd;
+mod provider;
 mod qp;
 mod srq;
 mod wc;
@@ -102,17 +103,18 @@ pub use cq::Cq;
 pub use error::{CmdFailure, DestroyError, Error, ErrorKind, PostError, Refusal, Result};
 pub use event::AsyncEvent;
 pub use mr::Mr;
-pub use mw::{Mw, MwType};
+pub use mw::Mw;
 pub use pd::Pd;
-pub use qp::{Qp, QpInitAttr};
-pub use srq::{srq_mask, Srq, SrqAttr};
+pub use qp::Qp;
+pub use rnic_verbs::provider::QpInit;
+pub use srq::Srq;
 pub use wc::syndrome;
 
 pub use rnic_hw_regs::cmd::{CmdOpcode, CmdStatus};
 pub use rnic_hw_regs::cqe::Syndrome;
 pub use rnic_hw_regs::eqe::EventType;
 pub use rnic_verbs::{
-    access, qp_attr, send_flags, wc_flags, AhAttr, DeviceAttr, Gid, GidType, LinkLayer, Mtu,
-    MwBind, Payload, PortAttr, PortState, QpAttr, QpCap, QpState, QpType, RecvWr, RemoteAddr,
-    SendOp, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion,
+    access, qp_attr, send_flags, srq_mask, wc_flags, AhAttr, DeviceAttr, Gid, GidType, LinkLayer,
+    Mtu, MwBind, MwType, Payload, PortAttr, PortState, QpAttr, QpCap, QpState, QpType, RecvWr,
+    RemoteAddr, SendOp, SendWr, Sge, SrqAttr, UdDest, WcOpcode, WcStatus, WorkCompletion,
 };

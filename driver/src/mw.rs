@@ -14,19 +14,7 @@ use crate::error::{DestroyError, Error, PostError, Result};
 use crate::mr::Mr;
 use crate::pd::{Pd, PdInner};
 use crate::qp::Qp;
-use rnic_verbs::{MwBind, Payload, SendOp, SendWr};
-
-/// The type of a memory window (`enum ibv_mw_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MwType {
-    /// Bound with [`Qp::bind_mw`] by any QP of its PD, which any QP of
-    /// the PD may then use; rebinding replaces the binding.
-    Type1 = 1,
-    /// Bound with a [`SendOp::BindMw`] work request to the QP that posts
-    /// it, which alone may use it until it is invalidated
-    /// ([`SendOp::LocalInv`], or the peer's [`SendOp::SendWithInv`]).
-    Type2 = 2,
-}
+use rnic_verbs::{MwBind, MwType, Payload, SendOp, SendWr};
 
 /// A memory window.
 pub struct Mw<H: Hal> {

@@ -26,26 +26,10 @@ use crate::bringup::DeviceMem;
 use crate::error::{DestroyError, Error, ErrorKind, PostError, Result};
 use crate::pd::{Pd, PdInner};
 use crate::wqe::{check_recv, write_recv, WqRing};
-use rnic_verbs::RecvWr;
+use rnic_verbs::{srq_mask, RecvWr, SrqAttr};
 
-/// SRQ attributes (`struct ibv_srq_attr`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SrqAttr {
-    /// Receive requests the SRQ holds.
-    pub max_wr: u32,
-    /// Scatter/gather entries per receive request.
-    pub max_sge: u32,
-    /// The limit: when fewer requests remain posted, the device reports
-    /// [`crate::EventType::SrqLimitReached`] once and the limit goes back
-    /// to 0 (disarmed). Ignored by [`Pd::create_srq`], as by
-    /// `ibv_create_srq`.
-    pub srq_limit: u32,
-}
-
-/// `enum ibv_srq_attr_mask`: what [`Srq::modify`] changes.
-pub mod srq_mask {
-    pub use rnic_hw_regs::cmd::srq_attr::{LIMIT, MAX_WR};
-}
+// MODIFY_SRQ takes libibverbs' mask bits as they are.
+const _: () = assert!(srq_mask::MAX_WR == srq_attr::MAX_WR && srq_mask::LIMIT == srq_attr::LIMIT);
 
 /// A shared receive queue (`struct ibv_srq`): receive requests that the
 /// QPs created with it consume in the order they were posted.

@@ -5,9 +5,7 @@ use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
 use crate::platform::Platform;
-use rnic_driver::{
-    access, qp_attr, Mtu, Qp as DriverQp, QpAttr, QpCap, QpInitAttr, QpState, QpType,
-};
+use rnic_driver::{access, qp_attr, Mtu, Qp as DriverQp, QpAttr, QpCap, QpInit, QpState, QpType};
 
 use crate::abi::{
     IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx,
@@ -140,7 +138,7 @@ fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
         return errno::fail(libc::EINVAL);
     };
     let c = init.cap;
-    let attr = QpInitAttr {
+    let attr = QpInit {
         send_cq,
         recv_cq,
         srq,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{connect, one, self_path};
 use rnic_driver::{
-    access, send_flags, Config, Context, ErrorKind, Payload, QpCap, QpInitAttr, QpType, RemoteAddr,
+    access, send_flags, Config, Context, ErrorKind, Payload, QpCap, QpInit, QpType, RemoteAddr,
     SendOp, SendWr, WcStatus, WorkCompletion,
 };
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
@@ -150,7 +150,7 @@ fn corrupt_cqes_are_reported_not_taken() {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let init = QpInitAttr {
+    let init = QpInit {
         send_cq: &cq,
         recv_cq: &cq,
         srq: None,

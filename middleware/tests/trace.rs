@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use rnic_driver::{
-    access, send_flags, AhAttr, Context, Payload, QpCap, QpInitAttr, QpType, RecvWr, RemoteAddr,
+    access, send_flags, AhAttr, Context, Payload, QpCap, QpInit, QpType, RecvWr, RemoteAddr,
     SendOp, SendWr, WcStatus,
 };
 use rnic_emu::net::{Direction, Loopback, Tap};
@@ -63,7 +63,7 @@ fn an_rdma_write_at_the_register_level() {
         max_recv_sge: 1,
         max_inline_data: 64,
     };
-    let init = QpInitAttr {
+    let init = QpInit {
         send_cq: &cq,
         recv_cq: &cq,
         srq: None,
@@ -239,7 +239,7 @@ fn srq_wqes_and_eqes_are_decoded() {
         max_recv_sge: 1,
         max_inline_data: 64,
     };
-    let init = |send_cq, recv_cq, srq| QpInitAttr {
+    let init = |send_cq, recv_cq, srq| QpInit {
         send_cq,
         recv_cq,
         srq,

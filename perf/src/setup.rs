@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rnic_driver::{
-    access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState,
-    QpType, RemoteAddr,
+    access, qp_attr, AhAttr, Context, Cq, Mr, Mtu, Pd, Qp, QpAttr, QpCap, QpInit, QpState, QpType,
+    RemoteAddr,
 };
 use rnic_emu::net::{FaultConfig, Faults, Loopback, ShmWire, Switch, UdpWire};
 use rnic_emu::Clock;
@@ -169,7 +169,7 @@ fn side(ctx: Context<EmuHal>, p: &Params) -> Side {
     };
     let qps: Vec<Qp<EmuHal>> = (0..p.qps)
         .map(|_| {
-            pd.create_qp(&QpInitAttr {
+            pd.create_qp(&QpInit {
                 send_cq: &cq,
                 recv_cq: &cq,
                 srq: None,

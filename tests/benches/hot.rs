@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_main, Criterion, Throughput};
 use rnic_driver::{
-    access, send_flags, Context, Cq, Mr, Payload, Pd, Qp, QpInitAttr, QpType, RemoteAddr, SendOp,
+    access, send_flags, Context, Cq, Mr, Payload, Pd, Qp, QpInit, QpType, RemoteAddr, SendOp,
     SendWr, WcStatus, WorkCompletion,
 };
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
@@ -153,7 +153,7 @@ impl Rig {
         let pd = ctx.alloc_pd().expect("pd");
         let cq = ctx.create_cq(256).expect("cq");
         let qp = || {
-            pd.create_qp(&QpInitAttr {
+            pd.create_qp(&QpInit {
                 send_cq: &cq,
                 recv_cq: &cq,
                 srq: None,

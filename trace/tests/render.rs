@@ -7,7 +7,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use rnic_driver::{Context, QpCap, QpInitAttr, QpType};
+use rnic_driver::{Context, QpCap, QpInit, QpType};
 use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_middleware::{JsonLines, Timeline, TraceHal};
 
@@ -22,7 +22,7 @@ fn make_trace(path: &std::path::Path) -> usize {
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(8).unwrap();
     let _qp = pd
-        .create_qp(&QpInitAttr {
+        .create_qp(&QpInit {
             send_cq: &cq,
             recv_cq: &cq,
             srq: None,

@@ -18,7 +18,9 @@ mod attr;
 mod enums;
 mod error;
 mod modify;
+pub mod provider;
 mod qp;
+mod srq;
 mod transition;
 mod wc;
 mod wr;
@@ -31,6 +33,9 @@ pub use enums::{
 pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
 pub use modify::{check_ah, check_modify, Modify, ModifyEnv};
 pub use qp::{AhAttr, QpAttr, QpCap};
+pub use srq::{srq_mask, SrqAttr};
 pub use transition::{qp_transition, Transition};
 pub use wc::{wc_flags, WorkCompletion};
-pub use wr::{send_flags, MwBind, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};
+pub use wr::{
+    send_flags, MwBind, MwType, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest,
+};

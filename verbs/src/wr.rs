@@ -63,6 +63,18 @@ impl UdDest {
     }
 }
 
+/// The type of a memory window (`enum ibv_mw_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MwType {
+    /// Bound with a bind call (`ibv_bind_mw`) by any QP of its PD, which
+    /// any QP of the PD may then use; rebinding replaces the binding.
+    Type1 = 1,
+    /// Bound with a [`SendOp::BindMw`] work request to the QP that posts
+    /// it, which alone may use it until it is invalidated
+    /// ([`SendOp::LocalInv`], or the peer's [`SendOp::SendWithInv`]).
+    Type2 = 2,
+}
+
 /// A memory window bind (`struct ibv_mw_bind` with its `bind_info`): the
 /// window of rkey `mw_rkey` becomes `new_rkey` and reaches `length` bytes
 /// at `addr` of the MR of `mr_lkey` with `access`. Made by

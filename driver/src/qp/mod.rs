@@ -14,6 +14,7 @@ use rnic_hw_regs::uar::{QP_DBREC_RQ, QP_DBREC_SQ};
 use rnic_hw_regs::wqe::SEND_WQE_BB;
 use rnic_hw_regs::{le32, le64};
 use rnic_queues::{DbRec, DmaRegion, Hal};
+use rnic_verbs::provider::QpInit;
 use rnic_verbs::{QpAttr, QpCap, QpState, QpType};
 use spin::Mutex;
 
@@ -24,33 +25,14 @@ use self::post::{RecvQueue, SendQueue};
 use self::sizing::{QpLayout, QueueLimits};
 use crate::bringup::DeviceMem;
 use crate::context::remove_if_ours;
-use crate::cq::{Cq, CqShared};
+use crate::context::Context;
+use crate::cq::CqShared;
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::pd::{Pd, PdInner};
 use crate::srq::{Srq, SrqInner};
 use crate::wqe::{SendLimits, WqRing};
 use rnic_verbs::{check_modify, ModifyEnv};
-
-/// What [`Pd::create_qp`] needs (`struct ibv_qp_init_attr`).
-pub struct QpInitAttr<'a, H: Hal> {
-    /// CQ for send completions.
-    pub send_cq: &'a Cq<H>,
-    /// CQ for receive completions (may be the same).
-    pub recv_cq: &'a Cq<H>,
-    /// The shared receive queue its receives come from, if any: the QP
-    /// then has no receive queue, and `cap`'s receive capacities are
-    /// ignored.
-    pub srq: Option<&'a Srq<H>>,
-    /// Requested capacities; the QP provides at least these
-    /// ([`Qp::cap`] tells how much).
-    pub cap: QpCap,
-    /// Transport: [`QpType::Rc`], [`QpType::Uc`] or [`QpType::Ud`] (the
-    /// latter two on a device with `CAP_DEV.uc`, `CAP_DEV.ud`).
-    pub qp_type: QpType,
-    /// Every send request generates a completion, signaled or not.
-    pub sq_sig_all: bool,
-}
 
 /// A queue pair (`struct ibv_qp`): reliable connected, unreliable
 /// connected or unreliable datagram.
@@ -80,7 +62,7 @@ pub struct Qp<H: Hal> {
 
 impl<H: Hal> Pd<H> {
     /// Creates a QP in the RESET state (CREATE_QP).
-    pub fn create_qp(&self, init: &QpInitAttr<'_, H>) -> Result<Qp<H>> {
+    pub fn create_qp(&self, init: &QpInit<'_, Context<H>>) -> Result<Qp<H>> {
         let ctx = &self.inner.ctx;
         let caps = &ctx.dev.caps;
         match init.qp_type {

@@ -18,7 +18,7 @@ use rnic_middleware::{Event, FaultHal, FaultHandle, Memory, Sink, Timeline, Trac
 use rnic_verbs::{access, qp_attr, Mtu, QpState, QpType};
 
 use crate::{
-    AhAttr, Config, Context, Cq, Payload, Pd, Qp, QpAttr, QpCap, QpInitAttr, SendOp, SendWr,
+    AhAttr, Config, Context, Cq, Payload, Pd, Qp, QpAttr, QpCap, QpInit, SendOp, SendWr,
     WorkCompletion,
 };
 
@@ -144,8 +144,8 @@ fn qp(pd: &Pd<H>, cq: &Cq<H>, cap: QpCap) -> Qp<H> {
     pd.create_qp(&init(cq, cq, cap)).expect("create_qp")
 }
 
-fn init<'a>(send_cq: &'a Cq<H>, recv_cq: &'a Cq<H>, cap: QpCap) -> QpInitAttr<'a, H> {
-    QpInitAttr {
+fn init<'a>(send_cq: &'a Cq<H>, recv_cq: &'a Cq<H>, cap: QpCap) -> QpInit<'a, Context<H>> {
+    QpInit {
         send_cq,
         recv_cq,
         srq: None,
