@@ -71,7 +71,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         }
     };
     let uar_pfn = uar >> 12;
-    let mut dev = match Device::open(hal, uar_pfn) {
+    let dev = match Device::open(hal, uar_pfn) {
         Ok(d) => d,
         Err(e) => {
             c.check(&format!("open {n}: bring-up"), false, || e.to_string());
@@ -159,7 +159,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         if let Ok(pd) = dev.create_pd(&uc) {
             let mut buf = Box::new(Pages([0; 4 * 4096]));
             let base = NonNull::new(buf.0.as_mut_ptr()).expect("a Box's pointer");
-            let mut reg = |at: usize, len: usize| {
+            let reg = |at: usize, len: usize| {
                 let addr = NonNull::new(base.as_ptr().wrapping_add(at)).expect("in the buffer");
                 // SAFETY: `buf` outlives every MR, each deregistered below.
                 unsafe { dev.reg_mr(&pd, addr, len, addr.as_ptr() as u64, access::LOCAL_WRITE) }
@@ -203,7 +203,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         if let Ok(cq) = cq {
             dev.arm_cq(&cq, false);
             if let Ok(pd) = dev.create_pd(&uc) {
-                qp_round(c, &mut dev, n, &uc, &pd, &cq);
+                qp_round(c, &dev, n, &uc, &pd, &cq);
                 let _ = dev.destroy_pd(pd);
             }
             let gone = dev.destroy_cq(cq);
@@ -242,7 +242,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
 
 /// An RC QP made, taken to INIT, given a receive, refused a WRITE (QEMU
 /// would send it as a SEND), and destroyed.
-fn qp_round(c: &mut Checks, dev: &mut Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq: &Cq) {
+fn qp_round(c: &mut Checks, dev: &Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq: &Cq) {
     let init = QpInit {
         qp_type: QpType::Rc,
         send_cq: cq,

@@ -84,7 +84,7 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
     let opts = VfioOptions::default().irqs(IrqMode::Msix(3));
     let hal = VfioHal::open_with(bdf, &opts).map_err(|e| e.to_string())?;
     let uar_pfn = hal.device().bar_address(UAR).map_err(|e| e.to_string())? >> 12;
-    let mut dev = Device::open(hal, uar_pfn).map_err(|e| e.to_string())?;
+    let dev = Device::open(hal, uar_pfn).map_err(|e| e.to_string())?;
     let uc = dev.create_uc().map_err(|e| e.to_string())?;
     let pd = dev.create_pd(&uc).map_err(|e| e.to_string())?;
     // GID 0: fe80::, then the node GUID, which QEMU derives from the

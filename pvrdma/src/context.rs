@@ -50,8 +50,9 @@ impl Pd {
 
 impl<H: Hal> Device<H> {
     /// A new context on the lowest free UAR page (CREATE_UC).
-    pub fn create_uc(&mut self) -> Result<Uc> {
-        let Some(uar) = self.uars.iter().position(|used| !used) else {
+    pub fn create_uc(&self) -> Result<Uc> {
+        let mut uars = self.uars.lock();
+        let Some(uar) = uars.iter().position(|used| !used) else {
             return Err(Error::new(
                 ErrorKind::NoMemory,
                 format!("all {UAR_PAGES} UAR pages are in use"),
@@ -62,7 +63,7 @@ impl<H: Hal> Device<H> {
             ..Default::default()
         };
         let resp: HandleResp = self.exec(CmdOpcode::CreateUc, &req)?;
-        self.uars[uar] = true;
+        uars[uar] = true;
         Ok(Uc {
             handle: resp.handle.to_ne(),
             uar,
@@ -72,18 +73,18 @@ impl<H: Hal> Device<H> {
     /// Destroys a context (DESTROY_UC) and frees its UAR page. If the
     /// outcome is unknown the device may still ring on the page, and it
     /// stays taken.
-    pub fn destroy_uc(&mut self, uc: Uc) -> core::result::Result<(), DestroyError<Uc>> {
+    pub fn destroy_uc(&self, uc: Uc) -> core::result::Result<(), DestroyError<Uc>> {
         self.destroy_object(
             CmdOpcode::DestroyUc,
             uc.handle,
             uc,
-            |dev, uc| dev.uars[uc.uar] = false,
+            |dev, uc| dev.uars.lock()[uc.uar] = false,
             |_, _| {},
         )
     }
 
     /// A new protection domain in `uc` (CREATE_PD).
-    pub fn create_pd(&mut self, uc: &Uc) -> Result<Pd> {
+    pub fn create_pd(&self, uc: &Uc) -> Result<Pd> {
         let resp: HandleResp = self.exec(
             CmdOpcode::CreatePd,
             &HandleCmd {
@@ -97,7 +98,7 @@ impl<H: Hal> Device<H> {
     }
 
     /// Destroys a protection domain (DESTROY_PD).
-    pub fn destroy_pd(&mut self, pd: Pd) -> core::result::Result<(), DestroyError<Pd>> {
+    pub fn destroy_pd(&self, pd: Pd) -> core::result::Result<(), DestroyError<Pd>> {
         self.destroy_object(CmdOpcode::DestroyPd, pd.handle, pd, |_, _| {}, |_, _| {})
     }
 
@@ -106,12 +107,12 @@ impl<H: Hal> Device<H> {
     /// the outcome unknown, `kept` deals with what the device may still
     /// use, and the object is gone.
     pub(crate) fn destroy_object<T>(
-        &mut self,
+        &self,
         op: CmdOpcode,
         handle: u32,
         object: T,
-        freed: impl FnOnce(&mut Self, T),
-        kept: impl FnOnce(&mut Self, T),
+        freed: impl FnOnce(&Self, T),
+        kept: impl FnOnce(&Self, T),
     ) -> core::result::Result<(), DestroyError<T>> {
         match self.destroy(op, handle) {
             Ok(()) => {
@@ -132,7 +133,7 @@ impl<H: Hal> Device<H> {
     /// Puts `gid` of `gid_type` (`dsr::GID_TYPE_ROCE_V1` or `_V2`) at
     /// `index` of the port's GID table (CREATE_BIND), where address vectors
     /// name it as their source.
-    pub fn create_bind(&mut self, index: u32, gid: Gid, gid_type: u8) -> Result<()> {
+    pub fn create_bind(&self, index: u32, gid: Gid, gid_type: u8) -> Result<()> {
         let len = self.caps().gid_tbl_len.to_ne();
         if index >= len {
             return Err(Error::invalid(format!(
@@ -152,7 +153,7 @@ impl<H: Hal> Device<H> {
     }
 
     /// Removes `gid` from `index` of the port's GID table (DESTROY_BIND).
-    pub fn destroy_bind(&mut self, index: u32, gid: Gid) -> Result<()> {
+    pub fn destroy_bind(&self, index: u32, gid: Gid) -> Result<()> {
         let req = DestroyBind {
             index: le32::from_ne(index),
             dest_gid: gid,
@@ -164,7 +165,7 @@ impl<H: Hal> Device<H> {
 
     /// Runs a destroy command, which names its object by handle and
     /// answers only a header.
-    pub(crate) fn destroy(&mut self, op: CmdOpcode, handle: u32) -> Result<()> {
+    pub(crate) fn destroy(&self, op: CmdOpcode, handle: u32) -> Result<()> {
         let req = HandleCmd {
             handle: le32::from_ne(handle),
             ..Default::default()

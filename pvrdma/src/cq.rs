@@ -61,7 +61,7 @@ impl<H: Hal> Device<H> {
     /// A CQ of at least `entries` CQEs (rounded up to a power of two) in
     /// context `uc` (CREATE_CQ). The device's grant is checked: a CQ of
     /// another size than asked is destroyed again and refused.
-    pub fn create_cq(&mut self, uc: &Uc, entries: u32) -> Result<Cq> {
+    pub fn create_cq(&self, uc: &Uc, entries: u32) -> Result<Cq> {
         if entries == 0 || entries > MAX_CQE {
             return Err(Error::invalid(format!(
                 "a CQ of {entries} entries: between 1 and {MAX_CQE}"
@@ -106,7 +106,7 @@ impl<H: Hal> Device<H> {
 
     /// Destroys a CQ (DESTROY_CQ) and frees its pages. Destroy the QPs
     /// that complete on it first.
-    pub fn destroy_cq(&mut self, cq: Cq) -> core::result::Result<(), DestroyError<Cq>> {
+    pub fn destroy_cq(&self, cq: Cq) -> core::result::Result<(), DestroyError<Cq>> {
         let handle = cq.handle;
         self.destroy_object(
             CmdOpcode::DestroyCq,
@@ -138,7 +138,7 @@ impl<H: Hal> Device<H> {
                 );
                 Ok(None)
             }
-            Some(c) if u32::try_from(c.qp.to_ne()).is_ok_and(|h| self.qps.contains(&h)) => {
+            Some(c) if u32::try_from(c.qp.to_ne()).is_ok_and(|h| self.qps.read().contains(&h)) => {
                 Ok(Some(c))
             }
             Some(c) => Err(Error::new(

@@ -16,6 +16,7 @@ use rnic_pvrdma_regs::dsr::{
 use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
 use rnic_queues::{DmaRegion, Hal, HalError, IndexError, Pod};
 use rnic_verbs::{Error, ErrorKind, Result};
+use spin::{Mutex, RwLock};
 
 use crate::cmd::CmdChannel;
 use crate::context::UAR_PAGES;
@@ -54,14 +55,15 @@ pub struct Device<H: Hal> {
     /// The page frame of BAR 2's first page.
     pub(crate) uar_pfn: u64,
     /// Which UAR pages a context holds.
-    pub(crate) uars: Vec<bool>,
+    pub(crate) uars: Mutex<Vec<bool>>,
     /// Handles of the QPs the device holds: a CQE naming another is the
     /// device's error.
-    pub(crate) qps: BTreeSet<u32>,
+    pub(crate) qps: RwLock<BTreeSet<u32>>,
     version: u32,
     caps: DeviceCaps,
     pages: Vec<DmaRegion>,
-    cmd: CmdChannel,
+    /// One command at a time: the slots are the device's only ones.
+    cmd: Mutex<CmdChannel>,
     async_ring: EventRing<Eqe>,
     cq_ring: EventRing<Cqne>,
 }
@@ -88,11 +90,11 @@ impl<H: Hal> Device<H> {
         let pages = alloc_all(&hal, [PAGE_SIZE; page::COUNT], "PVRDMA bring-up memory")?;
         let mut dev = Self {
             uar_pfn,
-            uars: alloc::vec![false; UAR_PAGES],
-            qps: BTreeSet::new(),
+            uars: Mutex::new(alloc::vec![false; UAR_PAGES]),
+            qps: RwLock::new(BTreeSet::new()),
             version,
             caps: DeviceCaps::default(),
-            cmd: CmdChannel::new(CMD_TIMEOUT_NS),
+            cmd: Mutex::new(CmdChannel::new(CMD_TIMEOUT_NS)),
             async_ring: EventRing::new(&ring_pages(&pages, page::ASYNC)),
             cq_ring: EventRing::new(&ring_pages(&pages, page::CQ)),
             pages,
@@ -175,9 +177,9 @@ impl<H: Hal> Device<H> {
     /// failed is a refusal with its errno; a command the device does not
     /// implement is [`ErrorKind::NotSupported`]. After a command times
     /// out, no other is issued (the device may still answer it).
-    pub fn exec<I: Pod, O: Pod>(&mut self, op: CmdOpcode, req: &I) -> Result<O> {
+    pub fn exec<I: Pod, O: Pod>(&self, op: CmdOpcode, req: &I) -> Result<O> {
         let slots = (&self.pages[page::REQ], &self.pages[page::RESP]);
-        self.cmd.exec(&self.hal, slots, op, req)
+        self.cmd.lock().exec(&self.hal, slots, op, req)
     }
 
     /// The next async event the device reported, if any.

@@ -64,7 +64,7 @@ impl<H: Hal> Device<H> {
     /// deregistered, and the caller accepts that the device may read it,
     /// and write it if `access` allows, until then.
     pub unsafe fn reg_mr(
-        &mut self,
+        &self,
         pd: &Pd,
         addr: NonNull<u8>,
         len: usize,
@@ -162,7 +162,7 @@ impl<H: Hal> Device<H> {
     /// directory. If the outcome is unknown, the device may still reach the
     /// memory: the platform cuts it off for good where it can, and the
     /// directory is never freed.
-    pub fn dereg_mr(&mut self, mr: Mr) -> core::result::Result<(), DestroyError<Mr>> {
+    pub fn dereg_mr(&self, mr: Mr) -> core::result::Result<(), DestroyError<Mr>> {
         let handle = mr.handle;
         self.destroy_object(
             CmdOpcode::DestroyMr,

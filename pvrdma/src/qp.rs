@@ -119,7 +119,7 @@ impl<H: Hal> Device<H> {
     /// A QP in `pd`, its doorbells on `uc`'s UAR page (CREATE_QP). The
     /// device's grant is checked: fewer WQEs or SGEs than asked and the QP
     /// is destroyed again and refused.
-    pub fn create_qp(&mut self, uc: &Uc, pd: &Pd, init: &QpInit<'_>) -> Result<Qp> {
+    pub fn create_qp(&self, uc: &Uc, pd: &Pd, init: &QpInit<'_>) -> Result<Qp> {
         if !matches!(init.qp_type, QpType::Rc | QpType::Ud) {
             return Err(Error::new(
                 ErrorKind::NotSupported,
@@ -182,7 +182,7 @@ impl<H: Hal> Device<H> {
                 return Err(e);
             }
         };
-        self.qps.insert(handle);
+        self.qps.write().insert(handle);
         let qp = Qp {
             handle,
             qpn,
@@ -221,7 +221,7 @@ impl<H: Hal> Device<H> {
 
     /// Sets the attributes of `qp` that `mask` names (MODIFY_QP, with
     /// libibverbs' `IBV_QP_*` bits, `cmd::qp_attr_mask`).
-    pub fn modify_qp(&mut self, qp: &Qp, mask: u32, attrs: &QpAttr) -> Result<()> {
+    pub fn modify_qp(&self, qp: &Qp, mask: u32, attrs: &QpAttr) -> Result<()> {
         let req = ModifyQp {
             qp_handle: le32::from_ne(qp.handle),
             attr_mask: le32::from_ne(mask),
@@ -233,21 +233,21 @@ impl<H: Hal> Device<H> {
     }
 
     /// Destroys a QP (DESTROY_QP) and frees its pages.
-    pub fn destroy_qp(&mut self, qp: Qp) -> core::result::Result<(), DestroyError<Qp>> {
+    pub fn destroy_qp(&self, qp: Qp) -> core::result::Result<(), DestroyError<Qp>> {
         let handle = qp.handle;
         self.destroy_object(
             CmdOpcode::DestroyQp,
             handle,
             qp,
             |dev, qp| {
-                dev.qps.remove(&qp.handle);
+                dev.qps.write().remove(&qp.handle);
                 // SAFETY: the device destroyed the QP.
                 unsafe { qp.q.mem.free(&dev.hal) }
             },
             // The device may still read or write the pages: never freed.
             // A completion it still makes for the QP names no QP of ours.
             |dev, qp| {
-                dev.qps.remove(&qp.handle);
+                dev.qps.write().remove(&qp.handle);
                 core::mem::forget(qp)
             },
         )

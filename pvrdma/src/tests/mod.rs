@@ -87,7 +87,7 @@ fn brings_the_device_up_as_linux_does() {
 #[test]
 fn runs_a_command_and_checks_its_response() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     fake.state().handler = Box::new(|req| {
         let attrs = PortAttr {
             state: le32::from_ne(4),
@@ -119,7 +119,7 @@ fn runs_a_command_and_checks_its_response() {
 /// Runs DESTROY_PD against a device that replies with `reply`.
 fn destroy_pd(
     fake: &Fake,
-    dev: &mut Device<Fake>,
+    dev: &Device<Fake>,
     reply: fn(&[u8]) -> Reply,
 ) -> rnic_verbs::Result<HandleResp> {
     fake.state().handler = Box::new(reply);
@@ -133,8 +133,8 @@ fn destroy_pd(
 #[test]
 fn a_response_not_the_commands_is_an_error() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
-    let e = destroy_pd(&fake, &mut dev, |req| {
+    let dev = open(&fake);
+    let e = destroy_pd(&fake, &dev, |req| {
         let mut r = answer(req, 0, &[]);
         r.resp.as_mut().unwrap()[0] ^= 0x40;
         r
@@ -146,7 +146,7 @@ fn a_response_not_the_commands_is_an_error() {
         e.outcome_unknown(),
         "another command's answer says nothing of this one"
     );
-    let e = destroy_pd(&fake, &mut dev, |req| {
+    let e = destroy_pd(&fake, &dev, |req| {
         let mut r = answer(req, 0, &[]);
         r.resp.as_mut().unwrap()[8] = 9;
         r
@@ -154,14 +154,14 @@ fn a_response_not_the_commands_is_an_error() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.message().contains("ack"), "{e}");
-    destroy_pd(&fake, &mut dev, |req| answer(req, 0, &[])).expect("the channel still works");
+    destroy_pd(&fake, &dev, |req| answer(req, 0, &[])).expect("the channel still works");
 }
 
 #[test]
 fn a_refused_command_carries_its_errno() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
-    let e = destroy_pd(&fake, &mut dev, |req| answer(req, 16, &[])).unwrap_err();
+    let dev = open(&fake);
+    let e = destroy_pd(&fake, &dev, |req| answer(req, 16, &[])).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Busy);
     assert_eq!(
         e.refusal(),
@@ -173,7 +173,7 @@ fn a_refused_command_carries_its_errno() {
     );
     assert!(!e.outcome_unknown(), "refused: the PD is as it was");
     // Only the error register says so.
-    let e = destroy_pd(&fake, &mut dev, |req| Reply {
+    let e = destroy_pd(&fake, &dev, |req| Reply {
         err_reg: (-12i32) as u32,
         ..answer(req, 0, &[])
     })
@@ -184,9 +184,9 @@ fn a_refused_command_carries_its_errno() {
 #[test]
 fn an_unimplemented_command_is_not_supported() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     // QEMU 7.2 has no RESIZE_CQ: ERR 0xffff, no response written.
-    let e = destroy_pd(&fake, &mut dev, |_| Reply {
+    let e = destroy_pd(&fake, &dev, |_| Reply {
         resp: None,
         err_reg: 0xffff,
         irq: true,
@@ -199,8 +199,8 @@ fn an_unimplemented_command_is_not_supported() {
 #[test]
 fn a_command_with_no_answer_times_out_and_stops_the_channel() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
-    let e = destroy_pd(&fake, &mut dev, |_| Reply {
+    let dev = open(&fake);
+    let e = destroy_pd(&fake, &dev, |_| Reply {
         resp: None,
         err_reg: 0,
         irq: false,
@@ -208,7 +208,7 @@ fn a_command_with_no_answer_times_out_and_stops_the_channel() {
     .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::TimedOut);
     assert!(e.outcome_unknown(), "the device may still run it");
-    let e = destroy_pd(&fake, &mut dev, |req| answer(req, 0, &[])).unwrap_err();
+    let e = destroy_pd(&fake, &dev, |req| answer(req, 0, &[])).unwrap_err();
     assert!(e.is_not_issued(), "{e}");
     assert_eq!(
         fake.state().requests.len(),
@@ -261,13 +261,13 @@ fn teardown_masks_interrupts_frees_everything_and_a_second_open_works() {
         );
     }
     let first = fake.state().dsr.unwrap().cmd_slot_dma.to_ne();
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     assert_ne!(
         fake.state().dsr.unwrap().cmd_slot_dma.to_ne(),
         first,
         "the device was given the new pages"
     );
-    destroy_pd(&fake, &mut dev, |req| answer(req, 0, &[])).expect("commands after reopening");
+    destroy_pd(&fake, &dev, |req| answer(req, 0, &[])).expect("commands after reopening");
 }
 
 /// The state page and the entries page of the ring the DSR describes.

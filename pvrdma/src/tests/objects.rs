@@ -61,7 +61,7 @@ pub(super) fn handing_out(fake: &Fake, grant: Option<u32>) {
 #[test]
 fn contexts_take_the_lowest_free_uar_page_and_free_it_when_destroyed() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let a = dev.create_uc().unwrap();
     let b = dev.create_uc().unwrap();
@@ -101,7 +101,7 @@ fn contexts_take_the_lowest_free_uar_page_and_free_it_when_destroyed() {
 #[test]
 fn a_refused_destroy_hands_the_object_back_and_keeps_its_uar_page() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     fake.state().handler = std::boxed::Box::new(|req| answer(req, 16, &[]));
@@ -124,7 +124,7 @@ pub(super) fn listed_pages(fake: &Fake, pdir: u64, count: usize) -> Vec<u64> {
 #[test]
 fn a_cq_is_listed_by_page_directory_polled_in_order_and_armed_through_its_uar() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let _first = dev.create_uc().unwrap();
     let uc = dev.create_uc().unwrap();
@@ -204,7 +204,7 @@ fn a_cq_is_listed_by_page_directory_polled_in_order_and_armed_through_its_uar() 
 #[test]
 fn a_cq_index_beyond_the_ring_is_refused() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let cq = dev.create_cq(&uc, 64).unwrap();
@@ -226,7 +226,7 @@ fn a_cq_index_beyond_the_ring_is_refused() {
 #[test]
 fn a_cq_the_device_refuses_or_grants_wrongly_frees_its_pages() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let before = fake.state().allocated();
@@ -264,7 +264,7 @@ fn a_cq_the_device_refuses_or_grants_wrongly_frees_its_pages() {
 #[test]
 fn a_cq_whose_destroy_times_out_keeps_its_pages() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let cq = dev.create_cq(&uc, 64).unwrap();
@@ -294,7 +294,7 @@ struct Pages([u8; 3 * PAGE_SIZE]);
 #[test]
 fn an_mr_maps_whole_pages_and_lists_them_for_the_device() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let pd = dev.create_pd(&uc).unwrap();
@@ -340,7 +340,7 @@ fn an_mr_maps_whole_pages_and_lists_them_for_the_device() {
 #[test]
 fn a_bad_mr_is_refused_before_the_device_sees_it_and_a_refused_one_frees_everything() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let pd = dev.create_pd(&uc).unwrap();
@@ -349,7 +349,7 @@ fn a_bad_mr_is_refused_before_the_device_sees_it_and_a_refused_one_frees_everyth
     let mut buf = std::boxed::Box::new(Pages([0; 3 * PAGE_SIZE]));
     let addr = core::ptr::NonNull::new(buf.0.as_mut_ptr()).unwrap();
     let va = addr.as_ptr() as u64;
-    let mut reg = |len: usize, iova: u64, bits: u32| {
+    let reg = |len: usize, iova: u64, bits: u32| {
         // SAFETY: `buf` outlives every MR made here.
         unsafe { dev.reg_mr(&pd, addr, len, iova, bits) }
     };
@@ -390,7 +390,7 @@ fn a_bad_mr_is_refused_before_the_device_sees_it_and_a_refused_one_frees_everyth
 #[test]
 fn an_empty_poll_asks_the_device_to_poll_its_backend() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let cq = dev.create_cq(&uc, 64).unwrap();
@@ -421,7 +421,7 @@ fn an_empty_poll_asks_the_device_to_poll_its_backend() {
 #[test]
 fn a_gid_is_bound_only_inside_the_devices_table() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     let gid = [
         0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0x50, 0x56, 0xff, 0xfe, 0, 0, 1,
     ];

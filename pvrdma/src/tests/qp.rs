@@ -31,7 +31,7 @@ struct Setup {
 
 fn setup(send_wr: u32, qp_type: QpType) -> Setup {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let pd = dev.create_pd(&uc).unwrap();
@@ -312,7 +312,7 @@ fn what_the_device_cannot_carry_is_refused_and_nothing_posted() {
 #[test]
 fn a_qp_the_device_grants_less_is_destroyed_again() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
-    let mut dev = open(&fake);
+    let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let pd = dev.create_pd(&uc).unwrap();
