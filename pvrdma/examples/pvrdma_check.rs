@@ -17,15 +17,14 @@
 use std::process::ExitCode;
 use std::ptr::NonNull;
 
-use rnic_pvrdma::{Cq, Device, Pd, QpInit, RecvWr, SendWr, Uc};
+use rnic_pvrdma::{Cq, Device, Pd, QpInit, Uc};
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
     access, qp_attr_mask, CmdOpcode, QpAttr, QpState, QpType, QueryPkey, QueryPkeyResp, QueryPort,
     QueryPortResp, ResizeCq, ResizeCqResp,
 };
-use rnic_pvrdma_regs::wqe::{Sge, WrOpcode};
-use rnic_pvrdma_regs::{le16, le32, le64};
-use rnic_verbs::ErrorKind;
+use rnic_pvrdma_regs::{le16, le32};
+use rnic_verbs::{ErrorKind, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 
 /// Page-aligned memory for MRs.
@@ -286,15 +285,15 @@ fn qp_round(c: &mut Checks, dev: &Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq:
     let mr = unsafe { dev.reg_mr(pd, addr, 4096, addr.as_ptr() as u64, access::LOCAL_WRITE) };
     if let Ok(mr) = mr {
         let sge = [Sge {
-            addr: le64::from_ne(addr.as_ptr() as u64),
-            length: le32::from_ne(4096),
-            lkey: le32::from_ne(mr.lkey()),
+            addr: addr.as_ptr() as u64,
+            length: 4096,
+            lkey: mr.lkey(),
         }];
         let posted = dev.post_recv(
             &mut qp,
             &[RecvWr {
                 wr_id: 1,
-                sges: &sge,
+                sg_list: &sge,
             }],
         );
         c.check(
@@ -304,10 +303,14 @@ fn qp_round(c: &mut Checks, dev: &Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq:
         );
         let write = SendWr {
             wr_id: 2,
-            opcode: WrOpcode::RdmaWrite,
+            op: SendOp::RdmaWrite {
+                remote: RemoteAddr {
+                    addr: addr.as_ptr() as u64,
+                    rkey: mr.rkey(),
+                },
+            },
             flags: 0,
-            sges: &sge,
-            ud: None,
+            payload: Payload::Sgl(&sge),
         };
         let refused = dev.post_send(&mut qp, &[write]);
         c.check(

@@ -22,15 +22,15 @@ use std::process::ExitCode;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use rnic_pvrdma::{Device, QpInit, RecvWr, SendWr};
+use rnic_pvrdma::{Device, QpInit};
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
     access, qp_attr_mask as m, AhAttr, GlobalRoute, QpAttr, QpState, QpType,
 };
 use rnic_pvrdma_regs::cqe::{WcOpcode, WcStatus};
 use rnic_pvrdma_regs::dsr::GID_TYPE_ROCE_V1;
-use rnic_pvrdma_regs::wqe::{send_flags, Sge, WrOpcode};
-use rnic_pvrdma_regs::{le32, le64};
+use rnic_pvrdma_regs::le32;
+use rnic_verbs::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge};
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 
 /// `enum pvrdma_mtu`: 1024 bytes, what QEMU's pvrdma carries.
@@ -126,9 +126,9 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
     )
     .map_err(|e| e.to_string())?;
     let recv_sge = |slot: usize| Sge {
-        addr: le64::from_ne(va + (PAGE + slot * SLOT) as u64),
-        length: le32::from_ne(SLOT as u32),
-        lkey: le32::from_ne(mr.lkey()),
+        addr: va + (PAGE + slot * SLOT) as u64,
+        length: SLOT as u32,
+        lkey: mr.lkey(),
     };
     for slot in 0..RECVS {
         let sge = [recv_sge(slot)];
@@ -136,7 +136,7 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
             &mut qp,
             &[RecvWr {
                 wr_id: slot as u64,
-                sges: &sge,
+                sg_list: &sge,
             }],
         )
         .map_err(|e| e.to_string())?;
@@ -198,16 +198,15 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
         .map_err(|e| e.to_string())?;
 
     let send_sge = [Sge {
-        addr: le64::from_ne(va),
-        length: le32::from_ne(size as u32),
-        lkey: le32::from_ne(mr.lkey()),
+        addr: va,
+        length: size as u32,
+        lkey: mr.lkey(),
     }];
     let ping = SendWr {
         wr_id: 1 << 32,
-        opcode: WrOpcode::Send,
+        op: SendOp::Send,
         flags: send_flags::SIGNALED,
-        sges: &send_sge,
-        ud: None,
+        payload: Payload::Sgl(&send_sge),
     };
     dev.arm_cq(&cq, false);
     let start = Instant::now();
@@ -273,7 +272,7 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
                 &mut qp,
                 &[RecvWr {
                     wr_id: slot as u64,
-                    sges: &sge,
+                    sg_list: &sge,
                 }],
             )
             .map_err(|e| e.to_string())?;

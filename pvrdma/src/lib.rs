@@ -40,7 +40,6 @@ pub use context::{Pd, Uc, UAR_PAGES};
 pub use cq::{Cq, MAX_CQE};
 pub use device::{Device, CMD_TIMEOUT_NS};
 pub use mr::Mr;
-pub use post::{RecvWr, SendWr};
 pub use qp::{Qp, QpInit, MAX_SGE, MAX_WR};
 
 #[cfg(test)]

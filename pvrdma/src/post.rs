@@ -12,75 +12,86 @@ use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::QpType;
 use rnic_pvrdma_regs::uar::{HANDLE_MASK, QP_DB, QP_RECV, QP_SEND};
 use rnic_pvrdma_regs::wqe::{
-    send_flags, RqWqeHdr, Sge, SqWqeCtrl, UdWr, WrOpcode, SQ_WQE_HDR_SIZE, SQ_WQE_WR_OFFSET,
+    self, Av, RqWqeHdr, SqWqeCtrl, UdWr, WrOpcode, SQ_WQE_HDR_SIZE, SQ_WQE_WR_OFFSET,
 };
 use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
 use rnic_queues::Hal;
-use rnic_verbs::{Error, ErrorKind, PostError, Result};
+use rnic_verbs::{
+    send_flags, Error, ErrorKind, Payload, PostError, RecvWr, Result, SendOp, SendWr, Sge, UdDest,
+};
 
 use crate::device::Device;
 use crate::qp::{Qp, WorkQueue};
 
-/// The send flags a SEND may carry.
-const SEND_FLAGS: u32 = send_flags::FENCE | send_flags::SIGNALED | send_flags::SOLICITED;
+// A SEND's flags go to the device as they are.
+const _: () = assert!(
+    send_flags::FENCE == wqe::send_flags::FENCE
+        && send_flags::SIGNALED == wqe::send_flags::SIGNALED
+        && send_flags::SOLICITED == wqe::send_flags::SOLICITED
+);
 
-/// A send work request.
-#[derive(Debug, Clone, Copy)]
-pub struct SendWr<'a> {
-    /// Returned in its completion.
-    pub wr_id: u64,
-    /// The operation: only [`WrOpcode::Send`] is carried.
-    pub opcode: WrOpcode,
-    /// [`send_flags`] bits.
-    pub flags: u32,
-    /// The message's pieces.
-    pub sges: &'a [Sge],
-    /// A UD QP's destination; `None` on an RC QP.
-    pub ud: Option<UdWr>,
-}
-
-/// A receive work request.
-#[derive(Debug, Clone, Copy)]
-pub struct RecvWr<'a> {
-    /// Returned in its completion.
-    pub wr_id: u64,
-    /// Where the message goes.
-    pub sges: &'a [Sge],
-}
-
-fn check_send(qp: &Qp, wr: &SendWr<'_>) -> Result<()> {
-    if wr.opcode != WrOpcode::Send {
-        return Err(Error::new(
-            ErrorKind::NotSupported,
-            format!(
-                "{:?}: this device carries only SEND (QEMU's pvrdma would send it as one)",
-                wr.opcode
-            ),
-        ));
-    }
-    if wr.flags & send_flags::INLINE != 0 {
+/// The SGEs of `wr`, or why the device cannot carry it.
+fn check_send<'a>(qp: &Qp, wr: &SendWr<'a>) -> Result<&'a [Sge]> {
+    let ud =
+        match wr.op {
+            SendOp::Send => false,
+            SendOp::UdSend { imm: None, .. } => true,
+            SendOp::UdSend { imm: Some(_), .. } => {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    "SEND with immediate: QEMU's pvrdma would drop the immediate data",
+                ))
+            }
+            op => return Err(Error::new(
+                ErrorKind::NotSupported,
+                format!(
+                    "{op:?}: this device carries only SEND (QEMU's pvrdma would send it as one)"
+                ),
+            )),
+        };
+    let Payload::Sgl(sges) = wr.payload else {
         return Err(Error::new(
             ErrorKind::NotSupported,
             "inline data: PVRDMA takes none (max_inline_data 0)",
         ));
-    }
-    if wr.flags & !(SEND_FLAGS | send_flags::INLINE) != 0 {
+    };
+    if wr.flags & !send_flags::ALL != 0 {
         return Err(Error::invalid(format!(
             "send flags {:#x} are not the device's",
-            wr.flags & !(SEND_FLAGS | send_flags::INLINE)
+            wr.flags & !send_flags::ALL
         )));
     }
-    if wr.sges.len() > qp.q.sq.max_sge as usize {
+    if sges.len() > qp.q.sq.max_sge as usize {
         return Err(Error::invalid(format!(
             "{} SGEs: the QP takes {}",
-            wr.sges.len(),
+            sges.len(),
             qp.q.sq.max_sge
         )));
     }
-    match (qp.qp_type(), wr.ud.is_some()) {
+    match (qp.qp_type(), ud) {
         (QpType::Ud, false) => Err(Error::invalid("a UD send needs its destination")),
         (QpType::Rc, true) => Err(Error::invalid("an RC send has no UD destination")),
-        _ => Ok(()),
+        _ => Ok(sges),
+    }
+}
+
+/// A UD send's `wr.ud`: the address handle's path in the device's form.
+fn ud_wr(dest: &UdDest) -> UdWr {
+    let ah = dest.ah();
+    UdWr {
+        remote_qpn: le32::from_ne(dest.remote_qpn),
+        remote_qkey: le32::from_ne(dest.remote_qkey),
+        av: Av {
+            port_pd: le32::from_ne(u32::from(ah.port_num) << 24 | (dest.pdn() & 0xff_ffff)),
+            sl_tclass_flowlabel: le32::from_ne(
+                u32::from(ah.sl) << 28 | u32::from(ah.traffic_class) << 20 | ah.flow_label,
+            ),
+            dgid: ah.dgid,
+            gid_index: ah.sgid_index,
+            hop_limit: ah.hop_limit,
+            dmac: ah.dmac,
+            ..Default::default()
+        },
     }
 }
 
@@ -98,9 +109,14 @@ fn free_slot(qp: &Qp, wq: &WorkQueue, what: &str) -> Result<usize> {
 
 fn write_sges(qp: &Qp, at: usize, sges: &[Sge]) {
     for (i, sge) in sges.iter().enumerate() {
+        let sge = wqe::Sge {
+            addr: le64::from_ne(sge.addr),
+            length: le32::from_ne(sge.length),
+            lkey: le32::from_ne(sge.lkey),
+        };
         qp.q.mem
             .entries
-            .write(at + i * core::mem::size_of::<Sge>(), *sge);
+            .write(at + i * core::mem::size_of::<wqe::Sge>(), sge);
     }
 }
 
@@ -115,13 +131,13 @@ impl<H: Hal> Device<H> {
     ) -> core::result::Result<(), PostError> {
         let mut posted = 0;
         let result = wrs.iter().try_for_each(|wr| {
-            check_send(qp, wr)?;
+            let sges = check_send(qp, wr)?;
             let at = free_slot(qp, &qp.q.sq, "send")?;
             let wqe = &qp.q.mem.entries;
             let ctrl = SqWqeCtrl {
                 wr_id: le64::from_ne(wr.wr_id),
-                num_sge: le32::from_ne(wr.sges.len() as u32),
-                opcode: le32::from_ne(wr.opcode.raw()),
+                num_sge: le32::from_ne(sges.len() as u32),
+                opcode: le32::from_ne(WrOpcode::Send.raw()),
                 send_flags: le32::from_ne(wr.flags),
                 ..Default::default()
             };
@@ -129,8 +145,12 @@ impl<H: Hal> Device<H> {
             // The whole `wr` union, zeroed on an RC QP: QEMU resolves
             // `wr.ud.av.gid_index` for every WQE. SGEs past `num_sge` are
             // not read, so nothing else of the slot needs clearing.
-            wqe.write(at + SQ_WQE_WR_OFFSET, wr.ud.unwrap_or_default());
-            write_sges(qp, at + SQ_WQE_HDR_SIZE, wr.sges);
+            let ud = match wr.op {
+                SendOp::UdSend { dest, .. } => ud_wr(&dest),
+                _ => UdWr::default(),
+            };
+            wqe.write(at + SQ_WQE_WR_OFFSET, ud);
+            write_sges(qp, at + SQ_WQE_HDR_SIZE, sges);
             // Release (in `produce`): the WQE is whole when the device sees
             // the tail move.
             qp.q.sq
@@ -159,21 +179,21 @@ impl<H: Hal> Device<H> {
     ) -> core::result::Result<(), PostError> {
         let mut posted = 0;
         let result = wrs.iter().try_for_each(|wr| {
-            if wr.sges.len() > qp.q.rq.max_sge as usize {
+            if wr.sg_list.len() > qp.q.rq.max_sge as usize {
                 return Err(Error::invalid(format!(
                     "{} SGEs: the QP takes {}",
-                    wr.sges.len(),
+                    wr.sg_list.len(),
                     qp.q.rq.max_sge
                 )));
             }
             let at = free_slot(qp, &qp.q.rq, "receive")?;
             let hdr = RqWqeHdr {
                 wr_id: le64::from_ne(wr.wr_id),
-                num_sge: le32::from_ne(wr.sges.len() as u32),
+                num_sge: le32::from_ne(wr.sg_list.len() as u32),
                 total_len: le32::from_ne(0),
             };
             qp.q.mem.entries.write(at, hdr);
-            write_sges(qp, at + core::mem::size_of::<RqWqeHdr>(), wr.sges);
+            write_sges(qp, at + core::mem::size_of::<RqWqeHdr>(), wr.sg_list);
             // Release (in `produce`): the WQE is whole when the device sees
             // the tail move.
             qp.q.rq

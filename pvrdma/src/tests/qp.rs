@@ -10,14 +10,17 @@ use rnic_pvrdma_regs::bar1;
 use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateQp, QpType};
 use rnic_pvrdma_regs::ring::{RX_PROD_TAIL, TX_PROD_TAIL};
 use rnic_pvrdma_regs::uar::{QP_DB, QP_RECV, QP_SEND};
-use rnic_pvrdma_regs::wqe::{send_flags, RqWqeHdr, Sge, SqWqeCtrl, WrOpcode, SQ_WQE_HDR_SIZE};
-use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
+use rnic_pvrdma_regs::wqe::{
+    self, RqWqeHdr, SqWqeCtrl, UdWr, WrOpcode, SQ_WQE_HDR_SIZE, SQ_WQE_WR_OFFSET,
+};
+use rnic_pvrdma_regs::PAGE_SIZE;
 use rnic_verbs::ErrorKind;
+use rnic_verbs::{send_flags, AhAttr, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};
 
 use super::fake::Fake;
 use super::objects::{handing_out, listed_pages, read};
 use super::{open, u64_at};
-use crate::{Cq, Device, Qp, QpInit, RecvWr, SendWr};
+use crate::{Cq, Device, Qp, QpInit};
 
 struct Setup {
     fake: Fake,
@@ -112,22 +115,21 @@ fn sends_and_receives_are_written_at_the_tail_and_the_doorbell_rung_once() {
     let mut qp = s.qp.take().unwrap();
     let sges = [
         Sge {
-            addr: le64::from_ne(0x1000),
-            length: le32::from_ne(64),
-            lkey: le32::from_ne(5),
+            addr: 0x1000,
+            length: 64,
+            lkey: 5,
         },
         Sge {
-            addr: le64::from_ne(0x2000),
-            length: le32::from_ne(32),
-            lkey: le32::from_ne(5),
+            addr: 0x2000,
+            length: 32,
+            lkey: 5,
         },
     ];
     let wr = |id| SendWr {
         wr_id: id,
-        opcode: WrOpcode::Send,
+        op: SendOp::Send,
         flags: send_flags::SIGNALED,
-        sges: &sges,
-        ud: None,
+        payload: Payload::Sgl(&sges),
     };
     // Whatever the slot held before: an RC WQE's `wr` union must read 0
     // (QEMU resolves `wr.ud.av.gid_index` for every WQE).
@@ -149,7 +151,7 @@ fn sends_and_receives_are_written_at_the_tail_and_the_doorbell_rung_once() {
         ),
         (2, 2, WrOpcode::Send.raw())
     );
-    let sge: Sge = read(
+    let sge: wqe::Sge = read(
         s.fake
             .state()
             .dma(s.entries + stride + SQ_WQE_HDR_SIZE as u64 + 16, 16)
@@ -162,7 +164,7 @@ fn sends_and_receives_are_written_at_the_tail_and_the_doorbell_rung_once() {
             &mut qp,
             &[RecvWr {
                 wr_id: 9,
-                sges: &sges[..1],
+                sg_list: &sges[..1],
             }],
         )
         .unwrap();
@@ -205,75 +207,75 @@ fn what_the_device_cannot_carry_is_refused_and_nothing_posted() {
     let mut s = setup(4, QpType::Rc);
     let mut qp = s.qp.take().unwrap();
     let sge = [Sge::default(); 3];
+    let remote = RemoteAddr { addr: 0, rkey: 1 };
+    let sgl = |n| Payload::Sgl(&sge[..n]);
     let cases = [
         (
-            WrOpcode::RdmaWrite,
+            SendOp::RdmaWrite { remote },
             0,
-            1,
+            sgl(1),
             ErrorKind::NotSupported,
             "only SEND",
         ),
         (
-            WrOpcode::RdmaRead,
+            SendOp::RdmaRead { remote },
             0,
-            1,
+            sgl(1),
             ErrorKind::NotSupported,
             "only SEND",
         ),
         (
-            WrOpcode::AtomicFetchAndAdd,
+            SendOp::AtomicFetchAndAdd { remote, add: 1 },
             0,
-            1,
+            sgl(1),
             ErrorKind::NotSupported,
             "only SEND",
         ),
         (
-            WrOpcode::SendWithImm,
+            SendOp::SendWithImm { imm: [1; 4] },
             0,
-            1,
+            sgl(1),
             ErrorKind::NotSupported,
             "only SEND",
         ),
         (
-            WrOpcode::Send,
-            send_flags::INLINE,
-            1,
+            SendOp::Send,
+            0,
+            Payload::Inline(b"hi"),
             ErrorKind::NotSupported,
             "inline",
         ),
         (
-            WrOpcode::Send,
+            SendOp::Send,
             1 << 9,
-            1,
+            sgl(1),
             ErrorKind::InvalidArgument,
             "flags",
         ),
-        (WrOpcode::Send, 0, 3, ErrorKind::InvalidArgument, "SGEs"),
+        (SendOp::Send, 0, sgl(3), ErrorKind::InvalidArgument, "SGEs"),
     ];
-    for (opcode, flags, nsge, kind, why) in cases {
+    for (op, flags, payload, kind, why) in cases {
         let wr = SendWr {
             wr_id: 1,
-            opcode,
+            op,
             flags,
-            sges: &sge[..nsge],
-            ud: None,
+            payload,
         };
         let err = s.dev.post_send(&mut qp, &[wr]).unwrap_err();
         assert_eq!(
             (err.index, err.error.kind()),
             (0, kind),
-            "{opcode:?}: {}",
+            "{op:?}: {}",
             err.error
         );
         assert!(err.error.to_string().contains(why), "{}", err.error);
     }
-    let ud = rnic_pvrdma_regs::wqe::UdWr::default();
+    let dest = UdDest::new(1, AhAttr::default(), 2, 3);
     let wr = SendWr {
         wr_id: 1,
-        opcode: WrOpcode::Send,
+        op: SendOp::UdSend { dest, imm: None },
         flags: 0,
-        sges: &[],
-        ud: Some(ud),
+        payload: sgl(0),
     };
     let err = s.dev.post_send(&mut qp, &[wr]).unwrap_err();
     assert_eq!(
@@ -295,16 +297,64 @@ fn what_the_device_cannot_carry_is_refused_and_nothing_posted() {
     let mut qp = s.qp.take().unwrap();
     let wr = SendWr {
         wr_id: 1,
-        opcode: WrOpcode::Send,
+        op: SendOp::Send,
         flags: 0,
-        sges: &[],
-        ud: None,
+        payload: Payload::Sgl(&[]),
     };
     let err = s.dev.post_send(&mut qp, &[wr]).unwrap_err();
     assert!(
         err.error.to_string().contains("destination"),
         "{}",
         err.error
+    );
+    let imm = SendWr {
+        op: SendOp::UdSend {
+            dest: UdDest::new(1, AhAttr::default(), 2, 3),
+            imm: Some([0; 4]),
+        },
+        ..wr
+    };
+    let err = s.dev.post_send(&mut qp, &[imm]).unwrap_err();
+    assert_eq!(err.error.kind(), ErrorKind::NotSupported, "{}", err.error);
+
+    // A UD send carries its address handle's path in the wr union.
+    let ah = AhAttr {
+        dgid: [7; 16],
+        flow_label: 0x12345,
+        sgid_index: 0,
+        hop_limit: 64,
+        traffic_class: 0x2a,
+        sl: 3,
+        dmac: [2, 0, 0, 0, 0, 9],
+        port_num: 1,
+        is_global: true,
+    };
+    let ud = SendWr {
+        op: SendOp::UdSend {
+            dest: UdDest::new(0x42, ah, 0x0abcde, 0x1111),
+            imm: None,
+        },
+        ..wr
+    };
+    s.dev.post_send(&mut qp, &[ud]).unwrap();
+    let got: UdWr = read(
+        s.fake
+            .state()
+            .dma(s.entries + SQ_WQE_WR_OFFSET as u64, 48)
+            .unwrap(),
+    );
+    assert_eq!(
+        (got.remote_qpn.to_ne(), got.remote_qkey.to_ne()),
+        (0x0abcde, 0x1111)
+    );
+    assert_eq!(got.av.port_pd.to_ne(), 1 << 24 | 0x42);
+    assert_eq!(
+        got.av.sl_tclass_flowlabel.to_ne(),
+        3 << 28 | 0x2a << 20 | 0x12345
+    );
+    assert_eq!(
+        (got.av.dgid, got.av.hop_limit, got.av.dmac),
+        (ah.dgid, 64, ah.dmac)
     );
     let _ = s.dev.destroy_qp(qp);
 }
