@@ -27,10 +27,9 @@ use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
     access, qp_attr_mask as m, AhAttr, GlobalRoute, QpAttr, QpState, QpType,
 };
-use rnic_pvrdma_regs::cqe::{WcOpcode, WcStatus};
 use rnic_pvrdma_regs::dsr::GID_TYPE_ROCE_V1;
 use rnic_pvrdma_regs::le32;
-use rnic_verbs::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge};
+use rnic_verbs::{send_flags, Payload, RecvWr, SendOp, SendWr, Sge, WcOpcode, WcStatus};
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 
 /// `enum pvrdma_mtu`: 1024 bytes, what QEMU's pvrdma carries.
@@ -244,29 +243,21 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
                 continue;
             }
         };
-        let (status, opcode) = (cqe.status.to_ne(), cqe.opcode.to_ne());
-        if status != WcStatus::Success.raw() {
+        if cqe.status != WcStatus::Success {
             return Err(format!(
-                "completion {} failed: status {status}, vendor error {:#x}",
-                cqe.wr_id.to_ne(),
-                cqe.vendor_err.to_ne()
+                "completion {} failed: status {:?}, vendor error {:#x}",
+                cqe.wr_id, cqe.status, cqe.vendor_err
             ));
         }
-        if u64::from(cqe.qp.to_ne() as u32) != u64::from(qp.handle()) {
-            return Err(format!(
-                "a completion of QP {:#x}, not ours",
-                cqe.qp.to_ne()
-            ));
+        if cqe.qp_num != qp.qpn() {
+            return Err(format!("a completion of QP {:#x}, not ours", cqe.qp_num));
         }
-        if opcode == WcOpcode::Recv.raw() {
-            if cqe.byte_len.to_ne() as usize != size {
-                return Err(format!(
-                    "received {} bytes, not {size}",
-                    cqe.byte_len.to_ne()
-                ));
+        if cqe.opcode == WcOpcode::Recv {
+            if cqe.byte_len as usize != size {
+                return Err(format!("received {} bytes, not {size}", cqe.byte_len));
             }
             received += 1;
-            let slot = cqe.wr_id.to_ne() as usize % RECVS;
+            let slot = cqe.wr_id as usize % RECVS;
             let sge = [recv_sge(slot)];
             dev.post_recv(
                 &mut qp,
@@ -276,10 +267,10 @@ fn run(bdf: &str, peer: &str, iters: u32, size: usize, events: bool) -> Result<(
                 }],
             )
             .map_err(|e| e.to_string())?;
-        } else if opcode == WcOpcode::Send.raw() {
+        } else if cqe.opcode == WcOpcode::Send {
             sent += 1;
         } else {
-            return Err(format!("a completion of opcode {opcode}"));
+            return Err(format!("a completion of opcode {:?}", cqe.opcode));
         }
         outstanding -= 1;
         if outstanding == 0 && sent < iters {

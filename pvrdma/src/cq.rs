@@ -6,12 +6,14 @@ use alloc::format;
 
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateCq, CreateCqResp};
-use rnic_pvrdma_regs::cqe::Cqe;
+use rnic_pvrdma_regs::cqe::{self, Cqe};
 use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
 use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB, CQ_POLL, HANDLE_MASK};
 use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
 use rnic_queues::{Hal, IndexError, IndexRing};
-use rnic_verbs::{DestroyError, Error, ErrorKind, Result};
+use rnic_verbs::{
+    wc_flags, DestroyError, Error, ErrorKind, Result, WcOpcode, WcStatus, WorkCompletion,
+};
 
 use crate::context::Uc;
 use crate::device::Device;
@@ -125,23 +127,24 @@ impl<H: Hal> Device<H> {
     /// only when asked. A producer index out of range, or a CQE naming a QP
     /// the device does not hold for this driver, is the device's error
     /// (`EIO`); the bad CQE is consumed, so the next poll goes on.
-    pub fn poll_cq(&self, cq: &Cq) -> Result<Option<Cqe>> {
+    pub fn poll_cq(&self, cq: &Cq) -> Result<Option<WorkCompletion>> {
         let cqe = cq
             .poll()
             .map_err(|e| Error::new(ErrorKind::Io, format!("CQ {}: {e}", cq.handle)))?;
-        match cqe {
-            None => {
-                self.hal.mmio_write32(
-                    UAR,
-                    cq.uar * PAGE_SIZE + CQ_DB,
-                    (cq.handle & HANDLE_MASK) | CQ_POLL,
-                );
-                Ok(None)
-            }
-            Some(c) if u32::try_from(c.qp.to_ne()).is_ok_and(|h| self.qps.read().contains(&h)) => {
-                Ok(Some(c))
-            }
-            Some(c) => Err(Error::new(
+        let Some(c) = cqe else {
+            self.hal.mmio_write32(
+                UAR,
+                cq.uar * PAGE_SIZE + CQ_DB,
+                (cq.handle & HANDLE_MASK) | CQ_POLL,
+            );
+            return Ok(None);
+        };
+        let qpn = u32::try_from(c.qp.to_ne())
+            .ok()
+            .and_then(|h| self.qps.read().get(&h).copied());
+        match qpn {
+            Some(qpn) => Ok(Some(work_completion(&c, qpn))),
+            None => Err(Error::new(
                 ErrorKind::Io,
                 format!(
                     "CQ {}: a completion (wr_id {:#x}) names QP {:#x}, which the device does not \
@@ -171,5 +174,71 @@ impl<H: Hal> Device<H> {
             cq.uar * PAGE_SIZE + CQ_DB,
             (cq.handle & HANDLE_MASK) | arm,
         );
+    }
+}
+
+/// The verbs completion of a CQE of QP `qpn`. PVRDMA's statuses are
+/// libibverbs' values; its opcodes and flags are its own and are
+/// translated. A status or (successful) opcode the driver does not know
+/// becomes `GeneralErr`.
+fn work_completion(c: &Cqe, qpn: u32) -> WorkCompletion {
+    use cqe::WcOpcode as Pv;
+    let raw_status = c.status.to_ne();
+    let mut status = u8::try_from(raw_status)
+        .ok()
+        .and_then(WcStatus::from_raw)
+        .unwrap_or_else(|| {
+            log::warn!("PVRDMA CQE with unknown status {raw_status}");
+            WcStatus::GeneralErr
+        });
+    let opcode = match Pv::from_raw(c.opcode.to_ne()) {
+        Some(Pv::Send) => Some(WcOpcode::Send),
+        Some(Pv::RdmaWrite) => Some(WcOpcode::RdmaWrite),
+        Some(Pv::RdmaRead) => Some(WcOpcode::RdmaRead),
+        Some(Pv::CompSwap) => Some(WcOpcode::CompSwap),
+        Some(Pv::FetchAdd) => Some(WcOpcode::FetchAdd),
+        Some(Pv::BindMw) => Some(WcOpcode::BindMw),
+        Some(Pv::LocalInv) => Some(WcOpcode::LocalInv),
+        Some(Pv::Recv) => Some(WcOpcode::Recv),
+        Some(Pv::RecvRdmaWithImm) => Some(WcOpcode::RecvRdmaWithImm),
+        _ => None,
+    };
+    let opcode = opcode.unwrap_or_else(|| {
+        if status == WcStatus::Success {
+            log::warn!("successful PVRDMA CQE with opcode {}", c.opcode.to_ne());
+            status = WcStatus::GeneralErr;
+        }
+        // Which queue it came from is not known: a receive has a source.
+        WcOpcode::Recv
+    });
+    let f = c.wc_flags.to_ne();
+    let flags = (if f & cqe::wc_flags::GRH != 0 {
+        wc_flags::GRH
+    } else {
+        0
+    }) | (if f & cqe::wc_flags::WITH_IMM != 0 {
+        wc_flags::WITH_IMM
+    } else {
+        0
+    }) | (if f & cqe::wc_flags::WITH_INVALIDATE != 0 {
+        wc_flags::WITH_INV
+    } else {
+        0
+    });
+    // `imm_data` is in network byte order, as the bytes the device wrote.
+    let imm = c.imm_data.to_ne().to_le_bytes();
+    WorkCompletion {
+        wr_id: c.wr_id.to_ne(),
+        status,
+        opcode,
+        vendor_err: c.vendor_err.to_ne(),
+        byte_len: c.byte_len.to_ne(),
+        imm_data: (flags & (wc_flags::WITH_IMM | wc_flags::WITH_INV) != 0).then_some(imm),
+        qp_num: qpn,
+        src_qp: c.src_qp.to_ne() & 0xff_ffff,
+        flags,
+        pkey_index: c.pkey_index.to_ne(),
+        slid: c.slid.to_ne(),
+        sl: c.sl,
     }
 }

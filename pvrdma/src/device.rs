@@ -1,7 +1,7 @@
 //! Bring-up and teardown of a PVRDMA device, in the order of Linux's
 //! `pvrdma_pci_probe` and `pvrdma_pci_remove`.
 
-use alloc::collections::BTreeSet;
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::vec::Vec;
 
@@ -56,9 +56,9 @@ pub struct Device<H: Hal> {
     pub(crate) uar_pfn: u64,
     /// Which UAR pages a context holds.
     pub(crate) uars: Mutex<Vec<bool>>,
-    /// Handles of the QPs the device holds: a CQE naming another is the
-    /// device's error.
-    pub(crate) qps: RwLock<BTreeSet<u32>>,
+    /// The QPs the device holds, their numbers by handle: a CQE names a
+    /// QP by handle, and one naming another is the device's error.
+    pub(crate) qps: RwLock<BTreeMap<u32, u32>>,
     version: u32,
     caps: DeviceCaps,
     pages: Vec<DmaRegion>,
@@ -91,7 +91,7 @@ impl<H: Hal> Device<H> {
         let mut dev = Self {
             uar_pfn,
             uars: Mutex::new(alloc::vec![false; UAR_PAGES]),
-            qps: RwLock::new(BTreeSet::new()),
+            qps: RwLock::new(BTreeMap::new()),
             version,
             caps: DeviceCaps::default(),
             cmd: Mutex::new(CmdChannel::new(CMD_TIMEOUT_NS)),

@@ -32,23 +32,24 @@ const _: () = assert!(
 
 /// The SGEs of `wr`, or why the device cannot carry it.
 fn check_send<'a>(qp: &Qp, wr: &SendWr<'a>) -> Result<&'a [Sge]> {
-    let ud =
-        match wr.op {
-            SendOp::Send => false,
-            SendOp::UdSend { imm: None, .. } => true,
-            SendOp::UdSend { imm: Some(_), .. } => {
-                return Err(Error::new(
-                    ErrorKind::NotSupported,
-                    "SEND with immediate: QEMU's pvrdma would drop the immediate data",
-                ))
-            }
-            op => return Err(Error::new(
+    let ud = match wr.op {
+        SendOp::Send => false,
+        SendOp::UdSend { imm: None, .. } => true,
+        SendOp::UdSend { imm: Some(_), .. } => {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                "SEND with immediate: QEMU's pvrdma would drop the immediate data",
+            ))
+        }
+        op => {
+            return Err(Error::new(
                 ErrorKind::NotSupported,
                 format!(
                     "{op:?}: this device carries only SEND (QEMU's pvrdma would send it as one)"
                 ),
-            )),
-        };
+            ))
+        }
+    };
     let Payload::Sgl(sges) = wr.payload else {
         return Err(Error::new(
             ErrorKind::NotSupported,

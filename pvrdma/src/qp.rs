@@ -182,7 +182,7 @@ impl<H: Hal> Device<H> {
                 return Err(e);
             }
         };
-        self.qps.write().insert(handle);
+        self.qps.write().insert(handle, qpn);
         let qp = Qp {
             handle,
             qpn,

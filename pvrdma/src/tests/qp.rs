@@ -15,7 +15,10 @@ use rnic_pvrdma_regs::wqe::{
 };
 use rnic_pvrdma_regs::PAGE_SIZE;
 use rnic_verbs::ErrorKind;
-use rnic_verbs::{send_flags, AhAttr, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest};
+use rnic_verbs::{
+    send_flags, wc_flags, AhAttr, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge, UdDest,
+    WcOpcode, WcStatus,
+};
 
 use super::fake::Fake;
 use super::objects::{handing_out, listed_pages, read};
@@ -437,15 +440,17 @@ fn a_completion_is_taken_only_for_a_qp_the_device_holds() {
             .unwrap()
             .copy_from_slice(&3u32.to_le_bytes());
     }
+    let qpn = qp.qpn();
     assert_eq!(
-        s.dev.poll_cq(&cq).unwrap().map(|c| c.wr_id.to_ne()),
-        Some(1)
+        s.dev.poll_cq(&cq).unwrap().map(|c| (c.wr_id, c.qp_num)),
+        Some((1, qpn)),
+        "a CQE names its QP by handle, a completion by number"
     );
     let err = s.dev.poll_cq(&cq).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io, "{err}");
     assert!(err.to_string().contains("names QP 0x4d"), "{err}");
     assert_eq!(
-        s.dev.poll_cq(&cq).unwrap().map(|c| c.wr_id.to_ne()),
+        s.dev.poll_cq(&cq).unwrap().map(|c| c.wr_id),
         Some(3),
         "the bad CQE is consumed and polling goes on"
     );
@@ -462,4 +467,65 @@ fn a_completion_is_taken_only_for_a_qp_the_device_holds() {
             .copy_from_slice(&4u32.to_le_bytes());
     }
     assert_eq!(s.dev.poll_cq(&cq).unwrap_err().kind(), ErrorKind::Io);
+}
+
+#[test]
+fn cqes_become_verbs_completions() {
+    let mut s = setup(4, QpType::Rc);
+    let qp = s.qp.take().unwrap();
+    let cq = s.cq.take().unwrap();
+    let req: rnic_pvrdma_regs::cmd::CreateCq = read(&s.fake.state().requests[2]);
+    let pages = listed_pages(&s.fake, req.pdir_dma.to_ne(), 2);
+    let (state, cqes) = (pages[0], pages[1]);
+    // (opcode, status, wc_flags) as PVRDMA writes them.
+    let written = [
+        (7u32, 0u32, 1u32 << 2), // LOCAL_INV, WITH_INVALIDATE
+        (128, 0, 1 << 1 | 1),    // RECV, WITH_IMM | GRH
+        (6, 0, 0),               // LSO: no verbs opcode
+        (0, 99, 0),              // a status libibverbs does not have
+    ];
+    {
+        let mut st = s.fake.state();
+        for (i, (opcode, status, flags)) in written.into_iter().enumerate() {
+            let at = cqes + i as u64 * 64;
+            st.dma(at + 8, 8)
+                .unwrap()
+                .copy_from_slice(&u64::from(qp.handle()).to_le_bytes());
+            st.dma(at + 16, 4)
+                .unwrap()
+                .copy_from_slice(&opcode.to_le_bytes());
+            st.dma(at + 20, 4)
+                .unwrap()
+                .copy_from_slice(&status.to_le_bytes());
+            st.dma(at + 28, 4).unwrap().copy_from_slice(&[1, 2, 3, 4]);
+            st.dma(at + 36, 4)
+                .unwrap()
+                .copy_from_slice(&flags.to_le_bytes());
+        }
+        st.dma(state + RX_PROD_TAIL as u64, 4)
+            .unwrap()
+            .copy_from_slice(&4u32.to_le_bytes());
+    }
+    let poll = || s.dev.poll_cq(&cq).unwrap().unwrap();
+    let w = poll();
+    assert_eq!(
+        (w.opcode, w.status, w.flags),
+        (WcOpcode::LocalInv, WcStatus::Success, wc_flags::WITH_INV)
+    );
+    let w = poll();
+    assert_eq!(
+        (w.opcode, w.flags, w.imm_data),
+        (
+            WcOpcode::Recv,
+            wc_flags::WITH_IMM | wc_flags::GRH,
+            Some([1, 2, 3, 4])
+        )
+    );
+    assert_eq!(
+        poll().status,
+        WcStatus::GeneralErr,
+        "an opcode without a verbs name"
+    );
+    assert_eq!(poll().status, WcStatus::GeneralErr, "an unknown status");
+    let _ = s.dev.destroy_qp(qp);
 }
