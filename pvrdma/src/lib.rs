@@ -32,6 +32,7 @@ mod cq;
 mod device;
 mod mr;
 mod post;
+pub mod provider;
 mod qp;
 mod queue_mem;
 mod ring;

@@ -6,6 +6,7 @@ extern crate std;
 
 mod fake;
 mod objects;
+mod provider;
 mod qp;
 
 use std::boxed::Box;

@@ -1,0 +1,373 @@
+//! PVRDMA as a provider, against the fake device: what the verbs core
+//! checks before any command, what each verb asks of the device, the GID
+//! the context binds, objects that outlive their users, and channels.
+
+extern crate std;
+
+use std::vec::Vec;
+
+use rnic_pvrdma_regs::bar1;
+use rnic_pvrdma_regs::cmd::{
+    CmdHdr, CmdOpcode, CreateBind, CreateCq, CreateQp, DestroyBind, ModifyQp, PortAttr,
+};
+use rnic_verbs::provider::{
+    CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain, Provider, QpInit, QueuePair,
+};
+use rnic_verbs::{
+    access, qp_attr, ErrorKind, Mtu, MwType, QpAttr, QpCap, QpState, QpType, SrqAttr,
+};
+
+use super::fake::{answer, Fake};
+use super::objects::read;
+use crate::provider::Context;
+
+fn opcode(req: &[u8]) -> u32 {
+    read::<CmdHdr>(req).cmd.to_ne()
+}
+
+fn bytes<T: Copy>(v: &T) -> Vec<u8> {
+    // SAFETY: `T` is a plain layout of the device's, read as bytes.
+    unsafe { core::slice::from_raw_parts((v as *const T).cast::<u8>(), core::mem::size_of::<T>()) }
+        .to_vec()
+}
+
+/// A device with one active port (MTU 1024 of 4096, six GIDs) that gives
+/// handles 7, 8, 9 ... and grants what is asked.
+fn device() -> Fake {
+    let fake = Fake::new(bar1::VERSION_ROCEV1);
+    fake.state().caps.node_guid = rnic_pvrdma_regs::le64::from_ne(0x0807_0605_0403_0201);
+    fake.state().caps.phys_port_cnt = 1;
+    fake.state().caps.max_qp_rd_atom = rnic_pvrdma_regs::le32::from_ne(4);
+    fake.state().caps.max_qp_init_rd_atom = rnic_pvrdma_regs::le32::from_ne(4);
+    let mut next = 7u32;
+    fake.state().handler = std::boxed::Box::new(move |req| {
+        let handle = next;
+        next += 1;
+        match opcode(req) {
+            op if op == CmdOpcode::QueryPort.raw() => {
+                let port = PortAttr {
+                    state: 4.into(),
+                    max_mtu: 5.into(),
+                    active_mtu: 3.into(),
+                    gid_tbl_len: 6.into(),
+                    pkey_tbl_len: 1.into(),
+                    max_msg_sz: (1 << 31).into(),
+                    ..Default::default()
+                };
+                answer(req, 0, &bytes(&port))
+            }
+            op if op == CmdOpcode::CreateCq.raw() => {
+                let mut body = handle.to_le_bytes().to_vec();
+                body.extend(read::<CreateCq>(req).cqe.to_ne().to_le_bytes());
+                answer(req, 0, &body)
+            }
+            op if op == CmdOpcode::CreateQp.raw() => {
+                let q = read::<CreateQp>(req);
+                let mut body = handle.to_le_bytes().to_vec();
+                for cap in [q.max_send_wr, q.max_recv_wr, q.max_send_sge, q.max_recv_sge] {
+                    body.extend(cap.to_ne().to_le_bytes());
+                }
+                answer(req, 0, &body)
+            }
+            _ => answer(req, 0, &handle.to_le_bytes()),
+        }
+    });
+    fake
+}
+
+fn open(fake: &Fake) -> Context<Fake> {
+    Context::open(fake.clone(), 0xfe000).expect("open")
+}
+
+fn requests(fake: &Fake, op: CmdOpcode) -> Vec<Vec<u8>> {
+    let st = fake.state();
+    st.requests
+        .iter()
+        .filter(|r| opcode(r) == op.raw())
+        .cloned()
+        .collect()
+}
+
+const GID0: [u8; 16] = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+
+#[test]
+fn the_context_binds_gid_0_and_reports_what_the_device_carries() {
+    let fake = device();
+    let ctx = open(&fake);
+    let bind = requests(&fake, CmdOpcode::CreateBind);
+    assert_eq!(bind.len(), 1);
+    let b: CreateBind = read(&bind[0]);
+    assert_eq!((b.index.to_ne(), b.new_gid), (0, GID0));
+    assert_eq!(ctx.query_gid(1, 0).unwrap(), GID0);
+    assert_eq!(ctx.query_gid(1, 5).unwrap(), [0; 16], "an unbound entry");
+    assert_eq!(
+        ctx.query_gid(1, 6).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    assert_eq!(
+        ctx.query_port(2).unwrap_err().kind(),
+        ErrorKind::InvalidArgument
+    );
+    let port = ctx.query_port(1).unwrap();
+    assert_eq!(
+        (port.max_mtu, port.active_mtu, port.gid_tbl_len),
+        (Mtu::Mtu4096, Mtu::Mtu1024, 6)
+    );
+    let a = ctx.device_attr();
+    assert_eq!(a.node_guid, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(
+        (a.max_inline_data, a.atomic_cap, a.max_srq, a.max_msg_sz),
+        (0, 0, 0, 1 << 31),
+        "no inline data, atomics or SRQs: QEMU's pvrdma cannot carry them"
+    );
+
+    let pd = ctx.alloc_pd().unwrap();
+    assert_eq!(
+        pd.create_srq(&SrqAttr::default()).err().map(|e| e.kind()),
+        Some(ErrorKind::NotSupported)
+    );
+    assert_eq!(
+        pd.alloc_mw(MwType::Type2).err().map(|e| e.kind()),
+        Some(ErrorKind::NotSupported)
+    );
+    pd.destroy().unwrap();
+    drop(ctx);
+    let unbind = requests(&fake, CmdOpcode::DestroyBind);
+    assert_eq!(unbind.len(), 1, "closing unbinds the GID");
+    assert_eq!(read::<DestroyBind>(&unbind[0]).dest_gid, GID0);
+    assert_eq!(requests(&fake, CmdOpcode::DestroyUc).len(), 1);
+}
+
+fn rc_init<'a>(cq: &'a crate::provider::Cq<Fake>, cap: QpCap) -> QpInit<'a, Context<Fake>> {
+    QpInit {
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap,
+        qp_type: QpType::Rc,
+        sq_sig_all: false,
+    }
+}
+
+const CAP: QpCap = QpCap {
+    max_send_wr: 4,
+    max_recv_wr: 4,
+    max_send_sge: 1,
+    max_recv_sge: 1,
+    max_inline_data: 0,
+};
+
+#[test]
+fn modify_is_checked_by_the_verbs_core_before_the_device_sees_it() {
+    let fake = device();
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    assert_eq!(
+        pd.create_qp(&rc_init(
+            &cq,
+            QpCap {
+                max_inline_data: 16,
+                ..CAP
+            }
+        ))
+        .err()
+        .map(|e| e.kind()),
+        Some(ErrorKind::InvalidArgument),
+        "inline data"
+    );
+    let uc = QpInit {
+        qp_type: QpType::Uc,
+        ..rc_init(&cq, CAP)
+    };
+    assert_eq!(
+        pd.create_qp(&uc).err().map(|e| e.kind()),
+        Some(ErrorKind::NotSupported)
+    );
+    let qp = pd.create_qp(&rc_init(&cq, CAP)).unwrap();
+    assert_eq!(qp.cap(), CAP);
+
+    // RESET -> RTR skips INIT: refused with no command.
+    let before = fake.state().requests.len();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ..QpAttr::default()
+    };
+    let e = qp.modify(&rtr, qp_attr::STATE).unwrap_err();
+    assert!(e.message().contains("illegal"), "{e}");
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qp_access_flags: access::REMOTE_WRITE,
+        ..QpAttr::default()
+    };
+    let e = qp
+        .modify(&init, qp_attr::STATE | qp_attr::PORT)
+        .unwrap_err();
+    assert!(e.message().contains("requires"), "{e}");
+    assert_eq!(
+        fake.state().requests.len(),
+        before,
+        "nothing reached the device"
+    );
+
+    let mask = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+    qp.modify(&init, mask).unwrap();
+    let m: ModifyQp = read(requests(&fake, CmdOpcode::ModifyQp).last().unwrap());
+    assert_eq!(m.attr_mask.to_ne(), mask);
+    assert_eq!(
+        (
+            m.attrs.qp_state.to_ne(),
+            m.attrs.port_num,
+            m.attrs.qp_access_flags.to_ne()
+        ),
+        (1, 1, access::REMOTE_WRITE)
+    );
+
+    let mut rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Some(Mtu::Mtu1024),
+        dest_qp_num: 0x12,
+        rq_psn: 0x345,
+        max_dest_rd_atomic: 1,
+        min_rnr_timer: 12,
+        ..QpAttr::default()
+    };
+    rtr.ah_attr.dgid = [9; 16];
+    rtr.ah_attr.is_global = true;
+    rtr.ah_attr.hop_limit = 1;
+    rtr.ah_attr.sgid_index = 1;
+    let mask = qp_attr::STATE
+        | qp_attr::AV
+        | qp_attr::PATH_MTU
+        | qp_attr::DEST_QPN
+        | qp_attr::RQ_PSN
+        | qp_attr::MAX_DEST_RD_ATOMIC
+        | qp_attr::MIN_RNR_TIMER;
+    let before = fake.state().requests.len();
+    let e = qp.modify(&rtr, mask).unwrap_err();
+    assert!(e.message().contains("only GID 0"), "{e}");
+    assert_eq!(
+        fake.state().requests.len(),
+        before,
+        "an unbound GID never reaches QEMU"
+    );
+    rtr.ah_attr.sgid_index = 0;
+    qp.modify(&rtr, mask).unwrap();
+    let m: ModifyQp = read(requests(&fake, CmdOpcode::ModifyQp).last().unwrap());
+    let av = m.attrs.ah_attr;
+    assert_eq!(
+        (
+            av.grh.dgid,
+            av.ah_flags,
+            av.port_num,
+            m.attrs.path_mtu.to_ne()
+        ),
+        ([9; 16], 1, 1, 3),
+        "the AV's port 0 is the QP's"
+    );
+    assert_eq!(
+        (m.attrs.dest_qp_num.to_ne(), m.attrs.rq_psn.to_ne()),
+        (0x12, 0x345)
+    );
+    assert_eq!(m.attrs.sq_psn.to_ne(), 0, "outside the mask: zero");
+    qp.destroy().unwrap();
+}
+
+#[test]
+fn objects_in_use_are_not_destroyed_and_are_handed_back() {
+    let fake = device();
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let qp = pd.create_qp(&rc_init(&cq, CAP)).unwrap();
+    let mut buf = std::vec![0u8; 8192];
+    let page = (buf.as_ptr() as usize).next_multiple_of(4096) - buf.as_ptr() as usize;
+    let ptr = core::ptr::NonNull::new(buf[page..].as_mut_ptr()).unwrap();
+    // SAFETY: `buf` outlives the MR, deregistered below.
+    let mr = unsafe { pd.reg_mr(ptr, 4096, access::LOCAL_WRITE) }.unwrap();
+
+    let e = pd.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::Busy);
+    let pd = e.object.expect("handed back");
+    let e = cq.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::Busy);
+    let cq = e.object.expect("handed back");
+    assert!(requests(&fake, CmdOpcode::DestroyPd).is_empty());
+    assert!(requests(&fake, CmdOpcode::DestroyCq).is_empty());
+
+    qp.destroy().unwrap();
+    mr.destroy().unwrap();
+    cq.destroy().unwrap();
+    pd.destroy().unwrap();
+    assert_eq!(requests(&fake, CmdOpcode::DestroyQp).len(), 1);
+    assert_eq!(requests(&fake, CmdOpcode::DestroyMr).len(), 1);
+    assert_eq!(requests(&fake, CmdOpcode::DestroyCq).len(), 1);
+    assert_eq!(requests(&fake, CmdOpcode::DestroyPd).len(), 1);
+    drop(buf);
+}
+
+#[test]
+fn a_dropped_qp_is_destroyed_before_its_cq() {
+    let fake = device();
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let qp = pd.create_qp(&rc_init(&cq, CAP)).unwrap();
+    drop(cq);
+    drop(pd);
+    assert!(
+        requests(&fake, CmdOpcode::DestroyCq).is_empty(),
+        "the QP holds its CQ"
+    );
+    drop(qp);
+    let order: Vec<u32> = fake
+        .state()
+        .requests
+        .iter()
+        .map(|r| opcode(r))
+        .filter(|&op| {
+            op == CmdOpcode::DestroyQp.raw()
+                || op == CmdOpcode::DestroyCq.raw()
+                || op == CmdOpcode::DestroyPd.raw()
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            CmdOpcode::DestroyQp.raw(),
+            CmdOpcode::DestroyPd.raw(),
+            CmdOpcode::DestroyCq.raw()
+        ]
+    );
+}
+
+#[test]
+fn each_channel_gets_the_notifications_of_its_own_cqs() {
+    let fake = device();
+    let ctx = open(&fake);
+    let (ch1, ch2) = (
+        ctx.create_comp_channel().unwrap(),
+        ctx.create_comp_channel().unwrap(),
+    );
+    assert_eq!(
+        ctx.create_cq(8, Some(&ch1), 1).err().map(|e| e.kind()),
+        Some(ErrorKind::InvalidArgument)
+    );
+    let a = ctx.create_cq(8, Some(&ch1), 0).unwrap();
+    let b = ctx.create_cq(8, Some(&ch2), 0).unwrap();
+
+    // B's notification arrives while channel 1 waits: it is kept for 2.
+    fake.state().notify_cq = Some(b.cq_num());
+    assert_eq!(ch1.get_cq_event(5_000_000_000).unwrap(), None);
+    assert_eq!(ch2.get_cq_event(5_000_000_000).unwrap(), Some(b.cq_num()));
+    fake.state().notify_cq = Some(a.cq_num());
+    assert_eq!(ch1.get_cq_event(5_000_000_000).unwrap(), Some(a.cq_num()));
+
+    let e = ch1.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::Busy, "a CQ is on it");
+    let ch1 = e.object.unwrap();
+    a.destroy().unwrap();
+    ch1.destroy().unwrap();
+    drop((b, ch2));
+}
