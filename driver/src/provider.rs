@@ -3,14 +3,15 @@
 
 use core::ptr::NonNull;
 
+use rnic_hw_regs::eqe::EventType as Eq;
 use rnic_queues::Hal;
 use rnic_verbs::provider::{
     AddressHandle, CompletionChannel, CompletionQueue, MemoryRegion, MemoryWindow,
     ProtectionDomain, Provider, QpInit, QueuePair, SharedReceiveQueue,
 };
 use rnic_verbs::{
-    AhAttr, DestroyError, DeviceAttr, Gid, MwBind, MwType, PortAttr, PostError, QpAttr, QpCap,
-    QpType, RecvWr, Result, SendWr, SrqAttr, UdDest, WorkCompletion,
+    AhAttr, AsyncEvent, DestroyError, DeviceAttr, EventType, Gid, MwBind, MwType, PortAttr,
+    PostError, QpAttr, QpCap, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest, WorkCompletion,
 };
 
 use crate::{Ah, CompChannel, Context, Cq, Mr, Mw, Pd, Qp, Srq};
@@ -48,6 +49,59 @@ impl<H: Hal> Provider for Context<H> {
     fn create_cq(&self, cqe: u32, channel: Option<&CompChannel<H>>, vector: u32) -> Result<Cq<H>> {
         self.create_cq_with(cqe, channel, vector)
     }
+    fn poll_event(&self) -> Result<Option<AsyncEvent>> {
+        while let Some(ev) = Context::poll_event(self) {
+            if let Some(ev) = verbs_event(&ev) {
+                return Ok(Some(ev));
+            }
+        }
+        Ok(None)
+    }
+    fn wait_event(&self, timeout_ns: u64) -> Result<Option<AsyncEvent>> {
+        let start = self.hal().now_ns();
+        loop {
+            let left = timeout_ns.saturating_sub(self.hal().now_ns().saturating_sub(start));
+            match Context::wait_event(self, left)? {
+                Some(ev) => match verbs_event(&ev) {
+                    Some(ev) => return Ok(Some(ev)),
+                    None if left > 0 => continue,
+                    None => return Ok(None),
+                },
+                None => return Ok(None),
+            }
+        }
+    }
+    fn event_fd(&self) -> Option<i32> {
+        Context::event_fd(self)
+    }
+    fn arm_events(&self) {
+        Context::arm_events(self)
+    }
+}
+
+/// An rnic event as the verbs core's; `None` for the completion and
+/// command events the EQ also carries, which are not asynchronous events.
+fn verbs_event(ev: &crate::AsyncEvent) -> Option<AsyncEvent> {
+    let event_type = match ev.event_type {
+        Eq::CqError => EventType::CqErr,
+        Eq::QpFatal => EventType::QpFatal,
+        Eq::QpReqErr => EventType::QpReqErr,
+        Eq::QpAccessErr => EventType::QpAccessErr,
+        Eq::CommEst => EventType::CommEst,
+        Eq::SqDrained => EventType::SqDrained,
+        Eq::QpLastWqeReached => EventType::QpLastWqeReached,
+        Eq::PortActive => EventType::PortActive,
+        Eq::PortErr => EventType::PortErr,
+        Eq::GidChange => EventType::GidChange,
+        Eq::DeviceFatal => EventType::DeviceFatal,
+        Eq::SrqLimitReached => EventType::SrqLimitReached,
+        Eq::SrqErr => EventType::SrqErr,
+        Eq::Completion | Eq::CmdDone => return None,
+    };
+    Some(AsyncEvent {
+        event_type,
+        obj: ev.obj,
+    })
 }
 
 impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {

@@ -25,15 +25,15 @@ use rnic_pvrdma_regs::cmd::{
 };
 use rnic_pvrdma_regs::dsr::GID_TYPE_ROCE_V1;
 use rnic_pvrdma_regs::{le16, le32};
-use rnic_queues::Hal;
+use rnic_queues::{Hal, HalError};
 use rnic_verbs::provider::{
     unsupported, AddressHandle, CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain,
     Provider, QpInit, QueuePair, Unsupported,
 };
 use rnic_verbs::{
-    access, check_ah, check_modify, qp_attr, AhAttr, DestroyError, DeviceAttr, Error, ErrorKind,
-    Gid, LinkLayer, ModifyEnv, Mtu, PortAttr, PortState, PostError, QpAttr, QpCap, QpState, QpType,
-    RecvWr, Result, SendWr, UdDest, WorkCompletion,
+    access, check_ah, check_modify, qp_attr, AhAttr, AsyncEvent, DestroyError, DeviceAttr, Error,
+    ErrorKind, EventElement, EventType, Gid, LinkLayer, ModifyEnv, Mtu, PortAttr, PortState,
+    PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result, SendWr, UdDest, WorkCompletion,
 };
 use spin::Mutex;
 
@@ -359,6 +359,66 @@ impl<H: Hal> Provider for Context<H> {
                 poll: Mutex::new(()),
             }),
         })
+    }
+
+    /// The next event of the async ring. Its types are libibverbs'; a QP
+    /// is named by handle there and by number here. An event of a type
+    /// or QP the driver does not know is dropped (and logged).
+    fn poll_event(&self) -> Result<Option<AsyncEvent>> {
+        let dev = &self.sh.dev;
+        loop {
+            let Some(eqe) = dev
+                .pop_async_event()
+                .map_err(|e| Error::new(ErrorKind::Io, format!("the async event ring: {e}")))?
+            else {
+                return Ok(None);
+            };
+            let (kind, info) = (eqe.kind.to_ne(), eqe.info.to_ne());
+            let Some(event_type) = u8::try_from(kind).ok().and_then(EventType::from_raw) else {
+                log::warn!("PVRDMA async event of unknown type {kind} (object {info:#x})");
+                continue;
+            };
+            let obj = match event_type.element() {
+                EventElement::Qp => match dev.qps.read().get(&info) {
+                    Some(&qpn) => qpn,
+                    None => {
+                        log::warn!("PVRDMA {event_type:?} for QP handle {info:#x}, not ours");
+                        continue;
+                    }
+                },
+                _ => info,
+            };
+            return Ok(Some(AsyncEvent { event_type, obj }));
+        }
+    }
+
+    fn wait_event(&self, timeout_ns: u64) -> Result<Option<AsyncEvent>> {
+        let hal = self.sh.dev.hal();
+        let start = hal.now_ns();
+        loop {
+            if let Some(ev) = self.poll_event()? {
+                return Ok(Some(ev));
+            }
+            let left = timeout_ns.saturating_sub(hal.now_ns().saturating_sub(start));
+            if left == 0 {
+                return Ok(None);
+            }
+            // The vector fires after the device moved the ring's tail.
+            match hal.wait_irq(IntrVector::Async.raw(), left) {
+                Ok(_) => {}
+                Err(HalError::Unsupported) => {
+                    return Err(Error::new(
+                        ErrorKind::NotSupported,
+                        "async events arrive by interrupt, which this platform does not deliver",
+                    ))
+                }
+                Err(e) => return Err(Error::hal(e, "waiting for an async event")),
+            }
+        }
+    }
+
+    fn event_fd(&self) -> Option<i32> {
+        self.sh.dev.hal().irq_eventfd(IntrVector::Async.raw())
     }
 }
 

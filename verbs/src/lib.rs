@@ -17,6 +17,7 @@ extern crate alloc;
 mod attr;
 mod enums;
 mod error;
+mod event;
 mod modify;
 pub mod provider;
 mod qp;
@@ -31,6 +32,7 @@ pub use enums::{
     WrOpcode,
 };
 pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
+pub use event::{AsyncEvent, EventElement, EventType};
 pub use modify::{check_ah, check_modify, Modify, ModifyEnv};
 pub use qp::{AhAttr, QpAttr, QpCap};
 pub use srq::{srq_mask, SrqAttr};

@@ -24,6 +24,7 @@ use core::ptr::NonNull;
 use crate::attr::{DeviceAttr, Gid, PortAttr};
 use crate::enums::QpType;
 use crate::error::{DestroyError, Error, ErrorKind, PostError, Result};
+use crate::event::AsyncEvent;
 use crate::qp::{AhAttr, QpAttr, QpCap};
 use crate::srq::SrqAttr;
 use crate::wc::WorkCompletion;
@@ -72,6 +73,19 @@ pub trait Provider: Sized {
     /// (if any) from vector `vector`.
     fn create_cq(&self, cqe: u32, channel: Option<&Self::Channel>, vector: u32)
         -> Result<Self::Cq>;
+
+    /// The next asynchronous event, if one is waiting.
+    fn poll_event(&self) -> Result<Option<AsyncEvent>>;
+    /// Waits up to `timeout_ns` for the next asynchronous event: `None`
+    /// on timeout.
+    fn wait_event(&self, timeout_ns: u64) -> Result<Option<AsyncEvent>>;
+    /// A file descriptor readable when an event may be waiting, where the
+    /// platform has one (`ibv_context.async_fd`).
+    fn event_fd(&self) -> Option<i32>;
+
+    /// Makes [`Provider::event_fd`] turn readable at the next event, on a
+    /// device that signals each event only once asked.
+    fn arm_events(&self) {}
 }
 
 /// A protection domain (`struct ibv_pd`): what its MRs, QPs, SRQs, AHs

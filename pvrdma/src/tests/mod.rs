@@ -272,14 +272,14 @@ fn teardown_masks_interrupts_frees_everything_and_a_second_open_works() {
 }
 
 /// The state page and the entries page of the ring the DSR describes.
-fn ring_of(fake: &Fake, info: rnic_pvrdma_regs::dsr::RingPageInfo) -> (u64, u64) {
+pub(super) fn ring_of(fake: &Fake, info: rnic_pvrdma_regs::dsr::RingPageInfo) -> (u64, u64) {
     let table = u64_at(fake, info.pdir_dma.to_ne());
     (u64_at(fake, table), u64_at(fake, table + 8))
 }
 
 /// The device's side of an event ring: writes `entries` (8 bytes each) at
 /// the producer's tail and advances it.
-fn produce(fake: &Fake, (state, entries): (u64, u64), events: &[[u32; 2]]) {
+pub(super) fn produce(fake: &Fake, (state, entries): (u64, u64), events: &[[u32; 2]]) {
     let mut st = fake.state();
     let tail_at = state + RX_PROD_TAIL as u64;
     let tail = u32::from_le_bytes(st.dma(tail_at, 4).unwrap().try_into().unwrap());

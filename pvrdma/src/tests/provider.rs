@@ -371,3 +371,50 @@ fn each_channel_gets_the_notifications_of_its_own_cqs() {
     ch1.destroy().unwrap();
     drop((b, ch2));
 }
+
+#[test]
+fn async_events_name_qps_by_number_and_unknown_ones_are_dropped() {
+    use rnic_pvrdma_regs::cqe::EventType as Pv;
+    use rnic_verbs::{AsyncEvent, EventType};
+    let fake = device();
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let qp = pd.create_qp(&rc_init(&cq, CAP)).unwrap();
+    let dsr = fake.state().dsr.unwrap();
+    let ring = super::ring_of(&fake, dsr.async_ring_pages);
+    // A QP event of a handle the device never gave, one of an unknown
+    // type, then ours and a port's.
+    let qp_handle = qp.qp_num(); // version 17: the handle is the number
+    super::produce(
+        &fake,
+        ring,
+        &[
+            [Pv::QpFatal.raw(), 0x999],
+            [77, 1],
+            [Pv::CommEst.raw(), qp_handle],
+            [Pv::PortActive.raw(), 1],
+        ],
+    );
+    assert_eq!(
+        ctx.poll_event().unwrap(),
+        Some(AsyncEvent {
+            event_type: EventType::CommEst,
+            obj: qp.qp_num()
+        })
+    );
+    assert_eq!(
+        ctx.poll_event().unwrap(),
+        Some(AsyncEvent {
+            event_type: EventType::PortActive,
+            obj: 1
+        })
+    );
+    assert_eq!(ctx.poll_event().unwrap(), None);
+    assert_eq!(
+        ctx.wait_event(3_000_000_000).unwrap(),
+        None,
+        "the fake's clock runs out"
+    );
+    qp.destroy().unwrap();
+}
