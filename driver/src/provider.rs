@@ -236,8 +236,8 @@ impl<H: Hal> MemoryWindow<Context<H>> for Mw<H> {
     fn mw_type(&self) -> MwType {
         Mw::mw_type(self)
     }
-    fn bind_wr_keyed(&self, mr: &Mr<H>, region: (u64, u64, u32), key: u8) -> MwBind {
-        Mw::bind_wr_keyed(self, mr, region, key)
+    fn bind_wr_keyed(&self, mr: &Mr<H>, region: (u64, u64, u32), key: u8) -> Result<MwBind> {
+        Ok(Mw::bind_wr_keyed(self, mr, region, key))
     }
     fn destroy(self) -> Destroyed<Self> {
         Mw::destroy(self)

@@ -2,11 +2,12 @@
 //! destinations of `post_send`, and the AH back to a received message's
 //! sender (`ibv_init_ah_from_wc`, `ibv_create_ah_from_wc`).
 
+use rnic_verbs::provider::{AddressHandle, ProtectionDomain};
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::platform::Platform;
-use rnic_driver::{Ah as DriverAh, AhAttr, UdDest};
+use crate::any::AnyAh;
+use rnic_verbs::{AhAttr, UdDest};
 
 use crate::abi::{IbvAh, IbvAhAttr, IbvContext, IbvPd, IbvWc};
 use crate::context::{find_gid_index, open_context};
@@ -18,7 +19,7 @@ use crate::pd::live_pd;
 #[repr(C)]
 struct Ah {
     ibv: IbvAh,
-    ah: DriverAh<Platform>,
+    ah: AnyAh,
 }
 
 static AHS: Live = Live::new();

@@ -1,10 +1,10 @@
 //! Completion channels: `ibv_create_comp_channel`,
 //! `ibv_destroy_comp_channel`, `ibv_get_cq_event`.
 
+use rnic_verbs::provider::{CompletionChannel, Provider};
 use std::ffi::{c_int, c_void};
 
-use crate::platform::Platform;
-use rnic_driver::CompChannel;
+use crate::any::AnyChannel;
 
 use crate::abi::{IbvCompChannel, IbvContext, IbvCq};
 use crate::context::open_context;
@@ -16,7 +16,7 @@ use crate::live::Live;
 #[repr(C)]
 struct Channel {
     ibv: IbvCompChannel,
-    ch: Option<CompChannel<Platform>>,
+    ch: Option<AnyChannel>,
 }
 
 static CHANNELS: Live = Live::new();
@@ -25,7 +25,7 @@ static CHANNELS: Live = Live::new();
 const WAIT_NS: u64 = 100_000_000;
 
 /// The driver's channel behind the live channel `ch`.
-pub(crate) fn live_channel(ch: *mut IbvCompChannel) -> Option<&'static CompChannel<Platform>> {
+pub(crate) fn live_channel(ch: *mut IbvCompChannel) -> Option<&'static AnyChannel> {
     // SAFETY: a live channel came from Box::into_raw and is freed only
     // after it leaves the list.
     CHANNELS
@@ -75,7 +75,7 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) 
         CHANNELS.destroy(
             channel.cast::<Channel>(),
             |o| &mut o.ch,
-            CompChannel::destroy,
+            AnyChannel::destroy,
         )
     }
 }
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     loop {
         match ch.get_cq_event(WAIT_NS) {
             Ok(Some(fired)) => {
-                let Some(ours) = cq_by_num(ch_context, fired.cq_num()) else {
+                let Some(ours) = cq_by_num(ch_context, fired) else {
                     // Destroyed meanwhile: nothing to report.
                     continue;
                 };

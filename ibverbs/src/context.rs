@@ -4,9 +4,10 @@
 use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
-use rnic_driver::{Context as DriverContext, Error};
 use rnic_emu::net::{ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_verbs::provider::Provider;
+use rnic_verbs::Error;
 use rnic_vfio::VfioHal;
 
 use crate::abi::{
@@ -15,18 +16,19 @@ use crate::abi::{
     OP_BIND_MW, OP_DEALLOC_MW, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
     OP_REQ_NOTIFY_CQ, VERBS_ABI_IS_EXTENDED,
 };
+use crate::any::AnyContext;
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
 use crate::errno;
 use crate::platform::Platform;
 
 /// An open device: the `struct verbs_context` (ending with the `struct
-/// ibv_context` programs hold), first, then the driver's context on the
-/// device's platform, and its emulated NIC if it is one.
+/// ibv_context` programs hold), first, then its provider's context, and
+/// its emulated NIC if it is one.
 #[repr(C)]
 pub(crate) struct Context {
     verbs: VerbsContext,
-    pub ctx: DriverContext<Platform>,
+    pub ctx: AnyContext,
     /// Dropped after the driver's context, which resets the NIC.
     _nic: Option<Arc<EmuDevice>>,
 }
@@ -64,13 +66,39 @@ unsafe fn container(ctx: *mut IbvContext) -> *mut Context {
     }
 }
 
-/// The platform of a configured device: the real rnic it names through
-/// VFIO, or the emulated NIC it stands for, in device-worker mode
-/// (programs poll and wait as on hardware).
-fn nic(spec: &DeviceSpec) -> Result<(Platform, Option<Arc<EmuDevice>>), String> {
+/// A device opened: its provider's context and, for an emulated NIC, the
+/// NIC.
+type Opened = (AnyContext, Option<Arc<EmuDevice>>);
+
+/// VMware's PCI vendor ID and PVRDMA's device ID.
+const PVRDMA_ID: (u16, u16) = (0x15ad, 0x0820);
+
+/// The provider context of a configured device: the real device it names
+/// through VFIO, rnic or PVRDMA by its PCI ID, or the emulated rnic NIC it
+/// stands for, in device-worker mode (programs poll and wait as on
+/// hardware).
+fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
+    let platform = |e: String| (e, libc::ENODEV);
+    let driver = |what: String| move |e: Error| (format!("{what}: {e}"), e.errno());
     if let Some(addr) = &spec.vfio {
-        let hal = VfioHal::open(addr).map_err(|e| format!("vfio {addr}: {e}"))?;
-        return Ok((Platform::Vfio(Box::new(hal)), None));
+        let hal = VfioHal::open(addr).map_err(|e| platform(format!("vfio {addr}: {e}")))?;
+        let id = |off| hal.device().config_read16(off);
+        let id = (id(0), id(2));
+        let (Ok(vendor), Ok(device)) = id else {
+            return Err(platform(format!("vfio {addr}: its PCI ID cannot be read")));
+        };
+        if (vendor, device) == PVRDMA_ID {
+            let bar = hal
+                .device()
+                .bar_address(rnic_pvrdma_regs::bar::UAR)
+                .map_err(|e| platform(format!("vfio {addr}: {e}")))?;
+            let ctx = rnic_pvrdma::provider::Context::open(hal, bar >> 12)
+                .map_err(driver(format!("PVRDMA {addr}")))?;
+            return Ok((AnyContext::Pvrdma(ctx), None));
+        }
+        let ctx = rnic_driver::Context::open(Platform::Vfio(Box::new(hal)))
+            .map_err(driver(format!("rnic {addr} ({vendor:04x}:{device:04x})")))?;
+        return Ok((AnyContext::Rnic(ctx), None));
     }
     let cfg = EmuConfig {
         mac: spec.mac,
@@ -80,20 +108,22 @@ fn nic(spec: &DeviceSpec) -> Result<(Platform, Option<Arc<EmuDevice>>), String> 
     let b = EmuDevice::builder(cfg).mode(ExecMode::Thread);
     let b = match &spec.wire {
         WireSpec::Loopback => b,
-        WireSpec::Udp { local, remote } => {
-            b.wire(UdpWire::bind(*local, *remote).map_err(|e| format!("udp {local}: {e}"))?)
-        }
+        WireSpec::Udp { local, remote } => b.wire(
+            UdpWire::bind(*local, *remote).map_err(|e| platform(format!("udp {local}: {e}")))?,
+        ),
         WireSpec::Shm { path, create } => {
             let w = if *create {
                 ShmWire::create(path)
             } else {
                 ShmWire::open(path)
             };
-            b.wire(w.map_err(|e| format!("shm {}: {e}", path.display()))?)
+            b.wire(w.map_err(|e| platform(format!("shm {}: {e}", path.display())))?)
         }
     };
-    let nic = b.build().map_err(|e| e.to_string())?;
-    Ok((Platform::Emu(nic.hal()), Some(nic)))
+    let nic = b.build().map_err(|e| platform(e.to_string()))?;
+    let ctx = rnic_driver::Context::open(Platform::Emu(nic.hal()))
+        .map_err(driver("the emulated NIC".into()))?;
+    Ok((AnyContext::Rnic(ctx), Some(nic)))
 }
 
 /// `ibv_open_device`: brings up the device's NIC and opens a context on
@@ -109,18 +139,11 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     let Some(d) = ours(device) else {
         return errno::fail(libc::EINVAL);
     };
-    let (platform, nic) = match nic(&d.spec) {
+    let (ctx, nic) = match provider_context(&d.spec) {
         Ok(n) => n,
-        Err(e) => {
+        Err((e, errno)) => {
             eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
-            return errno::fail(libc::ENODEV);
-        }
-    };
-    let ctx = match DriverContext::open(platform) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
-            return errno::fail(e.errno());
+            return errno::fail(errno);
         }
     };
     // The data-path calls the header's inline functions make through the

@@ -2,11 +2,12 @@
 //! and the context's `poll_cq` and `req_notify_cq`, which the header's
 //! inline `ibv_poll_cq` and `ibv_req_notify_cq` call.
 
+use rnic_verbs::provider::{CompletionQueue, Provider};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
-use crate::platform::Platform;
-use rnic_driver::{Cq as DriverCq, WorkCompletion};
+use crate::any::AnyCq;
+use rnic_verbs::WorkCompletion;
 
 use crate::abi::{IbvContext, IbvCq, IbvCqEx, IbvCqInitAttrEx, IbvWc};
 use crate::context::open_context;
@@ -19,7 +20,7 @@ use crate::live::Live;
 #[repr(C)]
 struct Cq {
     ibv: IbvCqEx,
-    cq: Option<DriverCq<Platform>>,
+    cq: Option<AnyCq>,
     /// Written by `start_poll` and `next_poll` only: one thread polls a
     /// CQ through this interface at a time, as libibverbs requires.
     current: UnsafeCell<IbvWc>,
@@ -41,7 +42,7 @@ pub(crate) fn ack_async(cq: *mut IbvCq) {
 
 /// The driver's CQ behind the live CQ `cq` (`None` inside: being
 /// destroyed).
-pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static DriverCq<Platform>>> {
+pub(crate) fn live_cq(cq: *mut IbvCq) -> Option<Option<&'static AnyCq>> {
     // SAFETY: a live CQ came from Box::into_raw in ibv_create_cq and is
     // freed only after it leaves the list.
     CQS.contains(cq)
@@ -96,7 +97,7 @@ fn new_cq(
             }
         }
     };
-    match c.ctx.create_cq_with(cqe, ch, vector) {
+    match c.ctx.create_cq(cqe, ch, vector) {
         Ok(cq) => {
             let base = IbvCq {
                 context,
@@ -134,7 +135,7 @@ fn new_cq(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int {
     // SAFETY: every live CQ is a Box<Cq> (ibv_create_cq).
-    unsafe { CQS.destroy(cq.cast::<Cq>(), |o| &mut o.cq, DriverCq::destroy) }
+    unsafe { CQS.destroy(cq.cast::<Cq>(), |o| &mut o.cq, AnyCq::destroy) }
 }
 
 /// `ibv_resize_cq`: makes the CQ hold at least `cqe` completions (the
@@ -345,7 +346,7 @@ pub(crate) unsafe fn current(cq: *mut IbvCqEx) -> *mut IbvWc {
 /// # Safety
 ///
 /// `cq` is a live CQ of this library.
-pub(crate) unsafe fn driver_cq(cq: *mut IbvCqEx) -> Option<&'static DriverCq<Platform>> {
+pub(crate) unsafe fn driver_cq(cq: *mut IbvCqEx) -> Option<&'static AnyCq> {
     // SAFETY: the caller's promise.
     unsafe { (*cq.cast::<Cq>()).cq.as_ref() }
 }

@@ -4,9 +4,10 @@
 //! `ibv_wc_read_*` call. Every CQ has it; `ibv_create_cq_ex` is how a
 //! program gets a pointer to it.
 
+use rnic_verbs::provider::CompletionQueue;
 use std::ffi::{c_int, c_void};
 
-use rnic_driver::WorkCompletion;
+use rnic_verbs::WorkCompletion;
 
 use crate::abi::{IbvCq, IbvCqEx, IbvWc};
 use crate::cq::{convert, current, driver_cq};

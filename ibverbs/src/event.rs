@@ -1,9 +1,10 @@
 //! Asynchronous events: `ibv_get_async_event`, `ibv_ack_async_event`,
 //! and the context's `async_fd`.
 
+use rnic_verbs::provider::Provider;
 use std::ffi::{c_int, c_void};
 
-use rnic_driver::EventType;
+use rnic_verbs::EventElement as Element;
 
 use crate::abi::{IbvAsyncEvent, IbvContext};
 use crate::context::open_context;
@@ -13,52 +14,20 @@ use crate::errno;
 /// again.
 const WAIT_NS: u64 = 100_000_000;
 
-/// `enum ibv_event_type` values.
+/// `enum ibv_event_type` values of the events acknowledged on an object.
 mod ty {
-    pub const CQ_ERR: i32 = 0;
-    pub const QP_FATAL: i32 = 1;
-    pub const QP_REQ_ERR: i32 = 2;
-    pub const QP_ACCESS_ERR: i32 = 3;
-    pub const COMM_EST: i32 = 4;
-    pub const SQ_DRAINED: i32 = 5;
-    pub const DEVICE_FATAL: i32 = 8;
-    pub const PORT_ACTIVE: i32 = 9;
-    pub const PORT_ERR: i32 = 10;
-    pub const SRQ_ERR: i32 = 14;
-    pub const SRQ_LIMIT_REACHED: i32 = 15;
-    pub const QP_LAST_WQE_REACHED: i32 = 16;
-    pub const GID_CHANGE: i32 = 18;
-}
-
-/// What an event names.
-enum Element {
-    Cq,
-    Qp,
-    Srq,
-    Port,
-    Device,
-}
-
-/// The `enum ibv_event_type` of a device event and what it names; None
-/// for completion and command events, which are not asynchronous events.
-fn ibv_type(t: EventType) -> Option<(c_int, Element)> {
-    use Element::*;
-    Some(match t {
-        EventType::CqError => (ty::CQ_ERR, Cq),
-        EventType::QpFatal => (ty::QP_FATAL, Qp),
-        EventType::QpReqErr => (ty::QP_REQ_ERR, Qp),
-        EventType::QpAccessErr => (ty::QP_ACCESS_ERR, Qp),
-        EventType::CommEst => (ty::COMM_EST, Qp),
-        EventType::SqDrained => (ty::SQ_DRAINED, Qp),
-        EventType::QpLastWqeReached => (ty::QP_LAST_WQE_REACHED, Qp),
-        EventType::PortActive => (ty::PORT_ACTIVE, Port),
-        EventType::PortErr => (ty::PORT_ERR, Port),
-        EventType::GidChange => (ty::GID_CHANGE, Port),
-        EventType::DeviceFatal => (ty::DEVICE_FATAL, Device),
-        EventType::SrqLimitReached => (ty::SRQ_LIMIT_REACHED, Srq),
-        EventType::SrqErr => (ty::SRQ_ERR, Srq),
-        EventType::Completion | EventType::CmdDone => return None,
-    })
+    use rnic_verbs::EventType;
+    pub const CQ_ERR: i32 = EventType::CqErr as i32;
+    pub const QP_FATAL: i32 = EventType::QpFatal as i32;
+    pub const QP_REQ_ERR: i32 = EventType::QpReqErr as i32;
+    pub const QP_ACCESS_ERR: i32 = EventType::QpAccessErr as i32;
+    pub const COMM_EST: i32 = EventType::CommEst as i32;
+    pub const SQ_DRAINED: i32 = EventType::SqDrained as i32;
+    pub const PATH_MIG: i32 = EventType::PathMig as i32;
+    pub const PATH_MIG_ERR: i32 = EventType::PathMigErr as i32;
+    pub const SRQ_ERR: i32 = EventType::SrqErr as i32;
+    pub const SRQ_LIMIT_REACHED: i32 = EventType::SrqLimitReached as i32;
+    pub const QP_LAST_WQE_REACHED: i32 = EventType::QpLastWqeReached as i32;
 }
 
 /// `ibv_get_async_event`: waits for the context's next asynchronous
@@ -87,18 +56,17 @@ pub unsafe extern "C" fn ibv_get_async_event(
         return fail(libc::EINVAL);
     }
     loop {
-        let ev = match c.ctx.poll_event() {
-            Some(ev) => ev,
-            None => match c.ctx.wait_event(WAIT_NS) {
-                Ok(Some(ev)) => ev,
-                Ok(None) => continue,
-                Err(e) => return fail(e.errno()),
-            },
+        let polled = match c.ctx.poll_event() {
+            Ok(None) => c.ctx.wait_event(WAIT_NS),
+            got => got,
         };
-        let Some((event_type, element)) = ibv_type(ev.event_type) else {
-            continue;
+        let ev = match polled {
+            Ok(Some(ev)) => ev,
+            Ok(None) => continue,
+            Err(e) => return fail(e.errno()),
         };
-        let element: *mut c_void = match element {
+        let event_type = c_int::from(ev.event_type.raw());
+        let element: *mut c_void = match ev.event_type.element() {
             Element::Cq => match crate::cq::cq_by_num(context, ev.obj) {
                 Some(p) => p.cast(),
                 None => continue,
@@ -151,6 +119,8 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut IbvAsyncEvent) {
         | ty::QP_ACCESS_ERR
         | ty::COMM_EST
         | ty::SQ_DRAINED
+        | ty::PATH_MIG
+        | ty::PATH_MIG_ERR
         | ty::QP_LAST_WQE_REACHED => crate::qp::ack_async(p.cast()),
         ty::SRQ_ERR | ty::SRQ_LIMIT_REACHED => crate::srq::ack_async(p.cast()),
         _ => {}

@@ -12,6 +12,7 @@
 
 pub mod abi;
 mod ah;
+mod any;
 mod channel;
 pub mod config;
 mod context;

@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 use std::sync::{Mutex, MutexGuard};
 
-use rnic_driver::DestroyError;
+use rnic_verbs::DestroyError;
 
 /// The addresses of the live objects of one type.
 pub(crate) struct Live(Mutex<Vec<usize>>);

@@ -2,10 +2,11 @@
 //! (the header's inline `ibv_alloc_mw`, `ibv_bind_mw`, `ibv_dealloc_mw`),
 //! and the type 2 binds of `post_send` (`IBV_WR_BIND_MW`).
 
+use rnic_verbs::provider::{MemoryWindow, ProtectionDomain};
 use std::ffi::c_int;
 
-use crate::platform::Platform;
-use rnic_driver::{Mw as DriverMw, MwType, SendOp};
+use crate::any::AnyMw;
+use rnic_verbs::{MwType, SendOp};
 
 use crate::abi::{IbvMw, IbvMwBind, IbvPd, IbvQp, WrBindMw};
 use crate::errno;
@@ -17,13 +18,13 @@ use crate::qp::live_driver_qp;
 #[repr(C)]
 struct Mw {
     ibv: IbvMw,
-    mw: Option<DriverMw<Platform>>,
+    mw: Option<AnyMw>,
 }
 
 static MWS: Live = Live::new();
 
 /// The driver's window behind the live window `mw`.
-fn live_mw(mw: *mut IbvMw) -> Option<&'static DriverMw<Platform>> {
+fn live_mw(mw: *mut IbvMw) -> Option<&'static AnyMw> {
     // SAFETY: a live window came from Box::into_raw in alloc_mw and is
     // freed only after it leaves the list.
     MWS.contains(mw)
@@ -75,7 +76,7 @@ pub(crate) unsafe extern "C" fn alloc_mw(pd: *mut IbvPd, mw_type: c_int) -> *mut
 /// None beyond what the C signature implies: the pointer is checked.
 pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut IbvMw) -> c_int {
     // SAFETY: every live window is a Box<Mw> (alloc_mw).
-    unsafe { MWS.destroy(mw.cast::<Mw>(), |o| &mut o.mw, DriverMw::destroy) }
+    unsafe { MWS.destroy(mw.cast::<Mw>(), |o| &mut o.mw, AnyMw::destroy) }
 }
 
 /// The context's `bind_mw` (`ibv_bind_mw`, after the header's own checks):
@@ -135,10 +136,12 @@ pub(crate) fn bind_op(b: &WrBindMw) -> Result<SendOp, c_int> {
         return Err(libc::EINVAL);
     }
     let info = &b.bind_info;
-    let bind = mw.bind_wr_keyed(
-        mr,
-        (info.addr, info.length, info.mw_access_flags),
-        b.rkey as u8,
-    );
+    let bind = mw
+        .bind_wr_keyed(
+            mr,
+            (info.addr, info.length, info.mw_access_flags),
+            b.rkey as u8,
+        )
+        .map_err(|e| e.errno())?;
     Ok(SendOp::BindMw { bind })
 }

@@ -1,11 +1,11 @@
 //! Protection domains and memory regions: `ibv_alloc_pd`,
 //! `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_dereg_mr`.
 
+use rnic_verbs::provider::{MemoryRegion, ProtectionDomain, Provider};
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
-use crate::platform::Platform;
-use rnic_driver::{Mr as DriverMr, Pd as DriverPd};
+use crate::any::{AnyMr, AnyPd};
 
 use crate::abi::{IbvContext, IbvMr, IbvPd};
 use crate::context::open_context;
@@ -17,14 +17,14 @@ use crate::live::Live;
 #[repr(C)]
 pub(crate) struct Pd {
     pub ibv: IbvPd,
-    pub pd: Option<DriverPd<Platform>>,
+    pub pd: Option<AnyPd>,
 }
 
 /// An MR: the `struct ibv_mr` programs see, first.
 #[repr(C)]
 struct Mr {
     ibv: IbvMr,
-    mr: Option<DriverMr<Platform>>,
+    mr: Option<AnyMr>,
 }
 
 /// `IBV_ACCESS_OPTIONAL_RANGE`, bits 20 to 29: access flags a device may
@@ -35,7 +35,7 @@ static PDS: Live = Live::new();
 static MRS: Live = Live::new();
 
 /// The driver's MR behind the live MR `mr`.
-pub(crate) fn live_mr(mr: *mut IbvMr) -> Option<&'static DriverMr<Platform>> {
+pub(crate) fn live_mr(mr: *mut IbvMr) -> Option<&'static AnyMr> {
     // SAFETY: a live MR came from Box::into_raw in ibv_reg_mr and is freed
     // only after it leaves the list.
     MRS.contains(mr)
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut IbvContext) -> *mut IbvPd {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut IbvPd) -> c_int {
     // SAFETY: every live PD is a Box<Pd> (ibv_alloc_pd).
-    unsafe { PDS.destroy(pd.cast::<Pd>(), |o| &mut o.pd, DriverPd::destroy) }
+    unsafe { PDS.destroy(pd.cast::<Pd>(), |o| &mut o.pd, AnyPd::destroy) }
 }
 
 /// `ibv_reg_mr`: registers `length` bytes at `addr` with `access`
@@ -167,7 +167,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 #[no_mangle]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut IbvMr) -> c_int {
     // SAFETY: every live MR is a Box<Mr> (ibv_reg_mr).
-    unsafe { MRS.destroy(mr.cast::<Mr>(), |o| &mut o.mr, DriverMr::destroy) }
+    unsafe { MRS.destroy(mr.cast::<Mr>(), |o| &mut o.mr, AnyMr::destroy) }
 }
 
 /// `ibv_reg_mr_iova` (`IBVERBS_1.7`): [`ibv_reg_mr_iova2`] with `int`

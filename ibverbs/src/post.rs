@@ -7,12 +7,11 @@
 //! (rnic-driver's `Sge` is laid out as `struct ibv_sge`); so is the
 //! inline data of a request with one gather entry, which is most of them.
 
+use rnic_verbs::provider::QueuePair;
 use std::ffi::c_int;
 
-use crate::platform::Platform;
-use rnic_driver::{
-    send_flags, Payload, PostError, Qp as DriverQp, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge,
-};
+use crate::any::AnyQp;
+use rnic_verbs::{send_flags, Payload, PostError, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
 use static_assertions::const_assert_eq;
 
 use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSge};
@@ -108,7 +107,7 @@ unsafe fn bytes<'a>(s: &Sge) -> &'a [u8] {
 /// # Safety
 ///
 /// `w` is a send request as libibverbs defines it.
-unsafe fn op_of(qp: &DriverQp<Platform>, w: &IbvSendWr) -> Result<SendOp, c_int> {
+unsafe fn op_of(qp: &AnyQp, w: &IbvSendWr) -> Result<SendOp, c_int> {
     // SAFETY: the union's member follows the opcode, as libibverbs reads
     // it; all members are plain data.
     let (rdma, atomic, ud) = unsafe { (w.wr.rdma, w.wr.atomic, w.wr.ud) };
@@ -299,7 +298,7 @@ pub(crate) unsafe extern "C" fn post_send(
 ///
 /// As for [`post_send`], for `w`, whose buffers stay valid for `'a`.
 unsafe fn send_wr<'a>(
-    qp: &DriverQp<Platform>,
+    qp: &AnyQp,
     w: &IbvSendWr,
     gathered: &'a mut [u8],
 ) -> Result<SendWr<'a>, c_int> {

@@ -1,11 +1,12 @@
 //! Queue pairs: `ibv_create_qp`, `ibv_modify_qp`, `ibv_query_qp`,
 //! `ibv_destroy_qp` (posting is in `post`).
 
+use rnic_verbs::provider::{ProtectionDomain, QpInit, QueuePair};
 use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 
-use crate::platform::Platform;
-use rnic_driver::{access, qp_attr, Mtu, Qp as DriverQp, QpAttr, QpCap, QpInit, QpState, QpType};
+use crate::any::AnyQp;
+use rnic_verbs::{access, qp_attr, Mtu, QpAttr, QpCap, QpState, QpType};
 
 use crate::abi::{
     IbvAhAttr, IbvContext, IbvGid, IbvGlobalRoute, IbvPd, IbvQp, IbvQpAttr, IbvQpCap, IbvQpEx,
@@ -21,7 +22,7 @@ use crate::pd::live_pd;
 #[repr(C)]
 pub(crate) struct Qp {
     ibv: IbvQpEx,
-    qp: Option<DriverQp<Platform>>,
+    qp: Option<AnyQp>,
     /// `init_attr.sq_sig_all`, for `ibv_query_qp`.
     sq_sig_all: c_int,
     /// Made by `ibv_create_qp_ex` with send operations: its work-request
@@ -33,7 +34,7 @@ pub(crate) struct Qp {
 }
 
 /// The live QP `qp` points to, with its driver QP.
-fn live_qp(qp: *mut IbvQp) -> Option<(&'static mut Qp, &'static DriverQp<Platform>)> {
+fn live_qp(qp: *mut IbvQp) -> Option<(&'static mut Qp, &'static AnyQp)> {
     if !QPS.contains(qp) {
         return None;
     }
@@ -64,13 +65,13 @@ static QPS: Live = Live::new();
 /// # Safety
 ///
 /// `qp` is a QP of this library, not destroyed while the result is used.
-pub(crate) unsafe fn driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<Platform>> {
+pub(crate) unsafe fn driver_qp(qp: *mut IbvQp) -> Option<&'static AnyQp> {
     // SAFETY: the caller's promise.
     unsafe { (*qp.cast::<Qp>()).qp.as_ref() }
 }
 
 /// The driver's QP behind the live QP `qp`.
-pub(crate) fn live_driver_qp(qp: *mut IbvQp) -> Option<&'static DriverQp<Platform>> {
+pub(crate) fn live_driver_qp(qp: *mut IbvQp) -> Option<&'static AnyQp> {
     live_qp(qp).map(|(_, d)| d)
 }
 
@@ -197,7 +198,7 @@ fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut IbvQp) -> c_int {
     // SAFETY: every live QP is a Box<Qp> (ibv_create_qp).
-    unsafe { QPS.destroy(qp.cast::<Qp>(), |o| &mut o.qp, DriverQp::destroy) }
+    unsafe { QPS.destroy(qp.cast::<Qp>(), |o| &mut o.qp, AnyQp::destroy) }
 }
 
 /// `ibv_modify_qp`: the fields of `attr` that `attr_mask` names

@@ -10,10 +10,11 @@
 //! returns) and, on UD, its destination. A request the device cannot take
 //! makes `wr_complete` fail with its `errno` value and post nothing.
 
+use rnic_verbs::provider::QueuePair;
 use std::ffi::{c_int, c_void};
 use std::ops::Range;
 
-use rnic_driver::{send_flags, Payload, RemoteAddr, SendOp, SendWr, Sge};
+use rnic_verbs::{send_flags, Payload, RemoteAddr, SendOp, SendWr, Sge};
 
 use crate::abi::{IbvAh, IbvDataBuf, IbvMw, IbvMwBindInfo, IbvQp, IbvQpEx, IbvSge, WrBindMw};
 use crate::post::{inline_bytes, BATCH, MAX_INLINE, SEND_INLINE};

@@ -1,10 +1,11 @@
 //! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq`,
 //! `ibv_query_srq`, `ibv_destroy_srq`, and the context's `post_srq_recv`.
 
+use rnic_verbs::provider::{ProtectionDomain, SharedReceiveQueue};
 use std::ffi::c_int;
 
-use crate::platform::Platform;
-use rnic_driver::{Srq as DriverSrq, SrqAttr};
+use crate::any::AnySrq;
+use rnic_verbs::SrqAttr;
 
 use crate::abi::{
     IbvContext, IbvPd, IbvRecvWr, IbvSrq, IbvSrqAttr, IbvSrqInitAttr, IbvSrqInitAttrEx,
@@ -18,7 +19,7 @@ use crate::post::post_recv_list;
 #[repr(C)]
 struct Srq {
     ibv: IbvSrq,
-    srq: Option<DriverSrq<Platform>>,
+    srq: Option<AnySrq>,
 }
 
 static SRQS: Live = Live::new();
@@ -37,7 +38,7 @@ pub(crate) fn ack_async(srq: *mut IbvSrq) {
 
 /// The driver's SRQ behind the live SRQ `srq` (`None` inside: being
 /// destroyed).
-pub(crate) fn live_srq(srq: *mut IbvSrq) -> Option<Option<&'static DriverSrq<Platform>>> {
+pub(crate) fn live_srq(srq: *mut IbvSrq) -> Option<Option<&'static AnySrq>> {
     // SAFETY: a live SRQ came from Box::into_raw in ibv_create_srq and is
     // freed only after it leaves the list.
     SRQS.contains(srq)
@@ -164,7 +165,7 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut IbvSrq, srq_attr: *mut IbvSrqAt
 #[no_mangle]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut IbvSrq) -> c_int {
     // SAFETY: every live SRQ is a Box<Srq> (ibv_create_srq).
-    unsafe { SRQS.destroy(srq.cast::<Srq>(), |o| &mut o.srq, DriverSrq::destroy) }
+    unsafe { SRQS.destroy(srq.cast::<Srq>(), |o| &mut o.srq, AnySrq::destroy) }
 }
 
 /// The context's `post_srq_recv` (the header's inline

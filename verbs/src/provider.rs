@@ -250,8 +250,9 @@ pub trait MemoryWindow<P: Provider>: Sized {
     /// Its type.
     fn mw_type(&self) -> MwType;
     /// The bind work request giving it `length` bytes of `mr` at `addr`
-    /// with `access`, under a new rkey whose key byte is `key`.
-    fn bind_wr_keyed(&self, mr: &P::Mr, region: (u64, u64, u32), key: u8) -> MwBind;
+    /// with `access`, under a new rkey whose key byte is `key`; an MR
+    /// the window cannot name is `EINVAL`.
+    fn bind_wr_keyed(&self, mr: &P::Mr, region: (u64, u64, u32), key: u8) -> Result<MwBind>;
     /// Deallocates it (`ibv_dealloc_mw`).
     fn destroy(self) -> core::result::Result<(), DestroyError<Self>>;
 }
@@ -301,7 +302,7 @@ impl<P: Provider> MemoryWindow<P> for Unsupported {
     fn mw_type(&self) -> MwType {
         match *self {}
     }
-    fn bind_wr_keyed(&self, _: &P::Mr, _: (u64, u64, u32), _: u8) -> MwBind {
+    fn bind_wr_keyed(&self, _: &P::Mr, _: (u64, u64, u32), _: u8) -> Result<MwBind> {
         match *self {}
     }
     fn destroy(self) -> core::result::Result<(), DestroyError<Self>> {
