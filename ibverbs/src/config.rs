@@ -11,7 +11,9 @@
 //! - `wire`: `loopback` (default), `udp:LOCAL=REMOTE` (two socket
 //!   addresses: a NIC in another process, or a VM's), `shm-create:PATH` or
 //!   `shm-open:PATH` (the shared-memory wire between two processes of one
-//!   host: one creates the file, the other opens it);
+//!   host: one creates the file, the other opens it), or `udp-fd:FD=REMOTE`
+//!   (a UDP socket inherited as descriptor FD, bound by the parent, which
+//!   keeps the port across the programs it runs one after another);
 //! - `vfio`: the PCI address (`0000:00:03.0`) of a real rnic bound to
 //!   vfio-pci, which the device then is instead of an emulated NIC. It has
 //!   its own MAC, GIDs and wire, so `mac`, `ipv4` and `wire` do not go
@@ -49,6 +51,15 @@ pub enum WireSpec {
     Udp {
         /// The socket's own address.
         local: SocketAddr,
+        /// Where it sends.
+        remote: SocketAddr,
+    },
+    /// A UDP socket the process was given, bound by its parent, sending
+    /// to `remote`: a parent that runs one program after another on the
+    /// same wire holds the port all along.
+    UdpFd {
+        /// The socket's descriptor.
+        fd: i32,
         /// Where it sends.
         remote: SocketAddr,
     },
@@ -201,6 +212,19 @@ fn wire(v: &str) -> Result<WireSpec, String> {
             remote: sock(r)?,
         });
     }
+    if let Some(spec) = v.strip_prefix("udp-fd:") {
+        let (fd, r) = spec
+            .split_once('=')
+            .ok_or("udp-fd:FD=REMOTE, a descriptor and a socket address")?;
+        return Ok(WireSpec::UdpFd {
+            fd: fd
+                .parse::<i32>()
+                .ok()
+                .filter(|&fd| fd >= 0)
+                .ok_or_else(|| format!("`{fd}` is not a file descriptor"))?,
+            remote: r.parse::<SocketAddr>().map_err(|e| format!("`{r}`: {e}"))?,
+        });
+    }
     for (prefix, create) in [("shm-create:", true), ("shm-open:", false)] {
         if let Some(path) = v.strip_prefix(prefix) {
             if path.is_empty() {
@@ -212,7 +236,7 @@ fn wire(v: &str) -> Result<WireSpec, String> {
             });
         }
     }
-    Err("loopback, udp:LOCAL=REMOTE, shm-create:PATH or shm-open:PATH".into())
+    Err("loopback, udp:LOCAL=REMOTE, udp-fd:FD=REMOTE, shm-create:PATH or shm-open:PATH".into())
 }
 
 #[cfg(test)]
@@ -226,11 +250,19 @@ mod tests {
                 "",
                 "wire=udp:127.0.0.1:47001=127.0.0.1:47002, mac=02:aa:bb:cc:dd:ee",
                 "name=second,ipv4=10.0.0.7,wire=shm-open:/tmp/w",
+                "wire=udp-fd:3=127.0.0.1:47009",
             ]
             .into_iter(),
         )
         .unwrap();
-        assert_eq!(d.len(), 2);
+        assert_eq!(d.len(), 3);
+        assert_eq!(
+            d[2].wire,
+            WireSpec::UdpFd {
+                fd: 3,
+                remote: "127.0.0.1:47009".parse().unwrap()
+            }
+        );
         assert_eq!(d[0].name, "rnic0");
         assert_eq!(d[0].mac, [0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee]);
         assert_eq!(
@@ -263,6 +295,8 @@ mod tests {
             ("mac=02:00:00", "six hex bytes"),
             ("wire=tcp:1", "loopback, udp"),
             ("wire=udp:127.0.0.1:1", "LOCAL=REMOTE"),
+            ("wire=udp-fd:-1=127.0.0.1:1", "not a file descriptor"),
+            ("wire=udp-fd:3", "FD=REMOTE"),
             ("name=a b", "letters"),
             ("colour=red", "unknown key"),
             ("ipv4=300.1.1.1", "ipv4"),

@@ -66,6 +66,35 @@ unsafe fn container(ctx: *mut IbvContext) -> *mut Context {
     }
 }
 
+/// A copy of inherited descriptor `fd`, which must be a datagram socket:
+/// the descriptor stays the process's, for the next device opened on it.
+fn inherited_udp(fd: i32) -> std::io::Result<std::net::UdpSocket> {
+    use std::os::fd::BorrowedFd;
+    let mut ty: c_int = 0;
+    let mut len = size_of::<c_int>() as libc::socklen_t;
+    // SAFETY: SO_TYPE writes one int into `ty`, whose size `len` gives; a
+    // descriptor that is not an open socket fails (EBADF, ENOTSOCK).
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_TYPE,
+            (&raw mut ty).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if ty != libc::SOCK_DGRAM {
+        return Err(std::io::Error::other("not a datagram (UDP) socket"));
+    }
+    // SAFETY: an open socket (checked above), only borrowed to be
+    // duplicated; the process keeps it.
+    let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
+    Ok(std::net::UdpSocket::from(borrowed.try_clone_to_owned()?))
+}
+
 /// A device opened: its provider's context and, for an emulated NIC, the
 /// NIC.
 type Opened = (AnyContext, Option<Arc<EmuDevice>>);
@@ -111,6 +140,13 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
         WireSpec::Udp { local, remote } => b.wire(
             UdpWire::bind(*local, *remote).map_err(|e| platform(format!("udp {local}: {e}")))?,
         ),
+        WireSpec::UdpFd { fd, remote } => {
+            let socket = inherited_udp(*fd).map_err(|e| platform(format!("udp-fd {fd}: {e}")))?;
+            b.wire(
+                UdpWire::from_socket(socket, *remote)
+                    .map_err(|e| platform(format!("udp-fd {fd}: {e}")))?,
+            )
+        }
         WireSpec::Shm { path, create } => {
             let w = if *create {
                 ShmWire::create(path)

@@ -24,7 +24,7 @@ use rnic_pvrdma_regs::cmd::{
     QueryQpResp,
 };
 use rnic_pvrdma_regs::dsr::GID_TYPE_ROCE_V1;
-use rnic_pvrdma_regs::{le16, le32};
+use rnic_pvrdma_regs::{le16, le32, PCI_DEVICE_ID, PCI_VENDOR_ID};
 use rnic_queues::{Hal, HalError};
 use rnic_verbs::provider::{
     unsupported, AddressHandle, CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain,
@@ -130,8 +130,10 @@ impl<H: Hal> Context<H> {
             sys_image_guid: caps.sys_image_guid.to_ne().to_le_bytes(),
             max_mr_size: caps.max_mr_size.to_ne(),
             page_size_cap: caps.page_size_cap.to_ne(),
-            vendor_id: caps.vendor_id.to_ne(),
-            vendor_part_id: caps.vendor_part_id.to_ne(),
+            // As Linux's driver reports them: the function's PCI IDs (QEMU
+            // leaves the capabilities' zero).
+            vendor_id: PCI_VENDOR_ID.into(),
+            vendor_part_id: PCI_DEVICE_ID.into(),
             hw_ver: caps.hw_ver.to_ne(),
             max_qp: caps.max_qp.to_ne(),
             max_qp_wr: caps.max_qp_wr.to_ne().min(crate::MAX_WR),
@@ -825,6 +827,19 @@ impl<H: Hal> QueuePair for Qp<H> {
 
     fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
         let sh = &self.sh;
+        // A device with no READ or atomic resources (QEMU's reports none)
+        // takes the counts as 0: no READ or atomic can be posted to the QP
+        // (`post_send` refuses them), so none can be outstanding, and
+        // programs that ask for one (ibv_rc_pingpong asks for 1) run, as
+        // over Linux's driver, which passes the counts through.
+        let mut attr = *attr;
+        if sh.attr.max_qp_rd_atom == 0 {
+            attr.max_dest_rd_atomic = 0;
+        }
+        if sh.attr.max_qp_init_rd_atom == 0 {
+            attr.max_rd_atomic = 0;
+        }
+        let attr = &attr;
         let mut state = self.state.lock();
         let m = check_modify(
             attr,

@@ -8,20 +8,25 @@
 # device: here an rnic NIC, opened by QEMU through rnic's drop-in
 # libibverbs. Its MAD chardev is served by tests/pvrdma/mad_mux.py. The
 # guest binds the function to vfio-pci and runs pvrdma/examples/
-# pvrdma_check.rs (tests/pvrdma/guest.sh); the test passes when the guest
-# prints "RNIC-VM-RESULT: PASS" and fails on anything else or on timeout.
+# pvrdma_check.rs, then unmodified ibv_devinfo, ibv_rc_pingpong (polling
+# and on CQ events, several sizes) and ibv_ud_pingpong over rnic's drop-in
+# libibverbs, against servers on the host (tests/pvrdma/peer.py) whose
+# rnic NIC is on a UDP wire to QEMU's backend NIC (tests/pvrdma/guest.sh).
+# The test passes when every check of both sides passed and the guest
+# prints "RNIC-VM-RESULT: PASS"; it fails on anything else or on timeout.
 #
 # QEMU 9.1 removed pvrdma: with such a QEMU the test fails and says so.
 #
 # Usage: tests/pvrdma/run.sh
 # Environment:
-#   RNIC_VM_TIMEOUT  seconds before the VM is killed (default 240)
+#   RNIC_VM_TIMEOUT  seconds before the VM is killed (default 600)
 #   RNIC_VM_KERNEL   kernel version to boot (default: the newest in /boot
 #                    that has the vfio-pci module)
 #   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
 #   RNIC_VM_WORK     work directory (default target/vm-pvrdma)
 # Needs what tests/vm/run.sh needs (scripts/setup.sh installs it), and
-# python3 for the MAD stand-in, ibverbs-utils (ibv_rc_pingpong) and ss.
+# python3 for the MAD stand-in and the host peer, ibverbs-utils
+# (ibv_devinfo, ibv_rc_pingpong, ibv_ud_pingpong) and ss.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
@@ -29,7 +34,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/pvrdma
 vm=$repo/tests/vm
 work=${RNIC_VM_WORK:-$repo/target/vm-pvrdma}
-timeout_s=${RNIC_VM_TIMEOUT:-240}
+timeout_s=${RNIC_VM_TIMEOUT:-600}
 mkdir -p "$work"
 die() { echo "pvrdma-test: $*" >&2; echo "pvrdma-test: FAIL"; exit 1; }
 
@@ -46,39 +51,45 @@ kimage=${RNIC_VM_KERNEL_IMAGE:-/boot/vmlinuz-$kver}
 [ -r "$kimage" ] || die "$kimage is not readable by $(id -un)"
 echo "pvrdma-test: kernel $kver, $(qemu-system-x86_64 --version | head -1)"
 
-echo "pvrdma-test: building pvrdma_check and pvrdma_pingpong (static, release)"
+echo "pvrdma-test: building pvrdma_check (static, release)"
 guest_target=$repo/target/vm/cargo
 (cd "$repo" && CARGO_TARGET_DIR=$guest_target RUSTFLAGS="-C target-feature=+crt-static" \
     cargo build --quiet --release --target x86_64-unknown-linux-gnu \
-    -p rnic-pvrdma --example pvrdma_check --example pvrdma_pingpong)
+    -p rnic-pvrdma --example pvrdma_check)
 guest_bins=$guest_target/x86_64-unknown-linux-gnu/release/examples
-for b in pvrdma_check pvrdma_pingpong; do
-    [ -x "$guest_bins/$b" ] || die "no $guest_bins/$b after the build"
+[ -x "$guest_bins/pvrdma_check" ] || die "no $guest_bins/pvrdma_check after the build"
+for b in ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong; do
+    [ -x "/usr/bin/$b" ] || die "/usr/bin/$b not found; run scripts/setup.sh (ibverbs-utils)"
 done
 
-echo "pvrdma-test: building the drop-in libibverbs (release), QEMU's backend"
+echo "pvrdma-test: building the drop-in libibverbs (release): the guest's, QEMU's backend's, the host peer's"
 ibverbs_lib=$(cd "$repo" && bash ibverbs/build.sh --release)
 
 initrd=$work/initramfs.cpio.gz
 bash "$vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:vfio mod:vfio_iommu_type1 mod:vfio_pci mod:virtio_pci mod:virtio_net \
     "bin:$guest_bins/pvrdma_check=/usr/bin/pvrdma_check" \
-    "bin:$guest_bins/pvrdma_pingpong=/usr/bin/pvrdma_pingpong"
+    "bin:$ibverbs_lib=/usr/lib/rnic/libibverbs.so.1" \
+    bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong bin:/usr/bin/ibv_ud_pingpong
 
-# Ports on 127.0.0.1: the wire between QEMU's backend NIC and the host
-# peer's NIC (both ends), and the peer's ping-pong server, which the guest
-# reaches as 10.0.2.2 through user networking. The first block of three
-# free ones from a start that depends on the PID.
+# Ports on 127.0.0.1: QEMU's backend NIC's end of the wire, and one TCP
+# port per round for the host's server, which the guest reaches as
+# 10.0.2.2 through user networking: the first free block from a start that
+# depends on the PID. The peer's end of the wire is bound by peer.py on a
+# port the kernel picks, and kept for every round.
+rounds_n=4
 in_use() { ss -Hltun "sport = :$1" | grep -q .; }
-base=$((30000 + ($$ % 1000) * 4))
+base=$((30000 + ($$ % 1000) * 8))
 for _ in $(seq 100); do
     busy=0
-    for p in $(seq "$base" $((base + 2))); do in_use "$p" && busy=1; done
+    for p in $(seq "$base" $((base + rounds_n))); do in_use "$p" && busy=1; done
     [ "$busy" = 0 ] && break
-    base=$((base + 4))
+    base=$((base + 8))
 done
-wire_peer=$base wire_qemu=$((base + 1)) pp=$((base + 2))
-iters=${RNIC_PVRDMA_ITERS:-50} size=${RNIC_PVRDMA_SIZE:-4096}
+wire_qemu=$base pp=$((base + 1))
+# PROGRAM:TCP_PORT:SIZE:ITERS[:e]: RC polling and on CQ events at several
+# sizes (beyond QEMU's MTU of 1024 too), and UD within one MTU.
+rounds="rc:$pp:4096:50 rc:$((pp + 1)):1:100:e rc:$((pp + 2)):16384:20:e ud:$((pp + 3)):512:50"
 
 mux_log=$work/mad-mux.log
 # A socket left by an earlier run would pass for the new one.
@@ -89,15 +100,18 @@ trap 'kill $mux 2>/dev/null || true' EXIT
 for _ in $(seq 50); do [ -S "$work/mad.sock" ] && break; sleep 0.1; done
 [ -S "$work/mad.sock" ] || die "the MAD stand-in did not start (see $mux_log)"
 
-# The host peer: an unmodified ibv_rc_pingpong over rnic's drop-in
-# libibverbs, its NIC on a UDP wire to QEMU's backend NIC.
+# The host peer: unmodified ibv_rc_pingpong and ibv_ud_pingpong servers
+# over rnic's drop-in libibverbs, one per round.
 peer_log=$work/peer.log
-RNIC_DEVICES="name=rnic0,mac=02:00:00:00:00:02,ipv4=192.0.2.2,wire=udp:127.0.0.1:$wire_peer=127.0.0.1:$wire_qemu" \
-LD_LIBRARY_PATH=$(dirname "$ibverbs_lib") \
-    timeout "$timeout_s" ibv_rc_pingpong -d rnic0 -g 1 -n "$iters" -s "$size" -p "$pp" \
-    >"$peer_log" 2>&1 &
+rm -f "$work/peer.port"
+# shellcheck disable=SC2086
+python3 -u "$here/peer.py" "$(dirname "$ibverbs_lib")" "127.0.0.1:$wire_qemu" "$work/peer.port" \
+    120 $rounds >"$peer_log" 2>&1 &
 peer=$!
 trap 'kill $mux $peer 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -s "$work/peer.port" ] && break; sleep 0.1; done
+[ -s "$work/peer.port" ] || die "the host peer did not start (see $peer_log)"
+wire_peer=$(cat "$work/peer.port")
 
 # QEMU's backend: one rnic NIC with the vmxnet3's MAC, on the wire to the
 # peer.
@@ -113,7 +127,7 @@ timeout -k 5 "$timeout_s" qemu-system-x86_64 \
     -machine q35,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 1024 \
     "${bios[@]}" -nographic -nodefaults -no-reboot -serial stdio \
     -kernel "$kimage" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16 rnic.pp=$pp rnic.iters=$iters rnic.size=$size" \
+    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16 rnic.rounds=$(echo $rounds | tr ' ' ',')" \
     -device intel-iommu,intremap=on \
     -object memory-backend-ram,id=ram0,size=1024M,share=on -numa node,memdev=ram0 \
     -netdev user,id=n0 \
@@ -125,15 +139,15 @@ timeout -k 5 "$timeout_s" qemu-system-x86_64 \
 rc=${PIPESTATUS[0]}
 set -e
 
-wait "$peer" 2>/dev/null
-peer_rc=$?
-echo "pvrdma-test: the host peer (ibv_rc_pingpong server, exit $peer_rc):"
-sed 's/^/  peer: /' "$peer_log"
-if [ "$peer_rc" = 0 ] && grep -q "^$iters iters in" "$peer_log"; then
-    echo "ok   host peer: ibv_rc_pingpong completed $iters iterations of $size B" | tee -a "$log"
-else
-    echo "FAIL host peer: ibv_rc_pingpong did not complete (exit $peer_rc)" | tee -a "$log"
-fi
+# The last server ends with the guest's last client; a peer still waiting
+# then had a round the guest never ran.
+for _ in $(seq 100); do kill -0 "$peer" 2>/dev/null || break; sleep 0.1; done
+kill "$peer" 2>/dev/null || true
+peer_rc=0
+wait "$peer" 2>/dev/null || peer_rc=$?
+echo "pvrdma-test: the host peer (exit $peer_rc):"
+tee -a "$log" <"$peer_log"
+[ "$peer_rc" = 0 ] || echo "FAIL host: the peer exited with $peer_rc" | tee -a "$log"
 
 passed=$(grep -c '^ok ' "$log" || true)
 failed=$(grep -c '^FAIL ' "$log" || true)

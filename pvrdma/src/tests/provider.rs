@@ -418,3 +418,40 @@ fn async_events_name_qps_by_number_and_unknown_ones_are_dropped() {
     );
     qp.destroy().unwrap();
 }
+
+#[test]
+fn without_read_resources_a_qp_takes_rd_atomic_counts_as_0() {
+    let fake = device();
+    fake.state().caps.max_qp_rd_atom = rnic_pvrdma_regs::le32::from_ne(0);
+    fake.state().caps.max_qp_init_rd_atom = rnic_pvrdma_regs::le32::from_ne(0);
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let qp = pd.create_qp(&rc_init(&cq, CAP)).unwrap();
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    let mask = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+    qp.modify(&init, mask).unwrap();
+    let mut rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        path_mtu: Some(Mtu::Mtu1024),
+        max_dest_rd_atomic: 1,
+        ..QpAttr::default()
+    };
+    rtr.ah_attr.is_global = true;
+    let mask = qp_attr::STATE
+        | qp_attr::AV
+        | qp_attr::PATH_MTU
+        | qp_attr::DEST_QPN
+        | qp_attr::RQ_PSN
+        | qp_attr::MAX_DEST_RD_ATOMIC
+        | qp_attr::MIN_RNR_TIMER;
+    qp.modify(&rtr, mask)
+        .expect("ibv_rc_pingpong's RTR, asking for 1");
+    let m: ModifyQp = read(requests(&fake, CmdOpcode::ModifyQp).last().unwrap());
+    assert_eq!(m.attrs.max_dest_rd_atomic, 0);
+    qp.destroy().unwrap();
+}
