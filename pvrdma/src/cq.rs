@@ -8,7 +8,7 @@ use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{CmdOpcode, CreateCq, CreateCqResp};
 use rnic_pvrdma_regs::cqe::{self, Cqe};
 use rnic_pvrdma_regs::ring::{RX_CONS_HEAD, RX_PROD_TAIL};
-use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB, CQ_POLL, HANDLE_MASK};
+use rnic_pvrdma_regs::uar::{CQ_ARM, CQ_ARM_SOL, CQ_DB, HANDLE_MASK};
 use rnic_pvrdma_regs::{le32, le64, PAGE_SIZE};
 use rnic_queues::{Hal, IndexError, IndexRing};
 use rnic_verbs::{
@@ -121,22 +121,20 @@ impl<H: Hal> Device<H> {
         )
     }
 
-    /// Takes the next completion of `cq`, if any. When the ring is empty
-    /// the CQ doorbell's POLL bit is rung, as rdma-core's pvrdma provider
-    /// does: QEMU's pvrdma moves its backend's completions onto the ring
-    /// only when asked. A producer index out of range, or a CQE naming a QP
-    /// the device does not hold for this driver, is the device's error
-    /// (`EIO`); the bad CQE is consumed, so the next poll goes on.
+    /// Takes the next completion of `cq`, if any. An empty ring rings no
+    /// doorbell: the CQ doorbell's POLL bit (which rdma-core's provider
+    /// rings) makes QEMU's pvrdma poll its backend in the vCPU thread,
+    /// which deadlocks against its completion thread delivering the same
+    /// CQ's completions (docs/pvrdma.md); that thread moves every
+    /// completion to the ring unasked, as Linux's kernel driver relies on.
+    /// A producer index out of range, or a CQE naming a QP the device does
+    /// not hold for this driver, is the device's error (`EIO`); the bad CQE
+    /// is consumed, so the next poll goes on.
     pub fn poll_cq(&self, cq: &Cq) -> Result<Option<WorkCompletion>> {
         let cqe = cq
             .poll()
             .map_err(|e| Error::new(ErrorKind::Io, format!("CQ {}: {e}", cq.handle)))?;
         let Some(c) = cqe else {
-            self.hal.mmio_write32(
-                UAR,
-                cq.uar * PAGE_SIZE + CQ_DB,
-                (cq.handle & HANDLE_MASK) | CQ_POLL,
-            );
             return Ok(None);
         };
         let qpn = u32::try_from(c.qp.to_ne())
@@ -162,6 +160,7 @@ impl<H: Hal> Device<H> {
     /// `ARM_SOL` is set and takes it for "any completion", so an arm for
     /// any completion writes both bits (docs/pvrdma.md).
     pub fn arm_cq(&self, cq: &Cq, solicited_only: bool) {
+        log::trace!("CQ {}: armed (solicited only: {solicited_only})", cq.handle);
         let arm = if solicited_only {
             CQ_ARM_SOL
         } else {

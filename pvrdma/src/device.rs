@@ -204,6 +204,7 @@ impl<H: Hal> Device<H> {
         let start = self.hal.now_ns();
         loop {
             if let Some(n) = self.pop_cq_notification().map_err(corrupt)? {
+                log::trace!("CQ notification for CQ {}", n.info.to_ne());
                 return Ok(Some(n));
             }
             let Some(left) = timeout_ns
@@ -215,7 +216,7 @@ impl<H: Hal> Device<H> {
             // The vector fires after the device moved the ring's tail; an
             // interrupt left from an entry already taken only loops once.
             match self.hal.wait_irq(IntrVector::Cq.raw(), left) {
-                Ok(_) => {}
+                Ok(fired) => log::trace!("CQ-notification vector: {fired} after up to {left} ns"),
                 Err(HalError::Unsupported) => {
                     return Err(Error::new(
                         ErrorKind::NotSupported,

@@ -44,6 +44,9 @@ pvrdma_check "$BDF" || fail=1
 # peer.py), their address exchange over the virtio-net (user networking,
 # host at 10.0.2.2). The rounds come on the kernel command line.
 export LD_LIBRARY_PATH=/usr/lib/rnic RNIC_DEVICES="name=pvrdma0,vfio=$BDF"
+# The drop-in's log (env_logger), from run.sh's RNIC_PVRDMA_LOG.
+[ -n "$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^rnic\.log=//p')" ] &&
+    export RUST_LOG="$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^rnic\.log=//p')"
 if ibv_devinfo -v -d pvrdma0 >/tmp/devinfo.out 2>&1 &&
     grep -q 'hca_id:.*pvrdma0' /tmp/devinfo.out &&
     grep -q 'vendor_id:.*0x15ad' /tmp/devinfo.out &&
@@ -81,7 +84,7 @@ for round in $(arg rounds | tr ',' ' '); do
     [ "$mode" = e ] && set -- "$@" -e
     ok=0
     for try in $(seq 150); do
-        "$@" 10.0.2.2 >/tmp/pp.out 2>&1 && ok=1 && break
+        timeout 90 "$@" 10.0.2.2 >/tmp/pp.out 2>&1 && ok=1 && break
         grep -q "Couldn't connect" /tmp/pp.out || break
         sleep 1
     done

@@ -24,6 +24,12 @@
 #                    that has the vfio-pci module)
 #   RNIC_VM_KERNEL_IMAGE  its image (default /boot/vmlinuz-$RNIC_VM_KERNEL)
 #   RNIC_VM_WORK     work directory (default target/vm-pvrdma)
+#   RNIC_PVRDMA_ROUNDS  the ping-pong rounds, PROGRAM:SIZE:ITERS[:e] each
+#                    (default: RC polling and on events, 1 B to 16 KiB; UD)
+#   RNIC_PVRDMA_LOG  RUST_LOG for the guest's programs (the drop-in's log,
+#                    e.g. rnic_pvrdma=trace), printed with their output
+#   RNIC_VM_QEMU_ARGS  more QEMU arguments, e.g. "-trace pvrdma_post_cqe"
+#                    (trace lines go to QEMU's stderr)
 # Needs what tests/vm/run.sh needs (scripts/setup.sh installs it), and
 # python3 for the MAD stand-in and the host peer, ibverbs-utils
 # (ibv_devinfo, ibv_rc_pingpong, ibv_ud_pingpong) and ss.
@@ -87,9 +93,16 @@ for _ in $(seq 100); do
     base=$((base + 8))
 done
 wire_qemu=$base pp=$((base + 1))
-# PROGRAM:TCP_PORT:SIZE:ITERS[:e]: RC polling and on CQ events at several
-# sizes (beyond QEMU's MTU of 1024 too), and UD within one MTU.
-rounds="rc:$pp:4096:50 rc:$((pp + 1)):1:100:e rc:$((pp + 2)):16384:20:e ud:$((pp + 3)):512:50"
+# Rounds of PROGRAM:SIZE:ITERS[:e] (RNIC_PVRDMA_ROUNDS, at most
+# $rounds_n), each given its TCP port: RC polling and on CQ events at
+# several sizes (beyond QEMU's MTU of 1024 too), and UD within one MTU.
+shapes=${RNIC_PVRDMA_ROUNDS:-rc:4096:50 rc:1:100:e rc:16384:20:e ud:512:50}
+rounds= port=$pp
+for shape in $shapes; do
+    prog=${shape%%:*}
+    rounds="$rounds $prog:$port:${shape#*:}"
+    port=$((port + 1))
+done
 
 mux_log=$work/mad-mux.log
 # A socket left by an earlier run would pass for the new one.
@@ -127,7 +140,7 @@ timeout -k 5 "$timeout_s" qemu-system-x86_64 \
     -machine q35,kernel-irqchip=split -accel tcg -cpu max -smp 1 -m 1024 \
     "${bios[@]}" -nographic -nodefaults -no-reboot -serial stdio \
     -kernel "$kimage" -initrd "$initrd" \
-    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16 rnic.rounds=$(echo $rounds | tr ' ' ',')" \
+    -append "console=ttyS0 panic=-1 loglevel=1 intel_iommu=on hugepages=16 rnic.rounds=$(echo $rounds | tr ' ' ',') ${RNIC_PVRDMA_LOG:+rnic.log=$RNIC_PVRDMA_LOG}" \
     -device intel-iommu,intremap=on \
     -object memory-backend-ram,id=ram0,size=1024M,share=on -numa node,memdev=ram0 \
     -netdev user,id=n0 \
@@ -135,7 +148,7 @@ timeout -k 5 "$timeout_s" qemu-system-x86_64 \
     -chardev socket,path="$work/mad.sock",id=mads \
     -device pvrdma,addr=10.1,ibdev=rnic0,netdev=eth0,mad-chardev=mads \
     -netdev user,id=oob -device virtio-net-pci,netdev=oob,addr=3.0,romfile= \
-    </dev/null 2>"$qemu_err" | tr -d '\r' | tee "$log"
+    ${RNIC_VM_QEMU_ARGS:-} </dev/null 2>"$qemu_err" | sed -u 's/\r$//' | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
 

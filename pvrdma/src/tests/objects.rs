@@ -388,17 +388,16 @@ fn a_bad_mr_is_refused_before_the_device_sees_it_and_a_refused_one_frees_everyth
 }
 
 #[test]
-fn an_empty_poll_asks_the_device_to_poll_its_backend() {
+fn an_empty_poll_rings_no_doorbell() {
     let fake = Fake::new(bar1::VERSION_ROCEV1);
     let dev = open(&fake);
     handing_out(&fake, None);
     let uc = dev.create_uc().unwrap();
     let cq = dev.create_cq(&uc, 64).unwrap();
     assert!(dev.poll_cq(&cq).unwrap().is_none());
-    assert_eq!(
-        fake.state().uar_writes,
-        [(CQ_DB, cq.handle() | rnic_pvrdma_regs::uar::CQ_POLL)],
-        "POLL on the CQ doorbell"
+    assert!(
+        fake.state().uar_writes.is_empty(),
+        "no POLL: QEMU's pvrdma deadlocks on it"
     );
     let req: CreateCq = read(fake.state().requests.last().unwrap());
     let state = listed_pages(&fake, req.pdir_dma.to_ne(), 1)[0];
@@ -410,11 +409,7 @@ fn an_empty_poll_asks_the_device_to_poll_its_backend() {
     let err = dev.poll_cq(&cq).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io, "{err}");
     assert!(err.to_string().contains("names QP 0x0"), "{err}");
-    assert_eq!(
-        fake.state().uar_writes.len(),
-        1,
-        "no POLL when a CQE was there"
-    );
+    assert!(fake.state().uar_writes.is_empty(), "nor with a CQE there");
     dev.destroy_cq(cq).unwrap();
 }
 
