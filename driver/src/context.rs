@@ -16,6 +16,7 @@ use rnic_hw_regs::le32;
 use rnic_hw_regs::pci::BAR_DOORBELL;
 use rnic_hw_regs::uar::{BF, UAR_PAGE_SIZE};
 use rnic_queues::{Hal, Pod};
+use rnic_verbs::GidType;
 use spin::RwLock;
 
 use crate::bringup::{Config, Device, DeviceMem};
@@ -208,13 +209,33 @@ impl<H: Hal> Shared<H> {
 
     /// GID `index` of `port` (QUERY_GID); all zeros for an unused entry.
     pub(crate) fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
+        Ok(self.query_gid_entry(port, index)?.0)
+    }
+
+    /// Entry `index` of port `port`'s GID table and its type (QUERY_GID);
+    /// an empty entry reads as all zeros. A type the driver does not know
+    /// is the device's error.
+    pub(crate) fn query_gid_entry(&self, port: u8, index: u32) -> Result<(Gid, GidType)> {
         self.port(port)?;
         let input = QueryGidIn {
             port: le32::from_ne(port.into()),
             index: le32::from_ne(index),
         };
         let out: QueryGidOut = self.exec(CmdOpcode::QueryGid, &input)?;
-        Ok(if out.valid != 0 { out.gid } else { [0; 16] })
+        let ty = GidType::from_raw(out.gid_type).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!(
+                    "QUERY_GID({port}, {index}) returned GID type {}",
+                    out.gid_type
+                ),
+            )
+        })?;
+        Ok(if out.valid != 0 {
+            (out.gid, ty)
+        } else {
+            ([0; 16], ty)
+        })
     }
 
     pub(crate) fn port(&self, port: u8) -> Result<&PortAttr> {
@@ -367,12 +388,17 @@ impl<H: Hal> Context<H> {
         self.shared.query_gid(port, index)
     }
 
+    /// The type of entry `index` of port `port`'s GID table (QUERY_GID).
+    pub fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
+        Ok(self.shared.query_gid_entry(port, index)?.1)
+    }
+
     /// Sets GID `index` of `port` to `gid`, of type `ty` (SET_GID): a RoCE
     /// v2 GID, an IPv4-mapped or an IPv6 address the port then answers
     /// for; an all-zero `gid` clears the entry. A change raises a
     /// [`crate::EventType::GidChange`] event, as the kernel reports a
     /// changed GID table (`IBV_EVENT_GID_CHANGE`).
-    pub fn set_gid(&self, port: u8, index: u32, gid: Gid, ty: rnic_verbs::GidType) -> Result<()> {
+    pub fn set_gid(&self, port: u8, index: u32, gid: Gid, ty: GidType) -> Result<()> {
         self.shared.port(port)?;
         let input = rnic_hw_regs::cmd::SetGidIn {
             port: le32::from_ne(port.into()),

@@ -10,8 +10,9 @@ use rnic_verbs::provider::{
     ProtectionDomain, Provider, QpInit, QueuePair, SharedReceiveQueue,
 };
 use rnic_verbs::{
-    AhAttr, AsyncEvent, DestroyError, DeviceAttr, EventType, Gid, MwBind, MwType, PortAttr,
-    PostError, QpAttr, QpCap, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest, WorkCompletion,
+    AhAttr, AsyncEvent, DestroyError, DeviceAttr, EventType, Gid, GidType, MwBind, MwType,
+    PortAttr, PostError, QpAttr, QpCap, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest,
+    WorkCompletion,
 };
 
 use crate::{Ah, CompChannel, Context, Cq, Mr, Mw, Pd, Qp, Srq};
@@ -39,6 +40,9 @@ impl<H: Hal> Provider for Context<H> {
     }
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         Context::query_gid(self, port, index)
+    }
+    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
+        Context::query_gid_type(self, port, index)
     }
     fn alloc_pd(&self) -> Result<Pd<H>> {
         Context::alloc_pd(self)

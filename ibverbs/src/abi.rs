@@ -220,6 +220,8 @@ pub struct IbvPortAttr {
 /// `port_cap_flags2`.
 pub const COMPAT_PORT_ATTR_LEN: usize = std::mem::offset_of!(IbvPortAttr, port_cap_flags2);
 
+/// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` (rdma-core's `enum ibv_gid_type_sysfs`).
+pub const GID_TYPE_SYSFS_IB_ROCE_V1: c_int = 0;
 /// `IBV_GID_TYPE_SYSFS_ROCE_V2` (rdma-core's `enum ibv_gid_type_sysfs`).
 pub const GID_TYPE_SYSFS_ROCE_V2: c_int = 1;
 

@@ -13,8 +13,8 @@ use rnic_verbs::provider::{
     ProtectionDomain, Provider, QpInit, QueuePair, SharedReceiveQueue,
 };
 use rnic_verbs::{
-    AhAttr, AsyncEvent, DestroyError, DeviceAttr, Error, Gid, MwBind, MwType, PortAttr, PostError,
-    QpAttr, QpCap, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest, WorkCompletion,
+    AhAttr, AsyncEvent, DestroyError, DeviceAttr, Error, Gid, GidType, MwBind, MwType, PortAttr,
+    PostError, QpAttr, QpCap, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest, WorkCompletion,
 };
 use rnic_vfio::VfioHal;
 
@@ -128,6 +128,9 @@ impl Provider for AnyContext {
     }
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         each!(self, c => Provider::query_gid(c, port, index))
+    }
+    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
+        each!(self, c => Provider::query_gid_type(c, port, index))
     }
     fn alloc_pd(&self) -> Result<AnyPd> {
         match self {

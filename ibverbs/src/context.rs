@@ -7,14 +7,14 @@ use std::sync::{Arc, Mutex};
 use rnic_emu::net::{ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_verbs::provider::Provider;
-use rnic_verbs::Error;
+use rnic_verbs::{Error, GidType};
 use rnic_vfio::VfioHal;
 
 use crate::abi::{
     set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGidEntry, IbvPortAttr,
-    VerbsContext, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS, GID_TYPE_SYSFS_ROCE_V2, OP_ALLOC_MW,
-    OP_BIND_MW, OP_DEALLOC_MW, OP_POLL_CQ, OP_POST_RECV, OP_POST_SEND, OP_POST_SRQ_RECV,
-    OP_REQ_NOTIFY_CQ, VERBS_ABI_IS_EXTENDED,
+    VerbsContext, COMPAT_PORT_ATTR_LEN, CONTEXT_OPS, GID_TYPE_SYSFS_IB_ROCE_V1,
+    GID_TYPE_SYSFS_ROCE_V2, OP_ALLOC_MW, OP_BIND_MW, OP_DEALLOC_MW, OP_POLL_CQ, OP_POST_RECV,
+    OP_POST_SEND, OP_POST_SRQ_RECV, OP_REQ_NOTIFY_CQ, VERBS_ABI_IS_EXTENDED,
 };
 use crate::any::AnyContext;
 use crate::config::{DeviceSpec, WireSpec};
@@ -117,11 +117,7 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
             return Err(platform(format!("vfio {addr}: its PCI ID cannot be read")));
         };
         if (vendor, device) == PVRDMA_ID {
-            let bar = hal
-                .device()
-                .bar_address(rnic_pvrdma_regs::bar::UAR)
-                .map_err(|e| platform(format!("vfio {addr}: {e}")))?;
-            let ctx = rnic_pvrdma::provider::Context::open(hal, bar >> 12)
+            let ctx = rnic_pvrdma::provider::Context::open(hal)
                 .map_err(driver(format!("PVRDMA {addr}")))?;
             return Ok((AnyContext::Pvrdma(ctx), None));
         }
@@ -517,8 +513,9 @@ pub unsafe extern "C" fn ibv_query_gid(
 }
 
 /// `ibv_query_gid_type` (`IBVERBS_PRIVATE_34`, for rdma-core's
-/// utilities): every GID of an rnic port is a RoCE v2 GID. 0, or -1 with
-/// `errno` `EINVAL` as [`ibv_query_gid`].
+/// utilities): the entry's type as the provider reports it, in sysfs'
+/// numbering (`IB/RoCE v1` 0, `RoCE v2` 1). 0, or -1 with `errno` as
+/// [`ibv_query_gid`].
 ///
 /// # Safety
 ///
@@ -534,17 +531,24 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         errno::set(libc::EINVAL);
         return -1;
     };
-    if let Err(e) = c.ctx.query_gid(port_num, index) {
-        errno::set(errno_of(&e));
-        return -1;
-    }
+    let ty = match c.ctx.query_gid_type(port_num, index) {
+        Ok(ty) => ty,
+        Err(e) => {
+            errno::set(errno_of(&e));
+            return -1;
+        }
+    };
+    let sysfs = if ty == GidType::RoceV2 {
+        GID_TYPE_SYSFS_ROCE_V2
+    } else {
+        GID_TYPE_SYSFS_IB_ROCE_V1
+    };
     // SAFETY: non-NULL, and an int by the caller's promise.
-    unsafe { gid_type.write(GID_TYPE_SYSFS_ROCE_V2) };
+    unsafe { gid_type.write(sysfs) };
     0
 }
 
-/// The index of `gid` in port `port`'s GID table (every rnic GID is a
-/// RoCE v2 one), if it is there.
+/// The index of `gid` in port `port`'s GID table, if it is there.
 pub(crate) fn find_gid_index(c: &Context, port: u8, gid: &[u8; 16]) -> Option<u8> {
     let len = c.ctx.query_port(port).ok()?.gid_tbl_len.min(256);
     (0..len)
@@ -622,9 +626,6 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     -1
 }
 
-/// `IBV_GID_TYPE_ROCE_V2` of `enum ibv_gid_type`.
-const GID_TYPE_ROCE_V2: u32 = 2;
-
 /// GID `index` of `port` as a `struct ibv_gid_entry`, or the `errno`
 /// value: `ENODATA` for an unused entry, the driver's for a bad port or
 /// index.
@@ -634,11 +635,16 @@ fn gid_entry(c: &Context, port: u32, index: u32) -> Result<IbvGidEntry, c_int> {
     if gid == [0; 16] {
         return Err(libc::ENODATA);
     }
+    // `enum ibv_gid_type` has the verbs core's values.
+    let ty = c
+        .ctx
+        .query_gid_type(port8, index)
+        .map_err(|e| errno_of(&e))?;
     Ok(IbvGidEntry {
         gid,
         gid_index: index,
         port_num: port,
-        gid_type: GID_TYPE_ROCE_V2,
+        gid_type: ty.raw().into(),
         ndev_ifindex: 0,
     })
 }

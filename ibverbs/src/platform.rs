@@ -81,6 +81,10 @@ unsafe impl Hal for Platform {
         each!(self, h => h.irq_eventfd(vector))
     }
 
+    fn bar_address(&self, bar: u8) -> Option<u64> {
+        each!(self, h => h.bar_address(bar))
+    }
+
     fn relax(&self) {
         each!(self, h => h.relax())
     }

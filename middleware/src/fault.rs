@@ -369,6 +369,10 @@ unsafe impl<H: Hal> Hal for FaultHal<H> {
         self.inner.irq_eventfd(vector)
     }
 
+    fn bar_address(&self, bar: u8) -> Option<u64> {
+        self.inner.bar_address(bar)
+    }
+
     fn relax(&self) {
         self.inner.relax();
         self.look();

@@ -523,6 +523,10 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         self.inner.irq_eventfd(vector)
     }
 
+    fn bar_address(&self, bar: u8) -> Option<u64> {
+        self.inner.bar_address(bar)
+    }
+
     fn relax(&self) {
         self.waited(H::relax);
     }

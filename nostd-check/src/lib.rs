@@ -162,11 +162,11 @@ pub extern "C" fn rnic_nostd_check_probe() -> u32 {
     u32::from(Context::open(NullHal).is_ok())
 }
 
-/// Opens the device behind [`NullHal`] with the PVRDMA driver: 1 if
+/// Opens the device behind [`NullHal`] with the PVRDMA provider: 1 if
 /// bring-up succeeded, else 0 (always 0 here: there is no device).
 #[no_mangle]
 pub extern "C" fn rnic_nostd_check_pvrdma_probe() -> u32 {
-    u32::from(rnic_pvrdma::Device::open(NullHal, 0).is_ok())
+    u32::from(rnic_pvrdma::provider::Context::open(NullHal).is_ok())
 }
 
 /// Polls a freshly zeroed, heap-allocated four-entry CQ ring with

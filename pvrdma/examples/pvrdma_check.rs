@@ -24,6 +24,7 @@ use rnic_pvrdma_regs::cmd::{
     QueryPortResp, ResizeCq, ResizeCqResp,
 };
 use rnic_pvrdma_regs::{le16, le32};
+use rnic_queues::Hal;
 use rnic_verbs::{ErrorKind, Payload, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
 use rnic_vfio::{IrqMode, VfioHal, VfioOptions};
 
@@ -60,17 +61,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
             return;
         }
     };
-    let uar = match hal.device().bar_address(UAR) {
-        Ok(a) => a,
-        Err(e) => {
-            c.check(&format!("open {n}: UAR BAR address"), false, || {
-                e.to_string()
-            });
-            return;
-        }
-    };
-    let uar_pfn = uar >> 12;
-    let dev = match Device::open(hal, uar_pfn) {
+    let dev = match Device::open(hal) {
         Ok(d) => d,
         Err(e) => {
             c.check(&format!("open {n}: bring-up"), false, || e.to_string());
@@ -80,7 +71,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
     let caps = *dev.caps();
     println!(
         "pvrdma_check: round {n}: version {}, fw {:#x}, vendor {:#x}:{:#x}, max_qp {}, \
-         max_cq {}, max_mr {}, max_pd {}, max_sge {}, gid types {:#x}, UAR at {uar:#x}",
+         max_cq {}, max_mr {}, max_pd {}, max_sge {}, gid types {:#x}, UAR at {:#x}",
         dev.version(),
         caps.fw_ver.to_ne(),
         caps.vendor_id.to_ne(),
@@ -91,6 +82,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
         caps.max_pd.to_ne(),
         caps.max_sge.to_ne(),
         caps.gid_types,
+        dev.hal().bar_address(UAR).unwrap_or(0),
     );
     c.check(&format!("open {n}: bring-up"), true, String::new);
     c.check(

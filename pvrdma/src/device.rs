@@ -5,7 +5,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::vec::Vec;
 
-use rnic_pvrdma_regs::bar::REG;
+use rnic_pvrdma_regs::bar::{REG, UAR};
 use rnic_pvrdma_regs::bar1::{self, Ctl, IntrVector};
 use rnic_pvrdma_regs::cmd::CmdOpcode;
 use rnic_pvrdma_regs::cqe::{Cqne, Eqe};
@@ -73,10 +73,17 @@ impl<H: Hal> Device<H> {
     /// device-shared region (the command and response slots, the async
     /// event and CQ-notification rings, the UAR page), checks the
     /// capabilities it writes back (RoCE, a GID type the driver knows),
-    /// unmasks its interrupts and activates it. `uar_pfn` is the page frame
-    /// of BAR 2's first page as the device's bus sees it (the BAR's
-    /// address >> 12). Everything allocated is freed if it fails.
-    pub fn open(hal: H, uar_pfn: u64) -> Result<Self> {
+    /// unmasks its interrupts and activates it. The UAR page frame it is
+    /// given is BAR 2's bus address (`Hal::bar_address`) >> 12; a platform
+    /// that cannot tell it is `ENODEV`. Everything allocated is freed if
+    /// it fails.
+    pub fn open(hal: H) -> Result<Self> {
+        let Some(uar_pfn) = hal.bar_address(UAR).map(|a| a >> 12) else {
+            return Err(Error::new(
+                ErrorKind::NoDevice,
+                "the platform does not tell BAR 2's bus address, which PVRDMA needs (uar_pfn)",
+            ));
+        };
         let version = hal.mmio_read32(REG, bar1::VERSION);
         if version < bar1::VERSION_ROCEV1 || version == u32::MAX {
             return Err(Error::new(

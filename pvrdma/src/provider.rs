@@ -32,8 +32,9 @@ use rnic_verbs::provider::{
 };
 use rnic_verbs::{
     access, check_ah, check_modify, qp_attr, AhAttr, AsyncEvent, DestroyError, DeviceAttr, Error,
-    ErrorKind, EventElement, EventType, Gid, LinkLayer, ModifyEnv, Mtu, PortAttr, PortState,
-    PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result, SendWr, UdDest, WorkCompletion,
+    ErrorKind, EventElement, EventType, Gid, GidType, LinkLayer, ModifyEnv, Mtu, PortAttr,
+    PortState, PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result, SendWr, UdDest,
+    WorkCompletion,
 };
 use spin::Mutex;
 
@@ -113,10 +114,10 @@ impl<H: Hal> Drop for Shared<H> {
 }
 
 impl<H: Hal> Context<H> {
-    /// Brings the device behind `hal` up ([`Device::open`]; `uar_pfn` is
-    /// BAR 2's page frame), opens a user context on it and binds GID 0.
-    pub fn open(hal: H, uar_pfn: u64) -> Result<Self> {
-        let dev = Device::open(hal, uar_pfn)?;
+    /// Brings the device behind `hal` up ([`Device::open`]), opens a user
+    /// context on it and binds GID 0.
+    pub fn open(hal: H) -> Result<Self> {
+        let dev = Device::open(hal)?;
         let port = query_port(&dev)?;
         let uc = dev.create_uc()?;
         let caps = *dev.caps();
@@ -321,6 +322,13 @@ impl<H: Hal> Provider for Context<H> {
                 self.sh.port.gid_tbl_len
             ))),
         }
+    }
+
+    /// RoCE v1 for every entry: the type the context binds GID 0 with, the
+    /// only one QEMU's pvrdma offers.
+    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
+        self.query_gid(port, index)?;
+        Ok(GidType::RoceV1)
     }
 
     fn alloc_pd(&self) -> Result<Pd<H>> {

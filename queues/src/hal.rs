@@ -158,6 +158,14 @@ pub unsafe trait Hal: Send + Sync {
         None
     }
 
+    /// BAR `bar`'s address on the device's bus, where the platform knows it
+    /// (a device told where its own doorbell pages are, as PVRDMA's
+    /// `uar_pfn` is); `None` otherwise (the default).
+    fn bar_address(&self, bar: u8) -> Option<u64> {
+        let _ = bar;
+        None
+    }
+
     /// Called in busy-wait loops (spinning on a status register or an owner
     /// bit); a platform may yield the CPU here.
     fn relax(&self) {

@@ -22,7 +22,7 @@
 use core::ptr::NonNull;
 
 use crate::attr::{DeviceAttr, Gid, PortAttr};
-use crate::enums::QpType;
+use crate::enums::{GidType, QpType};
 use crate::error::{DestroyError, Error, ErrorKind, PostError, Result};
 use crate::event::AsyncEvent;
 use crate::qp::{AhAttr, QpAttr, QpCap};
@@ -63,8 +63,10 @@ pub trait Provider: Sized {
     fn query_device(&self) -> Result<DeviceAttr>;
     /// Port `port`'s attributes (ports count from 1).
     fn query_port(&self, port: u8) -> Result<PortAttr>;
-    /// Entry `index` of port `port`'s GID table.
+    /// Entry `index` of port `port`'s GID table (all zeros: empty).
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid>;
+    /// The type of entry `index` of port `port`'s GID table.
+    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType>;
     /// A protection domain.
     fn alloc_pd(&self) -> Result<Self::Pd>;
     /// A completion channel.

@@ -297,6 +297,11 @@ unsafe impl Hal for VfioHal {
         })
     }
 
+    /// The BAR's bus address, from the function's configuration space.
+    fn bar_address(&self, bar: u8) -> Option<u64> {
+        self.dev.bar_address(bar).ok()
+    }
+
     /// The vector's VFIO eventfd, valid while the device's interrupts stay
     /// enabled.
     fn irq_eventfd(&self, vector: u16) -> Option<i32> {

@@ -352,6 +352,11 @@ unsafe impl Hal for Fake {
         st.now
     }
 
+    fn bar_address(&self, bar: u8) -> Option<u64> {
+        // QEMU's BAR 2, as a q35 guest's firmware placed it.
+        (bar == UAR).then_some(0xfe00_0000)
+    }
+
     fn wait_irq(&self, vector: u16, _timeout_ns: u64) -> Result<bool, HalError> {
         let mut st = self.state();
         match vector {

@@ -26,7 +26,7 @@ use crate::Device;
 use fake::{answer, Fake, Reply};
 
 fn open(fake: &Fake) -> Device<Fake> {
-    Device::open(fake.clone(), 0xfe000).expect("bring-up")
+    Device::open(fake.clone()).expect("bring-up")
 }
 
 fn u64_at(fake: &Fake, iova: u64) -> u64 {
@@ -221,13 +221,13 @@ fn a_command_with_no_answer_times_out_and_stops_the_channel() {
 #[test]
 fn bring_up_refuses_a_device_it_cannot_drive() {
     let old = Fake::new(16);
-    let e = Device::open(old.clone(), 0).unwrap_err();
+    let e = Device::open(old.clone()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoDevice);
     assert_eq!(old.state().allocated(), 0);
 
     let iwarp = Fake::new(bar1::VERSION_ROCEV1);
     iwarp.state().caps.mode = DeviceMode::Iwarp.raw();
-    let e = Device::open(iwarp.clone(), 0).unwrap_err();
+    let e = Device::open(iwarp.clone()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NoDevice);
     assert!(e.message().contains("mode 1"), "{e}");
     assert_eq!(iwarp.state().allocated(), 0, "every page freed");
@@ -235,14 +235,14 @@ fn bring_up_refuses_a_device_it_cannot_drive() {
     let no_gids = Fake::new(bar1::VERSION_ROCEV1);
     no_gids.state().caps.gid_types = 0;
     assert_eq!(
-        Device::open(no_gids.clone(), 0).unwrap_err().kind(),
+        Device::open(no_gids.clone()).unwrap_err().kind(),
         ErrorKind::NoDevice
     );
 
     // A device whose activation fails leaves ERR set.
     let broken = Fake::new(bar1::VERSION_ROCEV1);
     broken.state().fail_activate = true;
-    let e = Device::open(broken.clone(), 0).unwrap_err();
+    let e = Device::open(broken.clone()).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Io);
     assert!(e.message().contains("0xffff"), "{e}");
     assert_eq!(broken.state().allocated(), 0);

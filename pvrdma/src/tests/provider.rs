@@ -14,7 +14,7 @@ use rnic_verbs::provider::{
     CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain, Provider, QpInit, QueuePair,
 };
 use rnic_verbs::{
-    access, qp_attr, ErrorKind, Mtu, MwType, QpAttr, QpCap, QpState, QpType, SrqAttr,
+    access, qp_attr, ErrorKind, GidType, Mtu, MwType, QpAttr, QpCap, QpState, QpType, SrqAttr,
 };
 
 use super::fake::{answer, Fake};
@@ -76,7 +76,7 @@ fn device() -> Fake {
 }
 
 fn open(fake: &Fake) -> Context<Fake> {
-    Context::open(fake.clone(), 0xfe000).expect("open")
+    Context::open(fake.clone()).expect("open")
 }
 
 fn requests(fake: &Fake, op: CmdOpcode) -> Vec<Vec<u8>> {
@@ -100,6 +100,11 @@ fn the_context_binds_gid_0_and_reports_what_the_device_carries() {
     assert_eq!((b.index.to_ne(), b.new_gid), (0, GID0));
     assert_eq!(ctx.query_gid(1, 0).unwrap(), GID0);
     assert_eq!(ctx.query_gid(1, 5).unwrap(), [0; 16], "an unbound entry");
+    assert_eq!(
+        ctx.query_gid_type(1, 0).unwrap(),
+        GidType::RoceV1,
+        "as bound"
+    );
     assert_eq!(
         ctx.query_gid(1, 6).unwrap_err().kind(),
         ErrorKind::InvalidArgument
