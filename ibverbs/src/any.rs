@@ -85,9 +85,10 @@ pub(crate) enum AnyQp {
     Pvrdma(pv::Qp<VfioHal>),
 }
 
-/// A shared receive queue: rnic's only (PVRDMA's provider has none).
+/// A shared receive queue.
 pub(crate) enum AnySrq {
     Rnic(rnic_driver::Srq<Platform>),
+    Pvrdma(pv::Srq<VfioHal>),
 }
 
 /// An address handle.
@@ -188,7 +189,11 @@ impl ProtectionDomain<AnyContext> for AnyPd {
     fn create_qp(&self, init: &QpInit<'_, AnyContext>) -> Result<AnyQp> {
         match (self, init.send_cq, init.recv_cq, init.srq) {
             (Self::Rnic(p), AnyCq::Rnic(s), AnyCq::Rnic(r), srq) => {
-                let srq = srq.map(|AnySrq::Rnic(q)| q);
+                let srq = match srq {
+                    None => None,
+                    Some(AnySrq::Rnic(q)) => Some(q),
+                    Some(AnySrq::Pvrdma(_)) => return Err(mixed()),
+                };
                 ProtectionDomain::create_qp(
                     p,
                     &QpInit {
@@ -202,26 +207,29 @@ impl ProtectionDomain<AnyContext> for AnyPd {
                 )
                 .map(AnyQp::Rnic)
             }
-            (Self::Pvrdma(_), _, _, Some(_)) => {
-                Err(rnic_verbs::provider::unsupported("shared receive queues"))
-            }
-            (Self::Pvrdma(p), AnyCq::Pvrdma(s), AnyCq::Pvrdma(r), None) => p
-                .create_qp(&QpInit {
+            (Self::Pvrdma(p), AnyCq::Pvrdma(s), AnyCq::Pvrdma(r), srq) => {
+                let srq = match srq {
+                    None => None,
+                    Some(AnySrq::Pvrdma(q)) => Some(q),
+                    Some(AnySrq::Rnic(_)) => return Err(mixed()),
+                };
+                p.create_qp(&QpInit {
                     send_cq: s,
                     recv_cq: r,
-                    srq: None,
+                    srq,
                     cap: init.cap,
                     qp_type: init.qp_type,
                     sq_sig_all: init.sq_sig_all,
                 })
-                .map(AnyQp::Pvrdma),
+                .map(AnyQp::Pvrdma)
+            }
             _ => Err(mixed()),
         }
     }
     fn create_srq(&self, attr: &SrqAttr) -> Result<AnySrq> {
         match self {
             Self::Rnic(p) => ProtectionDomain::create_srq(p, attr).map(AnySrq::Rnic),
-            Self::Pvrdma(p) => match p.create_srq(attr)? {},
+            Self::Pvrdma(p) => p.create_srq(attr).map(AnySrq::Pvrdma),
         }
     }
     fn create_ah(&self, attr: &AhAttr) -> Result<AnyAh> {
@@ -343,28 +351,22 @@ impl AnyQp {
 
 impl SharedReceiveQueue for AnySrq {
     fn srq_num(&self) -> u32 {
-        let Self::Rnic(s) = self;
-        SharedReceiveQueue::srq_num(s)
+        each!(self, q => SharedReceiveQueue::srq_num(q))
     }
     fn attr(&self) -> SrqAttr {
-        let Self::Rnic(s) = self;
-        SharedReceiveQueue::attr(s)
+        each!(self, q => SharedReceiveQueue::attr(q))
     }
     fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), PostError> {
-        let Self::Rnic(s) = self;
-        SharedReceiveQueue::post_recv(s, wrs)
+        each!(self, q => SharedReceiveQueue::post_recv(q, wrs))
     }
     fn modify(&self, attr: &SrqAttr, mask: u32) -> Result<()> {
-        let Self::Rnic(s) = self;
-        SharedReceiveQueue::modify(s, attr, mask)
+        each!(self, q => SharedReceiveQueue::modify(q, attr, mask))
     }
     fn query(&self) -> Result<SrqAttr> {
-        let Self::Rnic(s) = self;
-        SharedReceiveQueue::query(s)
+        each!(self, q => SharedReceiveQueue::query(q))
     }
     fn destroy(self) -> Destroyed<Self> {
-        let Self::Rnic(s) = self;
-        rewrap(SharedReceiveQueue::destroy(s), Self::Rnic)
+        destroy_each!(self)
     }
 }
 

@@ -238,6 +238,7 @@ fn qp_round(c: &mut Checks, dev: &Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq:
         qp_type: QpType::Rc,
         send_cq: cq,
         recv_cq: cq,
+        srq: None,
         max_send_wr: 16,
         max_recv_wr: 16,
         max_send_sge: 1,

@@ -36,12 +36,14 @@ pub mod provider;
 mod qp;
 mod queue_mem;
 mod ring;
+mod srq;
 
 pub use context::{Pd, Uc, UAR_PAGES};
 pub use cq::{Cq, MAX_CQE};
 pub use device::{Device, CMD_TIMEOUT_NS};
 pub use mr::Mr;
 pub use qp::{Qp, QpInit, MAX_SGE, MAX_WR};
+pub use srq::Srq;
 
 #[cfg(test)]
 mod tests;

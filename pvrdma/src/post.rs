@@ -22,6 +22,7 @@ use rnic_verbs::{
 
 use crate::device::Device;
 use crate::qp::{Qp, WorkQueue};
+use crate::queue_mem::QueueMem;
 
 // A SEND's flags go to the device as they are.
 const _: () = assert!(
@@ -97,8 +98,8 @@ fn ud_wr(dest: &UdDest) -> UdWr {
 }
 
 /// The slot at the tail of `wq`, or `ENOMEM` if the queue is full.
-fn free_slot(qp: &Qp, wq: &WorkQueue, what: &str) -> Result<usize> {
-    match wq.ring.free_slot(&qp.q.mem.state) {
+fn free_slot(wq: &WorkQueue, mem: &QueueMem, what: &str) -> Result<usize> {
+    match wq.ring.free_slot(&mem.state) {
         Ok(Some(slot)) => Ok(wq.offset + slot as usize * wq.stride),
         Ok(None) => Err(Error::new(
             ErrorKind::NoMemory,
@@ -108,17 +109,53 @@ fn free_slot(qp: &Qp, wq: &WorkQueue, what: &str) -> Result<usize> {
     }
 }
 
-fn write_sges(qp: &Qp, at: usize, sges: &[Sge]) {
+fn write_sges(mem: &QueueMem, at: usize, sges: &[Sge]) {
     for (i, sge) in sges.iter().enumerate() {
         let sge = wqe::Sge {
             addr: le64::from_ne(sge.addr),
             length: le32::from_ne(sge.length),
             lkey: le32::from_ne(sge.lkey),
         };
-        qp.q.mem
-            .entries
+        mem.entries
             .write(at + i * core::mem::size_of::<wqe::Sge>(), sge);
     }
+}
+
+/// Writes `wrs` as receive WQEs at the tail of `wq` (a QP's receive queue
+/// or an SRQ), in order, each released with the tail: how many were
+/// written before the first that could not be, and why that one could not.
+pub(crate) fn write_recvs(
+    wq: &WorkQueue,
+    mem: &QueueMem,
+    wrs: &[RecvWr<'_>],
+    what: &str,
+) -> (usize, Result<()>) {
+    let mut posted = 0;
+    let result = wrs.iter().try_for_each(|wr| {
+        if wr.sg_list.len() > wq.max_sge as usize {
+            return Err(Error::invalid(format!(
+                "{} SGEs: the {what} queue takes {}",
+                wr.sg_list.len(),
+                wq.max_sge
+            )));
+        }
+        let at = free_slot(wq, mem, what)?;
+        let hdr = RqWqeHdr {
+            wr_id: le64::from_ne(wr.wr_id),
+            num_sge: le32::from_ne(wr.sg_list.len() as u32),
+            total_len: le32::from_ne(0),
+        };
+        mem.entries.write(at, hdr);
+        write_sges(mem, at + core::mem::size_of::<RqWqeHdr>(), wr.sg_list);
+        // Release (in `produce`): the WQE is whole when the device sees the
+        // tail move.
+        wq.ring
+            .produce(&mem.state)
+            .map_err(|e| Error::new(ErrorKind::Io, format!("the {what} queue: {e}")))?;
+        posted += 1;
+        Ok(())
+    });
+    (posted, result)
 }
 
 impl<H: Hal> Device<H> {
@@ -133,7 +170,7 @@ impl<H: Hal> Device<H> {
         let mut posted = 0;
         let result = wrs.iter().try_for_each(|wr| {
             let sges = check_send(qp, wr)?;
-            let at = free_slot(qp, &qp.q.sq, "send")?;
+            let at = free_slot(&qp.q.sq, &qp.q.mem, "send")?;
             let wqe = &qp.q.mem.entries;
             let ctrl = SqWqeCtrl {
                 wr_id: le64::from_ne(wr.wr_id),
@@ -151,7 +188,7 @@ impl<H: Hal> Device<H> {
                 _ => UdWr::default(),
             };
             wqe.write(at + SQ_WQE_WR_OFFSET, ud);
-            write_sges(qp, at + SQ_WQE_HDR_SIZE, sges);
+            write_sges(&qp.q.mem, at + SQ_WQE_HDR_SIZE, sges);
             // Release (in `produce`): the WQE is whole when the device sees
             // the tail move.
             qp.q.sq
@@ -172,38 +209,20 @@ impl<H: Hal> Device<H> {
 
     /// Posts `wrs` to the receive queue, in order, and rings the doorbell
     /// once; stops at the first that cannot be posted, as
-    /// [`Device::post_send`] does.
+    /// [`Device::post_send`] does. A QP on an SRQ has no receive queue
+    /// (`EINVAL`).
     pub fn post_recv(
         &self,
         qp: &mut Qp,
         wrs: &[RecvWr<'_>],
     ) -> core::result::Result<(), PostError> {
-        let mut posted = 0;
-        let result = wrs.iter().try_for_each(|wr| {
-            if wr.sg_list.len() > qp.q.rq.max_sge as usize {
-                return Err(Error::invalid(format!(
-                    "{} SGEs: the QP takes {}",
-                    wr.sg_list.len(),
-                    qp.q.rq.max_sge
-                )));
-            }
-            let at = free_slot(qp, &qp.q.rq, "receive")?;
-            let hdr = RqWqeHdr {
-                wr_id: le64::from_ne(wr.wr_id),
-                num_sge: le32::from_ne(wr.sg_list.len() as u32),
-                total_len: le32::from_ne(0),
-            };
-            qp.q.mem.entries.write(at, hdr);
-            write_sges(qp, at + core::mem::size_of::<RqWqeHdr>(), wr.sg_list);
-            // Release (in `produce`): the WQE is whole when the device sees
-            // the tail move.
-            qp.q.rq
-                .ring
-                .produce(&qp.q.mem.state)
-                .map_err(|e| Error::new(ErrorKind::Io, format!("the receive queue: {e}")))?;
-            posted += 1;
-            Ok(())
-        });
+        let Some(rq) = &qp.q.rq else {
+            return Err(PostError {
+                index: 0,
+                error: Error::invalid("the QP takes its receives from an SRQ: post to the SRQ"),
+            });
+        };
+        let (posted, result) = write_recvs(rq, &qp.q.mem, wrs, "receive");
         if posted > 0 {
             self.ring_qp(qp, QP_RECV);
         }

@@ -4,9 +4,9 @@
 //!
 //! What the verbs core checks (the QP state machine and attribute values)
 //! is checked before any command; what QEMU's pvrdma cannot carry is
-//! refused (docs/pvrdma.md): SRQs and memory windows are not offered,
-//! inline data is 0, atomics are reported absent, and a send other than
-//! SEND fails with `EOPNOTSUPP` when posted.
+//! refused (docs/pvrdma.md): memory windows are not offered, inline data
+//! is 0, atomics are reported absent, and a send other than SEND fails
+//! with `EOPNOTSUPP` when posted.
 //!
 //! The GID table is the driver's: the context binds entry 0 to the
 //! link-local GID of the device's node GUID (QEMU's pvrdma sends from its
@@ -28,12 +28,12 @@ use rnic_pvrdma_regs::{le16, le32, PCI_DEVICE_ID, PCI_VENDOR_ID};
 use rnic_queues::{Hal, HalError};
 use rnic_verbs::provider::{
     unsupported, AddressHandle, CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain,
-    Provider, QpInit, QueuePair, Unsupported,
+    Provider, QpInit, QueuePair, SharedReceiveQueue, Unsupported,
 };
 use rnic_verbs::{
     access, check_ah, check_modify, qp_attr, AhAttr, AsyncEvent, DestroyError, DeviceAttr, Error,
     ErrorKind, EventElement, EventType, Gid, GidType, LinkLayer, ModifyEnv, Mtu, PortAttr,
-    PortState, PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result, SendWr, UdDest,
+    PortState, PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest,
     WorkCompletion,
 };
 use spin::Mutex;
@@ -43,6 +43,7 @@ use crate::cq::Cq as DevCq;
 use crate::device::Device;
 use crate::mr::Mr as DevMr;
 use crate::qp::{Qp as DevQp, QpInit as DevQpInit};
+use crate::srq::Srq as DevSrq;
 
 // MODIFY_QP and CREATE_MR take libibverbs' bits as they are.
 const _: () = assert!(
@@ -152,9 +153,9 @@ impl<H: Hal> Context<H> {
             phys_port_cnt: caps.phys_port_cnt.into(),
             max_msg_sz: port.max_msg_sz,
             local_ca_ack_delay: caps.local_ca_ack_delay.into(),
-            max_srq: 0,
-            max_srq_wr: 0,
-            max_srq_sge: 0,
+            max_srq: caps.max_srq.to_ne(),
+            max_srq_wr: caps.max_srq_wr.to_ne().min(crate::MAX_WR),
+            max_srq_sge: caps.max_srq_sge.to_ne().min(crate::MAX_SGE),
         };
         // From here a failure drops `sh`, which destroys the user context.
         let mut sh = Shared {
@@ -294,7 +295,7 @@ impl<H: Hal> Provider for Context<H> {
     type Mr = Mr<H>;
     type Cq = Cq<H>;
     type Qp = Qp<H>;
-    type Srq = Unsupported;
+    type Srq = Srq<H>;
     type Ah = Ah<H>;
     type Mw = Unsupported;
     type Channel = CompChannel<H>;
@@ -479,9 +480,6 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
     }
 
     fn create_qp(&self, init: &QpInit<'_, Context<H>>) -> Result<Qp<H>> {
-        if let Some(srq) = init.srq {
-            match *srq {}
-        }
         let qp_type = match init.qp_type {
             QpType::Rc => pv::QpType::Rc,
             QpType::Ud => pv::QpType::Ud,
@@ -497,6 +495,8 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
         let (send_cq, recv_cq) = (&init.send_cq.inner, &init.recv_cq.inner);
         let cap = init.cap;
         let (send_sge, recv_sge) = (cap.max_send_sge.max(1), cap.max_recv_sge.max(1));
+        let srq = init.srq.map(|s| Arc::clone(&s.inner));
+        let srq_guard = srq.as_ref().map(|s| s.srq.lock());
         let qp = sh.dev.create_qp(
             sh.uc(),
             self.inner.pd(),
@@ -504,6 +504,7 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
                 qp_type,
                 send_cq: send_cq.cq(),
                 recv_cq: recv_cq.cq(),
+                srq: srq_guard.as_ref().map(|g| g.as_ref().expect("a live SRQ")),
                 max_send_wr: cap.max_send_wr.max(1),
                 max_recv_wr: cap.max_recv_wr.max(1),
                 max_send_sge: send_sge,
@@ -511,6 +512,8 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
                 sq_sig_all: init.sq_sig_all,
             },
         )?;
+        drop(srq_guard);
+        let recv_sge = if srq.is_some() { 0 } else { recv_sge };
         Ok(Qp {
             qpn: qp.qpn(),
             qp_type: init.qp_type,
@@ -521,12 +524,30 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
                 max_recv_sge: recv_sge,
                 max_inline_data: 0,
             },
+            _srq: srq,
             state: Mutex::new((QpState::Reset, 0)),
             qp: Mutex::new(Some(qp)),
             sh: Arc::clone(sh),
             _pd: Arc::clone(&self.inner),
             _send_cq: Arc::clone(send_cq),
             _recv_cq: Arc::clone(recv_cq),
+        })
+    }
+
+    fn create_srq(&self, attr: &SrqAttr) -> Result<Srq<H>> {
+        let sh = &self.inner.sh;
+        let srq = sh
+            .dev
+            .create_srq(sh.uc(), self.inner.pd(), attr.max_wr, attr.max_sge, 0)?;
+        Ok(Srq {
+            inner: Arc::new(SrqInner {
+                sh: Arc::clone(sh),
+                _pd: Arc::clone(&self.inner),
+                handle: srq.handle(),
+                geometry: (srq.capacity(), srq.max_sge()),
+                limit: Mutex::new(0),
+                srq: Mutex::new(Some(srq)),
+            }),
         })
     }
 
@@ -693,8 +714,9 @@ impl<H: Hal> CompletionQueue for Cq<H> {
 /// A queue pair: RC or UD.
 pub struct Qp<H: Hal> {
     sh: Arc<Shared<H>>,
-    /// Kept alive while the QP is: its PD and CQs.
+    /// Kept alive while the QP is: its PD, CQs and SRQ.
     _pd: Arc<PdInner<H>>,
+    _srq: Option<Arc<SrqInner<H>>>,
     _send_cq: Arc<CqInner<H>>,
     _recv_cq: Arc<CqInner<H>>,
     qpn: u32,
@@ -896,6 +918,87 @@ impl<H: Hal> QueuePair for Qp<H> {
         let r = destroy_slot(slot, |qp| sh.dev.destroy_qp(qp));
         let present = slot.is_some();
         handed_back(self, present, r)
+    }
+}
+
+/// A shared receive queue.
+pub struct Srq<H: Hal> {
+    inner: Arc<SrqInner<H>>,
+}
+
+struct SrqInner<H: Hal> {
+    sh: Arc<Shared<H>>,
+    _pd: Arc<PdInner<H>>,
+    handle: u32,
+    /// WQEs and SGEs per WQE, as made.
+    geometry: (u32, u32),
+    /// The limit last set (the device disarms it when its event fires).
+    limit: Mutex<u32>,
+    /// Posting takes it: one poster at a time.
+    srq: Mutex<Option<DevSrq>>,
+}
+
+impl<H: Hal> Drop for SrqInner<H> {
+    fn drop(&mut self) {
+        let sh = Arc::clone(&self.sh);
+        if let Err(e) = destroy_slot(self.srq.get_mut(), |srq| sh.dev.destroy_srq(srq)) {
+            log::error!("dropping PVRDMA SRQ {}: {e}", self.handle);
+        }
+    }
+}
+
+impl<H: Hal> SharedReceiveQueue for Srq<H> {
+    fn srq_num(&self) -> u32 {
+        self.inner.handle
+    }
+
+    fn attr(&self) -> SrqAttr {
+        let (max_wr, max_sge) = self.inner.geometry;
+        SrqAttr {
+            max_wr,
+            max_sge,
+            srq_limit: *self.inner.limit.lock(),
+        }
+    }
+
+    fn post_recv(&self, wrs: &[RecvWr<'_>]) -> core::result::Result<(), PostError> {
+        let mut srq = self.inner.srq.lock();
+        let srq = srq.as_mut().expect("a live SRQ");
+        self.inner.sh.dev.post_srq_recv(srq, wrs)
+    }
+
+    fn modify(&self, attr: &SrqAttr, mask: u32) -> Result<()> {
+        let srq = self.inner.srq.lock();
+        let srq = srq.as_ref().expect("a live SRQ");
+        self.inner.sh.dev.modify_srq(srq, attr, mask)?;
+        *self.inner.limit.lock() = attr.srq_limit;
+        Ok(())
+    }
+
+    fn query(&self) -> Result<SrqAttr> {
+        let srq = self.inner.srq.lock();
+        self.inner
+            .sh
+            .dev
+            .query_srq(srq.as_ref().expect("a live SRQ"))
+    }
+
+    fn destroy(self) -> Destroyed<Self> {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                let sh = Arc::clone(&inner.sh);
+                let r = destroy_slot(inner.srq.get_mut(), |srq| sh.dev.destroy_srq(srq));
+                let present = inner.srq.get_mut().is_some();
+                handed_back(
+                    Self {
+                        inner: Arc::new(inner),
+                    },
+                    present,
+                    r,
+                )
+            }
+            Err(inner) => busy(Self { inner }, "the SRQ (by QPs)"),
+        }
     }
 }
 

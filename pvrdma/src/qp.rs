@@ -19,6 +19,7 @@ use crate::context::{Pd, Uc};
 use crate::cq::Cq;
 use crate::device::Device;
 use crate::queue_mem::QueueMem;
+use crate::srq::Srq;
 
 /// The most work requests a queue may ask for (the indices of a ring need
 /// one bit above the slot; a directory lists at most 512 × 512 pages).
@@ -36,6 +37,9 @@ pub struct QpInit<'a> {
     pub send_cq: &'a Cq,
     /// The CQ receive completions go to.
     pub recv_cq: &'a Cq,
+    /// The SRQ its receives come from; the QP then has no receive queue,
+    /// and the receive capacities are not used.
+    pub srq: Option<&'a Srq>,
     /// Send WQEs (rounded up to a power of two).
     pub max_send_wr: u32,
     /// Receive WQEs (rounded up to a power of two).
@@ -75,7 +79,8 @@ pub struct Qp {
 #[derive(Debug)]
 pub(crate) struct Queues {
     pub(crate) sq: WorkQueue,
-    pub(crate) rq: WorkQueue,
+    /// `None` on an SRQ.
+    pub(crate) rq: Option<WorkQueue>,
     pub(crate) mem: QueueMem,
 }
 
@@ -100,9 +105,9 @@ impl Qp {
         self.q.sq.ring.size()
     }
 
-    /// Receive WQEs the ring holds.
+    /// Receive WQEs the ring holds (0 on an SRQ).
     pub fn recv_capacity(&self) -> u32 {
-        self.q.rq.ring.size()
+        self.q.rq.as_ref().map_or(0, |rq| rq.ring.size())
     }
 }
 
@@ -126,12 +131,19 @@ impl<H: Hal> Device<H> {
                 format!("a {:?} QP: this driver makes RC and UD QPs", init.qp_type),
             ));
         }
-        for (what, n, max) in [
+        // On an SRQ the QP has no receive queue: it asks for none.
+        let (recv_wr, recv_sge) = match init.srq {
+            Some(_) => (0, 0),
+            None => (init.max_recv_wr, init.max_recv_sge),
+        };
+        let checked = [
             ("send WQEs", init.max_send_wr, MAX_WR),
-            ("receive WQEs", init.max_recv_wr, MAX_WR),
             ("send SGEs", init.max_send_sge, MAX_SGE),
-            ("receive SGEs", init.max_recv_sge, MAX_SGE),
-        ] {
+            ("receive WQEs", recv_wr, MAX_WR),
+            ("receive SGEs", recv_sge, MAX_SGE),
+        ];
+        let n_checked = if init.srq.is_some() { 2 } else { 4 };
+        for (what, n, max) in checked.into_iter().take(n_checked) {
             if n == 0 || n > max {
                 return Err(Error::invalid(format!(
                     "a QP of {n} {what}: between 1 and {max}"
@@ -140,10 +152,14 @@ impl<H: Hal> Device<H> {
         }
         let (send_wr, recv_wr) = (
             init.max_send_wr.next_power_of_two(),
-            init.max_recv_wr.next_power_of_two(),
+            if recv_wr == 0 {
+                0
+            } else {
+                recv_wr.next_power_of_two()
+            },
         );
         let sq_stride = stride(SQ_WQE_HDR_SIZE, init.max_send_sge);
-        let rq_stride = stride(core::mem::size_of::<RqWqeHdr>(), init.max_recv_sge);
+        let rq_stride = stride(core::mem::size_of::<RqWqeHdr>(), recv_sge);
         let (sq_pages, rq_pages) = (pages_for(send_wr, sq_stride), pages_for(recv_wr, rq_stride));
         let mem = QueueMem::alloc(&self.hal, sq_pages + rq_pages, "PVRDMA QP memory")?;
         let req = CreateQp {
@@ -154,7 +170,9 @@ impl<H: Hal> Device<H> {
             max_send_wr: le32::from_ne(send_wr),
             max_recv_wr: le32::from_ne(recv_wr),
             max_send_sge: le32::from_ne(init.max_send_sge),
-            max_recv_sge: le32::from_ne(init.max_recv_sge),
+            max_recv_sge: le32::from_ne(recv_sge),
+            srq_handle: le32::from_ne(init.srq.map_or(0, Srq::handle)),
+            is_srq: u8::from(init.srq.is_some()),
             total_chunks: le16::from_ne(mem.nchunks() as u16),
             send_chunks: le16::from_ne(sq_pages as u16),
             sq_sig_all: u8::from(init.sq_sig_all),
@@ -195,16 +213,16 @@ impl<H: Hal> Device<H> {
                     stride: sq_stride,
                     max_sge: init.max_send_sge,
                 },
-                rq: WorkQueue {
+                rq: (recv_wr > 0).then(|| WorkQueue {
                     ring: IndexRing::new(RX_PROD_TAIL, RX_CONS_HEAD, recv_wr.ilog2()),
                     offset: sq_pages * PAGE_SIZE,
                     stride: rq_stride,
-                    max_sge: init.max_recv_sge,
-                },
+                    max_sge: recv_sge,
+                }),
                 mem,
             }),
         };
-        let asked = [send_wr, recv_wr, init.max_send_sge, init.max_recv_sge];
+        let asked = [send_wr, recv_wr, init.max_send_sge, recv_sge];
         if granted.iter().zip(asked).any(|(&g, a)| g < a) {
             let error = Error::new(
                 ErrorKind::Io,

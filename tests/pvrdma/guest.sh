@@ -6,7 +6,8 @@
 # Intel IOMMU. Both functions go to vfio-pci (a group is usable only when
 # every member is), and pvrdma_check drives the pvrdma function through
 # rnic-vfio and rnic-pvrdma; then unmodified ibv_devinfo, ibv_rc_pingpong
-# and ibv_ud_pingpong run over rnic's drop-in libibverbs on it, against
+# ibv_ud_pingpong and ibv_srq_pingpong run over rnic's drop-in libibverbs
+# on it, against
 # the host's servers. Prints "RNIC-VM-RESULT: PASS" when it passed.
 
 fail=0
@@ -81,6 +82,7 @@ for round in $(arg rounds | tr ',' ' '); do
     iters=$(echo "$round" | cut -d: -f4)
     mode=$(echo "$round" | cut -d: -f5)
     set -- "ibv_${prog}_pingpong" -d pvrdma0 -g 0 -c -r 32 -n "$iters" -s "$size" -p "$port"
+    [ "$prog" = srq ] && set -- "$@" -q 4
     [ "$mode" = e ] && set -- "$@" -e
     ok=0
     for try in $(seq 150); do

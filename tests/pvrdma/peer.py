@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The PVRDMA VM test's host peer: unmodified ibv_rc_pingpong and
-ibv_ud_pingpong servers over rnic's drop-in libibverbs, one after another,
+"""The PVRDMA VM test's host peer: unmodified ibv_rc_pingpong,
+ibv_ud_pingpong and ibv_srq_pingpong servers over rnic's drop-in
+libibverbs, one after another,
 each an rnic NIC on the same UDP wire to QEMU's backend NIC.
 
 The wire's socket is bound here once, on a port the kernel picks, and
@@ -14,8 +15,8 @@ Usage: peer.py LIBDIR QEMU_WIRE PORT_FILE TIMEOUT ROUND...
   LIBDIR     where the drop-in libibverbs.so.1 is
   QEMU_WIRE  QEMU's backend NIC's UDP address (127.0.0.1:PORT)
   PORT_FILE  where this peer writes its own UDP port
-  ROUND      PROGRAM:TCP_PORT:SIZE:ITERS[:e], PROGRAM rc or ud; e: on CQ
-             events
+  ROUND      PROGRAM:TCP_PORT:SIZE:ITERS[:e], PROGRAM rc, ud or srq (four
+             QPs on an SRQ); e: on CQ events
 Prints one "ok   host ..." or "FAIL host ..." line per round and exits 0
 when every round passed.
 """
@@ -47,6 +48,9 @@ def main():
             f"ibv_{prog}_pingpong", "-d", "rnic0", "-g", "1", "-c",
             "-r", "32", "-n", iters, "-s", size, "-p", tcp,
         ]
+        if prog == "srq":
+            # Four QPs on one SRQ (16 by default).
+            args += ["-q", "4"]
         if mode == ["e"]:
             args.append("-e")
         what = f"{' '.join(args)}"

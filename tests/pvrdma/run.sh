@@ -64,7 +64,7 @@ guest_target=$repo/target/vm/cargo
     -p rnic-pvrdma --example pvrdma_check)
 guest_bins=$guest_target/x86_64-unknown-linux-gnu/release/examples
 [ -x "$guest_bins/pvrdma_check" ] || die "no $guest_bins/pvrdma_check after the build"
-for b in ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong; do
+for b in ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ibv_srq_pingpong; do
     [ -x "/usr/bin/$b" ] || die "/usr/bin/$b not found; run scripts/setup.sh (ibverbs-utils)"
 done
 
@@ -76,14 +76,15 @@ bash "$vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:vfio mod:vfio_iommu_type1 mod:vfio_pci mod:virtio_pci mod:virtio_net \
     "bin:$guest_bins/pvrdma_check=/usr/bin/pvrdma_check" \
     "bin:$ibverbs_lib=/usr/lib/rnic/libibverbs.so.1" \
-    bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong bin:/usr/bin/ibv_ud_pingpong
+    bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong bin:/usr/bin/ibv_ud_pingpong \
+    bin:/usr/bin/ibv_srq_pingpong
 
 # Ports on 127.0.0.1: QEMU's backend NIC's end of the wire, and one TCP
 # port per round for the host's server, which the guest reaches as
 # 10.0.2.2 through user networking: the first free block from a start that
 # depends on the PID. The peer's end of the wire is bound by peer.py on a
 # port the kernel picks, and kept for every round.
-rounds_n=4
+rounds_n=5
 in_use() { ss -Hltun "sport = :$1" | grep -q .; }
 base=$((30000 + ($$ % 1000) * 8))
 for _ in $(seq 100); do
@@ -95,8 +96,9 @@ done
 wire_qemu=$base pp=$((base + 1))
 # Rounds of PROGRAM:SIZE:ITERS[:e] (RNIC_PVRDMA_ROUNDS, at most
 # $rounds_n), each given its TCP port: RC polling and on CQ events at
-# several sizes (beyond QEMU's MTU of 1024 too), and UD within one MTU.
-shapes=${RNIC_PVRDMA_ROUNDS:-rc:4096:50 rc:1:100:e rc:16384:20:e ud:512:50}
+# several sizes (beyond QEMU's MTU of 1024 too), UD within one MTU, and
+# four RC QPs on one SRQ.
+shapes=${RNIC_PVRDMA_ROUNDS:-rc:4096:50 rc:1:100:e rc:16384:20:e ud:512:50 srq:4096:20}
 rounds= port=$pp
 for shape in $shapes; do
     prog=${shape%%:*}

@@ -18,7 +18,7 @@ use rnic_verbs::{
 };
 
 use super::fake::{answer, Fake};
-use super::objects::read;
+use super::objects::{listed_pages, read};
 use crate::provider::Context;
 
 fn opcode(req: &[u8]) -> u32 {
@@ -39,6 +39,7 @@ fn device() -> Fake {
     fake.state().caps.phys_port_cnt = 1;
     fake.state().caps.max_qp_rd_atom = rnic_pvrdma_regs::le32::from_ne(4);
     fake.state().caps.max_qp_init_rd_atom = rnic_pvrdma_regs::le32::from_ne(4);
+    fake.state().caps.max_srq = rnic_pvrdma_regs::le32::from_ne(16);
     let mut next = 7u32;
     fake.state().handler = std::boxed::Box::new(move |req| {
         let handle = next;
@@ -121,15 +122,17 @@ fn the_context_binds_gid_0_and_reports_what_the_device_carries() {
     let a = ctx.device_attr();
     assert_eq!(a.node_guid, [1, 2, 3, 4, 5, 6, 7, 8]);
     assert_eq!(
-        (a.max_inline_data, a.atomic_cap, a.max_srq, a.max_msg_sz),
-        (0, 0, 0, 1 << 31),
-        "no inline data, atomics or SRQs: QEMU's pvrdma cannot carry them"
+        (a.max_inline_data, a.atomic_cap, a.max_msg_sz),
+        (0, 0, 1 << 31),
+        "no inline data or atomics: QEMU's pvrdma cannot carry them"
     );
+    assert_eq!(a.max_srq, 16, "SRQs as the device offers them");
 
     let pd = ctx.alloc_pd().unwrap();
     assert_eq!(
         pd.create_srq(&SrqAttr::default()).err().map(|e| e.kind()),
-        Some(ErrorKind::NotSupported)
+        Some(ErrorKind::InvalidArgument),
+        "an SRQ of no WQEs"
     );
     assert_eq!(
         pd.alloc_mw(MwType::Type2).err().map(|e| e.kind()),
@@ -153,6 +156,18 @@ fn rc_init<'a>(cq: &'a crate::provider::Cq<Fake>, cap: QpCap) -> QpInit<'a, Cont
         sq_sig_all: false,
     }
 }
+
+/// What an RC QP's RESET -> INIT requires.
+const INIT_MASK: u32 = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+
+/// What an RC QP's INIT -> RTR requires.
+const RTR_MASK: u32 = qp_attr::STATE
+    | qp_attr::AV
+    | qp_attr::PATH_MTU
+    | qp_attr::DEST_QPN
+    | qp_attr::RQ_PSN
+    | qp_attr::MAX_DEST_RD_ATOMIC
+    | qp_attr::MIN_RNR_TIMER;
 
 const CAP: QpCap = QpCap {
     max_send_wr: 4,
@@ -216,7 +231,7 @@ fn modify_is_checked_by_the_verbs_core_before_the_device_sees_it() {
         "nothing reached the device"
     );
 
-    let mask = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+    let mask = INIT_MASK;
     qp.modify(&init, mask).unwrap();
     let m: ModifyQp = read(requests(&fake, CmdOpcode::ModifyQp).last().unwrap());
     assert_eq!(m.attr_mask.to_ne(), mask);
@@ -242,13 +257,7 @@ fn modify_is_checked_by_the_verbs_core_before_the_device_sees_it() {
     rtr.ah_attr.is_global = true;
     rtr.ah_attr.hop_limit = 1;
     rtr.ah_attr.sgid_index = 1;
-    let mask = qp_attr::STATE
-        | qp_attr::AV
-        | qp_attr::PATH_MTU
-        | qp_attr::DEST_QPN
-        | qp_attr::RQ_PSN
-        | qp_attr::MAX_DEST_RD_ATOMIC
-        | qp_attr::MIN_RNR_TIMER;
+    let mask = RTR_MASK;
     let before = fake.state().requests.len();
     let e = qp.modify(&rtr, mask).unwrap_err();
     assert!(e.message().contains("only GID 0"), "{e}");
@@ -438,7 +447,7 @@ fn without_read_resources_a_qp_takes_rd_atomic_counts_as_0() {
         port_num: 1,
         ..QpAttr::default()
     };
-    let mask = qp_attr::STATE | qp_attr::PKEY_INDEX | qp_attr::PORT | qp_attr::ACCESS_FLAGS;
+    let mask = INIT_MASK;
     qp.modify(&init, mask).unwrap();
     let mut rtr = QpAttr {
         qp_state: QpState::Rtr,
@@ -447,16 +456,135 @@ fn without_read_resources_a_qp_takes_rd_atomic_counts_as_0() {
         ..QpAttr::default()
     };
     rtr.ah_attr.is_global = true;
-    let mask = qp_attr::STATE
-        | qp_attr::AV
-        | qp_attr::PATH_MTU
-        | qp_attr::DEST_QPN
-        | qp_attr::RQ_PSN
-        | qp_attr::MAX_DEST_RD_ATOMIC
-        | qp_attr::MIN_RNR_TIMER;
+    let mask = RTR_MASK;
     qp.modify(&rtr, mask)
         .expect("ibv_rc_pingpong's RTR, asking for 1");
     let m: ModifyQp = read(requests(&fake, CmdOpcode::ModifyQp).last().unwrap());
     assert_eq!(m.attrs.max_dest_rd_atomic, 0);
     qp.destroy().unwrap();
+}
+
+#[test]
+fn an_srq_feeds_the_qps_made_on_it() {
+    use rnic_pvrdma_regs::cmd::{CreateSrq, ModifySrq};
+    use rnic_pvrdma_regs::uar::{SRQ_DB, SRQ_RECV};
+    use rnic_pvrdma_regs::wqe::RqWqeHdr;
+    use rnic_verbs::provider::SharedReceiveQueue;
+    use rnic_verbs::{srq_mask, RecvWr, Sge};
+
+    let fake = device();
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let srq = pd
+        .create_srq(&SrqAttr {
+            max_wr: 5,
+            max_sge: 2,
+            srq_limit: 0,
+        })
+        .unwrap();
+    let req: CreateSrq = read(requests(&fake, CmdOpcode::CreateSrq).last().unwrap());
+    assert_eq!(
+        (
+            req.attrs.max_wr.to_ne(),
+            req.attrs.max_sge.to_ne(),
+            req.nchunks.to_ne()
+        ),
+        (8, 2, 2),
+        "8 WQEs of 64 B: the state page and one page of WQEs"
+    );
+    let pages = listed_pages(&fake, req.pdir_dma.to_ne(), 2);
+    let (state, wqes) = (pages[0], pages[1]);
+
+    let qp = pd
+        .create_qp(&QpInit {
+            srq: Some(&srq),
+            ..rc_init(&cq, CAP)
+        })
+        .unwrap();
+    let q: CreateQp = read(requests(&fake, CmdOpcode::CreateQp).last().unwrap());
+    assert_eq!(
+        (q.is_srq, q.srq_handle.to_ne(), q.max_recv_wr.to_ne()),
+        (1, srq.srq_num(), 0),
+        "the QP takes its receives from the SRQ and has no receive queue"
+    );
+    assert_eq!(q.total_chunks.to_ne(), q.send_chunks.to_ne() + 1);
+    let e = qp
+        .post_recv(&[RecvWr {
+            wr_id: 1,
+            sg_list: &[],
+        }])
+        .unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::InvalidArgument, "{}", e.error);
+
+    let sge = [Sge {
+        addr: 0x5000,
+        length: 64,
+        lkey: 3,
+    }];
+    fake.state().uar_writes.clear();
+    srq.post_recv(&[
+        RecvWr {
+            wr_id: 7,
+            sg_list: &sge,
+        },
+        RecvWr {
+            wr_id: 8,
+            sg_list: &sge,
+        },
+    ])
+    .unwrap();
+    let hdr: RqWqeHdr = read(fake.state().dma(wqes + 64, 16).unwrap());
+    assert_eq!(
+        (hdr.wr_id.to_ne(), hdr.num_sge.to_ne()),
+        (8, 1),
+        "the second WQE"
+    );
+    let tail = u32::from_le_bytes(
+        fake.state()
+            .dma(state + rnic_pvrdma_regs::ring::RX_PROD_TAIL as u64, 4)
+            .unwrap()
+            .try_into()
+            .unwrap(),
+    );
+    assert_eq!(tail, 2);
+    assert_eq!(
+        fake.state().uar_writes,
+        [(SRQ_DB, srq.srq_num() | SRQ_RECV)],
+        "one SRQ doorbell for the post"
+    );
+    let e = srq
+        .post_recv(&[RecvWr {
+            wr_id: 9,
+            sg_list: &[sge[0]; 3],
+        }])
+        .unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::InvalidArgument, "3 SGEs of 2");
+
+    let grow = SrqAttr {
+        max_wr: 16,
+        ..srq.attr()
+    };
+    assert_eq!(
+        srq.modify(&grow, srq_mask::MAX_WR).unwrap_err().kind(),
+        ErrorKind::NotSupported
+    );
+    let limit = SrqAttr {
+        srq_limit: 2,
+        ..srq.attr()
+    };
+    srq.modify(&limit, srq_mask::LIMIT).unwrap();
+    let m: ModifySrq = read(requests(&fake, CmdOpcode::ModifySrq).last().unwrap());
+    assert_eq!(
+        (m.attr_mask.to_ne(), m.attrs.srq_limit.to_ne()),
+        (srq_mask::LIMIT, 2)
+    );
+    assert_eq!(srq.attr().srq_limit, 2);
+
+    let e = srq.destroy().unwrap_err();
+    assert_eq!(e.error.kind(), ErrorKind::Busy, "its QP");
+    let srq = e.object.unwrap();
+    qp.destroy().unwrap();
+    srq.destroy().unwrap();
+    assert_eq!(requests(&fake, CmdOpcode::DestroySrq).len(), 1);
 }
