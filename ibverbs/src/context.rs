@@ -776,3 +776,31 @@ pub extern "C" fn ibv_resolve_eth_l2_from_gid(
     errno::set(libc::EINVAL);
     -libc::EINVAL
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::inherited_udp;
+
+    #[test]
+    fn an_inherited_udp_socket_is_copied_and_others_are_refused() {
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let copy = inherited_udp(udp.as_raw_fd()).unwrap();
+        assert_ne!(
+            copy.as_raw_fd(),
+            udp.as_raw_fd(),
+            "a copy: the process keeps its own"
+        );
+        assert_eq!(copy.local_addr().unwrap(), udp.local_addr().unwrap());
+        drop(copy);
+        assert!(udp.local_addr().is_ok(), "the inherited one stays open");
+
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = inherited_udp(tcp.as_raw_fd()).unwrap_err();
+        assert!(e.to_string().contains("datagram"), "{e}");
+        let file = std::fs::File::open("/dev/null").unwrap();
+        let e = inherited_udp(file.as_raw_fd()).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOTSOCK), "{e}");
+    }
+}
