@@ -388,9 +388,9 @@ impl<H: Hal> Context<H> {
         self.shared.query_gid(port, index)
     }
 
-    /// The type of entry `index` of port `port`'s GID table (QUERY_GID).
-    pub fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
-        Ok(self.shared.query_gid_entry(port, index)?.1)
+    /// Entry `index` of port `port`'s GID table and its type (QUERY_GID).
+    pub fn query_gid_entry(&self, port: u8, index: u32) -> Result<(Gid, GidType)> {
+        self.shared.query_gid_entry(port, index)
     }
 
     /// Sets GID `index` of `port` to `gid`, of type `ty` (SET_GID): a RoCE

@@ -41,8 +41,8 @@ impl<H: Hal> Provider for Context<H> {
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         Context::query_gid(self, port, index)
     }
-    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
-        Context::query_gid_type(self, port, index)
+    fn query_gid_entry(&self, port: u8, index: u32) -> Result<(Gid, GidType)> {
+        Context::query_gid_entry(self, port, index)
     }
     fn alloc_pd(&self) -> Result<Pd<H>> {
         Context::alloc_pd(self)

@@ -130,8 +130,8 @@ impl Provider for AnyContext {
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid> {
         each!(self, c => Provider::query_gid(c, port, index))
     }
-    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
-        each!(self, c => Provider::query_gid_type(c, port, index))
+    fn query_gid_entry(&self, port: u8, index: u32) -> Result<(Gid, GidType)> {
+        each!(self, c => Provider::query_gid_entry(c, port, index))
     }
     fn alloc_pd(&self) -> Result<AnyPd> {
         match self {

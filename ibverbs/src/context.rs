@@ -531,8 +531,8 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         errno::set(libc::EINVAL);
         return -1;
     };
-    let ty = match c.ctx.query_gid_type(port_num, index) {
-        Ok(ty) => ty,
+    let ty = match c.ctx.query_gid_entry(port_num, index) {
+        Ok((_, ty)) => ty,
         Err(e) => {
             errno::set(errno_of(&e));
             return -1;
@@ -631,15 +631,13 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
 /// index.
 fn gid_entry(c: &Context, port: u32, index: u32) -> Result<IbvGidEntry, c_int> {
     let port8 = u8::try_from(port).map_err(|_| libc::EINVAL)?;
-    let gid = c.ctx.query_gid(port8, index).map_err(|e| errno_of(&e))?;
+    let (gid, ty) = c
+        .ctx
+        .query_gid_entry(port8, index)
+        .map_err(|e| errno_of(&e))?;
     if gid == [0; 16] {
         return Err(libc::ENODATA);
     }
-    // `enum ibv_gid_type` has the verbs core's values.
-    let ty = c
-        .ctx
-        .query_gid_type(port8, index)
-        .map_err(|e| errno_of(&e))?;
     Ok(IbvGidEntry {
         gid,
         gid_index: index,

@@ -194,8 +194,9 @@ impl<H: Hal> Device<H> {
         self.async_ring.pop(&ring_pages(&self.pages, page::ASYNC))
     }
 
-    /// The next CQ notification (the handle of an armed CQ with a new
-    /// completion), if any.
+    /// The next CQ notification (the handle of a CQ with a new completion;
+    /// QEMU's pvrdma writes one for every completion, armed or not), if
+    /// any.
     pub fn pop_cq_notification(&self) -> core::result::Result<Option<Cqne>, IndexError> {
         self.cq_ring.pop(&ring_pages(&self.pages, page::CQ))
     }

@@ -13,7 +13,7 @@
 //! backend's GID 0 whatever the entry, and a WQE naming an entry it cannot
 //! resolve stalls it), and address vectors may name entry 0 only.
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::sync::Arc;
 use core::ptr::NonNull;
@@ -47,9 +47,27 @@ use crate::srq::Srq as DevSrq;
 
 // MODIFY_QP and CREATE_MR take libibverbs' bits as they are.
 const _: () = assert!(
-    qp_attr::DEST_QPN == qp_attr_mask::DEST_QPN
+    qp_attr::STATE == qp_attr_mask::STATE
+        && qp_attr::CUR_STATE == qp_attr_mask::CUR_STATE
+        && qp_attr::EN_SQD_ASYNC_NOTIFY == qp_attr_mask::EN_SQD_ASYNC_NOTIFY
+        && qp_attr::ACCESS_FLAGS == qp_attr_mask::ACCESS_FLAGS
+        && qp_attr::PKEY_INDEX == qp_attr_mask::PKEY_INDEX
+        && qp_attr::PORT == qp_attr_mask::PORT
+        && qp_attr::QKEY == qp_attr_mask::QKEY
         && qp_attr::AV == qp_attr_mask::AV
+        && qp_attr::PATH_MTU == qp_attr_mask::PATH_MTU
+        && qp_attr::TIMEOUT == qp_attr_mask::TIMEOUT
+        && qp_attr::RETRY_CNT == qp_attr_mask::RETRY_CNT
+        && qp_attr::RNR_RETRY == qp_attr_mask::RNR_RETRY
+        && qp_attr::RQ_PSN == qp_attr_mask::RQ_PSN
+        && qp_attr::MAX_QP_RD_ATOMIC == qp_attr_mask::MAX_QP_RD_ATOMIC
+        && qp_attr::ALT_PATH == qp_attr_mask::ALT_PATH
         && qp_attr::MIN_RNR_TIMER == qp_attr_mask::MIN_RNR_TIMER
+        && qp_attr::SQ_PSN == qp_attr_mask::SQ_PSN
+        && qp_attr::MAX_DEST_RD_ATOMIC == qp_attr_mask::MAX_DEST_RD_ATOMIC
+        && qp_attr::PATH_MIG_STATE == qp_attr_mask::PATH_MIG_STATE
+        && qp_attr::CAP == qp_attr_mask::CAP
+        && qp_attr::DEST_QPN == qp_attr_mask::DEST_QPN
         && access::LOCAL_WRITE == pv::access::LOCAL_WRITE
         && access::REMOTE_WRITE == pv::access::REMOTE_WRITE
         && access::REMOTE_READ == pv::access::REMOTE_READ
@@ -94,9 +112,32 @@ struct Shared<H: Hal> {
 #[derive(Default)]
 struct Routes {
     by_cq: BTreeMap<u32, u64>,
-    /// Notifications taken by one channel's wait for another channel.
+    /// CQs armed since their last event: QEMU's pvrdma writes a
+    /// notification for every completion, armed or not, and libibverbs
+    /// gives one event per arm.
+    armed: BTreeSet<u32>,
+    /// Events taken from the ring for a channel that was not waiting.
     pending: VecDeque<(u64, u32)>,
     next_channel: u64,
+}
+
+impl Routes {
+    /// The channel a notification of CQ `cq` is an event for: that of an
+    /// armed CQ on a channel (disarming it); `None` for any other, which
+    /// is dropped.
+    fn route(&mut self, cq: u32) -> Option<u64> {
+        if !self.armed.remove(&cq) {
+            return None;
+        }
+        self.by_cq.get(&cq).copied()
+    }
+
+    /// Forgets CQ `cq`, destroyed: the device gives its handle to the
+    /// next CQ.
+    fn forget(&mut self, cq: u32) {
+        self.by_cq.remove(&cq);
+        self.armed.remove(&cq);
+    }
 }
 
 impl<H: Hal> Drop for Shared<H> {
@@ -181,6 +222,24 @@ impl<H: Hal> Context<H> {
 }
 
 impl<H: Hal> Shared<H> {
+    /// Takes every notification on the ring, keeping the events among them
+    /// for their channels: the ring fills with the notifications of
+    /// completions nobody armed for, and a full ring stops QEMU's pvrdma
+    /// from notifying at all.
+    fn drain(&self, routes: &mut Routes) -> Result<()> {
+        while let Some(n) = self
+            .dev
+            .pop_cq_notification()
+            .map_err(|e| Error::new(ErrorKind::Io, format!("the CQ-notification ring: {e}")))?
+        {
+            let cq = n.info.to_ne();
+            if let Some(ch) = routes.route(cq) {
+                routes.pending.push_back((ch, cq));
+            }
+        }
+        Ok(())
+    }
+
     fn uc(&self) -> &Uc {
         self.uc
             .as_ref()
@@ -325,11 +384,10 @@ impl<H: Hal> Provider for Context<H> {
         }
     }
 
-    /// RoCE v1 for every entry: the type the context binds GID 0 with, the
-    /// only one QEMU's pvrdma offers.
-    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType> {
-        self.query_gid(port, index)?;
-        Ok(GidType::RoceV1)
+    /// Of type RoCE v1, every entry: the type the context binds GID 0
+    /// with, the only one QEMU's pvrdma offers.
+    fn query_gid_entry(&self, port: u8, index: u32) -> Result<(Gid, GidType)> {
+        Ok((self.query_gid(port, index)?, GidType::RoceV1))
     }
 
     fn alloc_pd(&self) -> Result<Pd<H>> {
@@ -645,7 +703,7 @@ impl<H: Hal> CqInner<H> {
 
 impl<H: Hal> Drop for CqInner<H> {
     fn drop(&mut self) {
-        self.sh.routes.lock().by_cq.remove(&self.handle);
+        self.sh.routes.lock().forget(self.handle);
         let sh = Arc::clone(&self.sh);
         if let Err(e) = destroy_slot(&mut self.cq, |cq| sh.dev.destroy_cq(cq)) {
             log::error!("dropping PVRDMA CQ {}: {e}", self.handle);
@@ -685,8 +743,19 @@ impl<H: Hal> CompletionQueue for Cq<H> {
         Ok(got)
     }
 
+    /// Arms the CQ for one event. The notifications waiting on the ring
+    /// are taken first, so that those of completions before the arm are
+    /// not taken for its event.
     fn arm(&self, solicited_only: bool) {
-        self.inner.sh.dev.arm_cq(self.inner.cq(), solicited_only);
+        let sh = &self.inner.sh;
+        {
+            let mut routes = sh.routes.lock();
+            if let Err(e) = sh.drain(&mut routes) {
+                log::error!("arming CQ {}: {e}", self.inner.handle);
+            }
+            routes.armed.insert(self.inner.handle);
+        }
+        sh.dev.arm_cq(self.inner.cq(), solicited_only);
     }
 
     fn destroy(self) -> Destroyed<Self> {
@@ -696,7 +765,7 @@ impl<H: Hal> CompletionQueue for Cq<H> {
                 let r = destroy_slot(&mut inner.cq, |cq| sh.dev.destroy_cq(cq));
                 let present = inner.cq.is_some();
                 if !present {
-                    sh.routes.lock().by_cq.remove(&inner.handle);
+                    sh.routes.lock().forget(inner.handle);
                 }
                 handed_back(
                     Self {
@@ -1052,10 +1121,10 @@ impl<H: Hal> CompletionChannel for CompChannel<H> {
             };
             let cq = n.info.to_ne();
             let mut routes = sh.routes.lock();
-            match routes.by_cq.get(&cq).copied() {
+            match routes.route(cq) {
                 Some(ch) if ch == self.id => return Ok(Some(cq)),
                 Some(ch) => routes.pending.push_back((ch, cq)),
-                // A CQ without a channel, or destroyed since.
+                // Not armed, not on a channel, or destroyed since.
                 None => {}
             }
         }

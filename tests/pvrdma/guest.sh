@@ -44,10 +44,10 @@ pvrdma_check "$BDF" || fail=1
 # ibv_devinfo, then ping-pongs with the host peer's servers (run.sh,
 # peer.py), their address exchange over the virtio-net (user networking,
 # host at 10.0.2.2). The rounds come on the kernel command line.
+arg() { tr ' ' '\n' < /proc/cmdline | sed -n "s/^rnic\.$1=//p"; }
 export LD_LIBRARY_PATH=/usr/lib/rnic RNIC_DEVICES="name=pvrdma0,vfio=$BDF"
 # The drop-in's log (env_logger), from run.sh's RNIC_PVRDMA_LOG.
-[ -n "$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^rnic\.log=//p')" ] &&
-    export RUST_LOG="$(tr ' ' '\n' < /proc/cmdline | sed -n 's/^rnic\.log=//p')"
+[ -n "$(arg log)" ] && export RUST_LOG="$(arg log)"
 if ibv_devinfo -v -d pvrdma0 >/tmp/devinfo.out 2>&1 &&
     grep -q 'hca_id:.*pvrdma0' /tmp/devinfo.out &&
     grep -q 'vendor_id:.*0x15ad' /tmp/devinfo.out &&
@@ -63,7 +63,6 @@ else
 fi
 
 for m in virtio_pci virtio_net; do modprobe "$m" || { say "modprobe $m failed"; fail=1; }; done
-arg() { tr ' ' '\n' < /proc/cmdline | sed -n "s/^rnic\.$1=//p"; }
 NET=
 for n in /sys/class/net/*; do
     [ "$(basename "$(readlink "$n/device/driver")" 2>/dev/null)" = virtio_net ] && NET=$(basename "$n")

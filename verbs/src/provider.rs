@@ -65,8 +65,9 @@ pub trait Provider: Sized {
     fn query_port(&self, port: u8) -> Result<PortAttr>;
     /// Entry `index` of port `port`'s GID table (all zeros: empty).
     fn query_gid(&self, port: u8, index: u32) -> Result<Gid>;
-    /// The type of entry `index` of port `port`'s GID table.
-    fn query_gid_type(&self, port: u8, index: u32) -> Result<GidType>;
+    /// Entry `index` of port `port`'s GID table and its type, in one look
+    /// (a GID table listing asks for both of every entry).
+    fn query_gid_entry(&self, port: u8, index: u32) -> Result<(Gid, GidType)>;
     /// A protection domain.
     fn alloc_pd(&self) -> Result<Self::Pd>;
     /// A completion channel.

@@ -186,9 +186,10 @@ impl State {
         self.allocs.iter().filter(|a| a.mapped).count()
     }
 
-    /// Puts CQ `handle` on the CQ-notification ring, as the device does
-    /// for an armed CQ that completed; false if bring-up gave no ring.
-    fn notify(&mut self, handle: u32) -> bool {
+    /// Puts CQ `handle` on the CQ-notification ring, as QEMU's pvrdma
+    /// does for every completion, armed or not; false if bring-up gave no
+    /// ring.
+    pub fn notify(&mut self, handle: u32) -> bool {
         let Some(dsr) = self.dsr else { return false };
         let word = |st: &mut Self, iova: u64| -> Option<u64> {
             Some(u64::from_le_bytes(st.dma(iova, 8)?.try_into().ok()?))

@@ -102,8 +102,8 @@ fn the_context_binds_gid_0_and_reports_what_the_device_carries() {
     assert_eq!(ctx.query_gid(1, 0).unwrap(), GID0);
     assert_eq!(ctx.query_gid(1, 5).unwrap(), [0; 16], "an unbound entry");
     assert_eq!(
-        ctx.query_gid_type(1, 0).unwrap(),
-        GidType::RoceV1,
+        ctx.query_gid_entry(1, 0).unwrap(),
+        (GID0, GidType::RoceV1),
         "as bound"
     );
     assert_eq!(
@@ -372,6 +372,8 @@ fn each_channel_gets_the_notifications_of_its_own_cqs() {
     let b = ctx.create_cq(8, Some(&ch2), 0).unwrap();
 
     // B's notification arrives while channel 1 waits: it is kept for 2.
+    a.arm(false);
+    b.arm(false);
     fake.state().notify_cq = Some(b.cq_num());
     assert_eq!(ch1.get_cq_event(5_000_000_000).unwrap(), None);
     assert_eq!(ch2.get_cq_event(5_000_000_000).unwrap(), Some(b.cq_num()));
@@ -587,4 +589,32 @@ fn an_srq_feeds_the_qps_made_on_it() {
     qp.destroy().unwrap();
     srq.destroy().unwrap();
     assert_eq!(requests(&fake, CmdOpcode::DestroySrq).len(), 1);
+}
+
+#[test]
+fn a_channel_gives_one_event_per_arm_and_drops_the_rest() {
+    let fake = device();
+    let ctx = open(&fake);
+    let ch = ctx.create_comp_channel().unwrap();
+    let cq = ctx.create_cq(8, Some(&ch), 0).unwrap();
+    let n = cq.cq_num();
+    let wait = || ch.get_cq_event(3_000_000_000).unwrap();
+
+    // QEMU's pvrdma notifies every completion: one of a CQ nobody armed
+    // is not an event (and is taken off the ring).
+    fake.state().notify_cq = Some(n);
+    assert_eq!(wait(), None, "not armed");
+    // Completions before the arm are taken by it, not given as its event.
+    assert!(fake.state().notify(n) && fake.state().notify(n));
+    cq.arm(false);
+    assert_eq!(wait(), None, "the two before the arm");
+    fake.state().notify_cq = Some(n);
+    assert_eq!(wait(), Some(n), "the one after the arm");
+    fake.state().notify_cq = Some(n);
+    assert_eq!(wait(), None, "one event per arm");
+    cq.arm(true);
+    fake.state().notify_cq = Some(n);
+    assert_eq!(wait(), Some(n), "armed again");
+    drop(cq);
+    drop(ch);
 }
