@@ -1,9 +1,12 @@
 //! [`FaultHal`]: a `Hal` that injects platform and device faults, to test
 //! how a driver takes them: registers that read wrong, command doorbells
 //! the device never sees (timeouts), DMA allocations and mappings that
-//! fail, commands the device refuses or that hand out a number already
-//! in use, and
-//! CQEs that are corrupt or out of range.
+//! fail, BlueFlame writes refused, and through the device's [`Boundary`]
+//! faults of its own interface: for rnic, commands the device refuses or
+//! that hand out a number already in use and CQEs that are corrupt or out
+//! of range ([`RnicFaults`](crate::RnicFaults)); for PVRDMA, responses
+//! with the wrong ack, cookie or error and CQEs that name the wrong QP or
+//! status ([`PvrdmaFaults`](crate::PvrdmaFaults)).
 //!
 //! Faults are set at any time through a [`FaultHandle`] and each fires
 //! once unless it says otherwise. Faults on what the device writes back
@@ -12,56 +15,31 @@
 //! device that runs in the calling thread (the model's inline mode), that
 //! is before the driver reads them.
 
-use std::mem::offset_of;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rnic_hw_regs::bar0;
-use rnic_hw_regs::cmd::{CmdHeader, CmdOpcode, CmdStatus, CMD_IN_SIZE, CMD_STATUS_OFFSET};
-use rnic_hw_regs::cqe::Cqe;
-use rnic_hw_regs::pci::BAR_REGS;
 use rnic_queues::{DmaRegion, Hal, HalError};
 
-use crate::shadow::{copy, overwrite, Shadow};
+use crate::boundary::{Boundary, Dma};
+use crate::rnic::Rnic;
 
-/// A change to the next CQE the device writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CqeFault {
-    /// Its QP number (a QP the CQ does not serve).
-    Qpn(u32),
-    /// Its `wqe_counter` (outside the QP's outstanding WQEs).
-    WqeCounter(u16),
-    /// Its status byte (an unknown value).
-    Status(u8),
-    /// Its opcode byte.
-    Opcode(u8),
-}
-
-/// The faults to inject.
+/// The faults to inject: the platform's, and `D`, those of the device's
+/// own interface ([`RnicFaults`](crate::RnicFaults),
+/// [`PvrdmaFaults`](crate::PvrdmaFaults)).
 #[derive(Debug, Clone, Default)]
-pub struct Faults {
+pub struct Faults<D> {
     /// Register reads `(bar, offset)` that give `value` instead, for as
     /// long as they are set.
     pub reads: Vec<(u8, usize, u32)>,
-    /// Command doorbells go nowhere, for as long as it is set: the device
-    /// does not run the commands, and the driver times out. Cleared, the
-    /// last doorbell swallowed reaches the device at the next call, as
-    /// from a device that was only slow.
+    /// Command doorbells ([`Boundary::COMMAND_DOORBELL`]) go nowhere, for
+    /// as long as it is set: the device does not run the commands, and the
+    /// driver times out. Cleared, the last doorbell swallowed reaches the
+    /// device at the next call, as from a device that was only slow.
     pub hang_commands: bool,
     /// How many of the next `dma_alloc` calls fail.
     pub fail_dma_allocs: u32,
     /// How many of the next `dma_map` calls fail.
     pub fail_dma_maps: u32,
-    /// The next command of this opcode is refused with this status and
-    /// syndrome: the device never runs it (it is handed an opcode it does
-    /// not know in its place), as a device refuses a command.
-    pub fail_command: Option<(CmdOpcode, CmdStatus, u32)>,
-    /// The next successful command of this opcode reports this number as
-    /// its output's first word (a CQN, QPN, PDN…), whatever the device
-    /// chose.
-    pub number: Option<(CmdOpcode, u32)>,
-    /// The next CQE the device writes is changed so.
-    pub cqe: Option<CqeFault>,
     /// `dma_unmap_retired` is not supported, as on a platform that cannot
     /// retire IOVAs.
     pub retire_unsupported: bool,
@@ -69,6 +47,8 @@ pub struct Faults {
     /// as long as it is set, as on a platform without write-combining
     /// mappings.
     pub refuse_blocks: bool,
+    /// The device's faults.
+    pub device: D,
 }
 
 /// What was injected so far.
@@ -88,33 +68,29 @@ pub struct Injected {
     pub blocks_refused: u64,
 }
 
-#[derive(Default)]
-struct Shared {
-    faults: Faults,
+struct Shared<B: Boundary> {
+    faults: Faults<B::Faults>,
     injected: Injected,
-    /// Commands handed over under [`UNKNOWN_OPCODE`]: (index, their own
-    /// opcode, the status and syndrome they complete with).
-    refused: Vec<(u32, CmdOpcode, CmdStatus, u32)>,
     /// The last command doorbell swallowed.
     swallowed: Option<u32>,
 }
 
-/// The opcode a refused command is handed to the device under: one no
-/// version of the spec defines, which the device completes without doing
-/// anything.
-const UNKNOWN_OPCODE: u16 = 0xffff;
-
 /// Sets the faults of a [`FaultHal`] and reads what it injected.
-#[derive(Clone)]
-pub struct FaultHandle(Arc<Mutex<Shared>>);
+pub struct FaultHandle<B: Boundary = Rnic>(Arc<Mutex<Shared<B>>>);
 
-impl FaultHandle {
-    fn lock(&self) -> MutexGuard<'_, Shared> {
+impl<B: Boundary> Clone for FaultHandle<B> {
+    fn clone(&self) -> Self {
+        FaultHandle(self.0.clone())
+    }
+}
+
+impl<B: Boundary> FaultHandle<B> {
+    fn lock(&self) -> MutexGuard<'_, Shared<B>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Changes the faults.
-    pub fn set(&self, f: impl FnOnce(&mut Faults)) {
+    pub fn set(&self, f: impl FnOnce(&mut Faults<B::Faults>)) {
         f(&mut self.lock().faults);
     }
 
@@ -125,20 +101,33 @@ impl FaultHandle {
 }
 
 /// A `Hal` that injects faults into the calls it passes on (see the module
-/// documentation).
-pub struct FaultHal<H: Hal> {
+/// documentation), into the interface of device kind `B`.
+pub struct FaultHal<H: Hal, B: Boundary = Rnic> {
     inner: H,
-    shadow: Mutex<Shadow>,
-    shared: Arc<Mutex<Shared>>,
+    shadow: Mutex<(Dma, B)>,
+    shared: Arc<Mutex<Shared<B>>>,
 }
 
-impl<H: Hal> FaultHal<H> {
-    /// Wraps `inner`, with no fault set; the handle sets them.
+impl<H: Hal> FaultHal<H, Rnic> {
+    /// Wraps `inner`, an rnic device's platform, with no fault set; the
+    /// handle sets them.
     pub fn new(inner: H) -> (Self, FaultHandle) {
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        Self::of(inner)
+    }
+}
+
+impl<H: Hal, B: Boundary> FaultHal<H, B> {
+    /// Wraps `inner`, the platform of a device of kind `B`, with no fault
+    /// set: `FaultHal::<_, Pvrdma>::of(vfio)`.
+    pub fn of(inner: H) -> (Self, FaultHandle<B>) {
+        let shared = Arc::new(Mutex::new(Shared {
+            faults: Faults::default(),
+            injected: Injected::default(),
+            swallowed: None,
+        }));
         let h = FaultHal {
             inner,
-            shadow: Mutex::new(Shadow::default()),
+            shadow: Mutex::new((Dma::default(), B::default())),
             shared: shared.clone(),
         };
         (h, FaultHandle(shared))
@@ -149,11 +138,11 @@ impl<H: Hal> FaultHal<H> {
         &self.inner
     }
 
-    fn shared(&self) -> MutexGuard<'_, Shared> {
+    fn shared(&self) -> MutexGuard<'_, Shared<B>> {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn shadow(&self) -> MutexGuard<'_, Shadow> {
+    fn shadow(&self) -> MutexGuard<'_, (Dma, B)> {
         self.shadow.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -169,60 +158,24 @@ impl<H: Hal> FaultHal<H> {
             }
         };
         if let Some(v) = late {
-            if self.write(BAR_REGS, bar0::CMDQ_DB, v) {
-                self.inner.mmio_write32(BAR_REGS, bar0::CMDQ_DB, v);
+            let (bar, offset) = B::COMMAND_DOORBELL;
+            if self.write(bar, offset, v) {
+                self.inner.mmio_write32(bar, offset, v);
             }
         }
         let mut sh = self.shadow();
+        let (dma, device) = &mut *sh;
         let mut f = self.shared();
-        for c in sh.take_completions() {
-            let hdr = std::mem::size_of::<CmdHeader>();
-            if let Some(i) = f.refused.iter().position(|r| r.0 == c.index) {
-                let (_, op, status, syndrome) = f.refused.swap_remove(i);
-                overwrite(
-                    c.ring,
-                    offset_of!(CmdHeader, opcode),
-                    &op.raw().to_le_bytes(),
-                );
-                overwrite(c.ring, CMD_STATUS_OFFSET, &[status.raw()]);
-                overwrite(
-                    c.ring,
-                    offset_of!(CmdHeader, syndrome),
-                    &syndrome.to_le_bytes(),
-                );
-            }
-            if let Some((op, n)) = f.faults.number {
-                let ok = copy(c.ring, CMD_STATUS_OFFSET, 1)[0] == CmdStatus::Ok.raw();
-                if c.op == Some(op) && ok {
-                    overwrite(c.ring, hdr + CMD_IN_SIZE, &n.to_le_bytes());
-                    f.faults.number = None;
-                    f.injected.commands_changed += 1;
-                }
-            }
-            let now = copy(c.ring, 0, c.ring.len);
-            sh.learn(c.op, &c.entry, &now);
-        }
-        for q in sh.take_cqes() {
-            let Some(fault) = f.faults.cqe.take() else {
-                continue;
-            };
-            let (at, bytes): (usize, Vec<u8>) = match fault {
-                CqeFault::Qpn(n) => (offset_of!(Cqe, qpn), n.to_le_bytes().to_vec()),
-                CqeFault::WqeCounter(n) => (offset_of!(Cqe, wqe_counter), n.to_le_bytes().to_vec()),
-                CqeFault::Opcode(n) => (offset_of!(Cqe, opcode), vec![n]),
-                CqeFault::Status(n) => (offset_of!(Cqe, status), vec![n]),
-            };
-            overwrite(q.ring, q.at + at, &bytes);
-            f.injected.cqes_changed += 1;
-        }
+        let Shared {
+            faults, injected, ..
+        } = &mut *f;
+        device.inject_look(dma, &mut faults.device, injected);
     }
 
+    /// Whether a write is passed on: a swallowed command doorbell is not.
     fn write(&self, bar: u8, offset: usize, value: u32) -> bool {
         self.look();
-        if bar != BAR_REGS {
-            return true;
-        }
-        if offset == bar0::CMDQ_DB {
+        if (bar, offset) == B::COMMAND_DOORBELL {
             let mut f = self.shared();
             if f.faults.hang_commands {
                 f.injected.commands_hung += 1;
@@ -232,26 +185,12 @@ impl<H: Hal> FaultHal<H> {
             f.swallowed = None;
         }
         let mut sh = self.shadow();
-        for h in sh.on_bar0_write(offset, value) {
-            let mut f = self.shared();
-            let Some((op, status, syndrome)) = f.faults.fail_command else {
-                break;
-            };
-            let hdr: CmdHeader = crate::decode::read(&h.entry);
-            if hdr.opcode.to_ne() != op.raw() {
-                continue;
-            }
-            if let Some(ring) = sh.cmd_entry(h.index) {
-                overwrite(
-                    ring,
-                    offset_of!(CmdHeader, opcode),
-                    &UNKNOWN_OPCODE.to_le_bytes(),
-                );
-                f.refused.push((h.index, op, status, syndrome));
-                f.faults.fail_command = None;
-                f.injected.commands_changed += 1;
-            }
-        }
+        let (dma, device) = &mut *sh;
+        let mut f = self.shared();
+        let Shared {
+            faults, injected, ..
+        } = &mut *f;
+        device.inject_write(dma, bar, offset, value.into(), &mut faults.device, injected);
         true
     }
 }
@@ -260,7 +199,7 @@ impl<H: Hal> FaultHal<H> {
 // or fails before reaching it (a failed call hands out nothing); the
 // memory overwritten is what the device wrote back into regions `inner`
 // handed out and has not taken back, as a faulty device would write it.
-unsafe impl<H: Hal> Hal for FaultHal<H> {
+unsafe impl<H: Hal, B: Boundary> Hal for FaultHal<H, B> {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
         {
             let mut f = self.shared();
@@ -271,12 +210,12 @@ unsafe impl<H: Hal> Hal for FaultHal<H> {
             }
         }
         let r = self.inner.dma_alloc(len)?;
-        self.shadow().on_alloc(&r);
+        self.shadow().0.alloc(&r);
         Ok(r)
     }
 
     unsafe fn dma_free(&self, region: DmaRegion) {
-        self.shadow().on_free(region.iova());
+        self.shadow().0.free(region.iova());
         // SAFETY: the caller's promise, passed on.
         unsafe { self.inner.dma_free(region) }
     }
@@ -310,6 +249,11 @@ unsafe impl<H: Hal> Hal for FaultHal<H> {
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
         let v = self.inner.mmio_read32(bar, offset);
         self.look();
+        {
+            let mut sh = self.shadow();
+            let (dma, device) = &mut *sh;
+            device.read(dma, bar, offset, v, &mut Vec::new());
+        }
         let mut f = self.shared();
         let forced = f
             .faults

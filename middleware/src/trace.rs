@@ -1,18 +1,19 @@
 //! [`TraceHal`]: a `Hal` that records what crosses it, decoded.
 //!
 //! Wrapped around any platform (the model's or VFIO's), it passes every
-//! call on and records an [`Event`] for:
+//! call on and records an [`Event`] for every DMA allocation and mapping,
+//! and, decoded by the device's [`Boundary`] ([`Rnic`](crate::Rnic),
+//! [`Pvrdma`](crate::Pvrdma)):
 //!
-//! - every BAR access: BAR 0 registers by name with their decoded value,
-//!   doorbell-page writes as doorbells (`SQ doorbell qpn 2 pi 5`), and
-//!   BlueFlame writes with the WQE they carry;
-//! - every command the driver hands over (at its `CMDQ_DB` write), with
-//!   its decoded input, and its completion, with status and output, when
-//!   the device has written it;
-//! - every send WQE (at its SQ doorbell) and receive WQE (at its RQ
-//!   doorbell), read from the rings that `CREATE_QP` placed;
-//! - every CQE the device writes to a ring `CREATE_CQ` placed;
-//! - DMA allocations and mappings.
+//! - every register access by name with its decoded value, doorbell
+//!   writes as doorbells (`SQ doorbell qpn 2 pi 5`), and BlueFlame writes
+//!   with the WQE they carry;
+//! - every command the driver hands over (at its doorbell register), with
+//!   its decoded input, and its completion or response, with status and
+//!   output, when the device has written it;
+//! - every send and receive WQE at its doorbell, read from the rings the
+//!   create commands placed;
+//! - every CQE and event entry the device writes to those rings.
 //!
 //! A Hal sees only calls: the device's writes (command completions,
 //! CQEs) are found by looking at the rings at the driver's next call,
@@ -25,15 +26,12 @@ use std::io::Write;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use rnic_hw_regs::cqe::CQE_SIZE;
-use rnic_hw_regs::eqe::EQE_SIZE;
-use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS};
-use rnic_hw_regs::uar::{self, WqDoorbell};
 use rnic_queues::{DmaRegion, Hal, HalError};
 use serde::Serialize;
 
+use crate::boundary::{Boundary, Dma, Seen};
 use crate::decode::{self, Decoded};
-use crate::shadow::{copy, Shadow};
+use crate::rnic::Rnic;
 
 /// Where an event happened, the lanes of a sequence diagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -202,10 +200,11 @@ impl Timeline {
     }
 }
 
-/// A `Hal` that records what crosses it (see the module documentation).
-pub struct TraceHal<H: Hal> {
+/// A `Hal` that records what crosses it (see the module documentation),
+/// decoded as device kind `B` defines it.
+pub struct TraceHal<H: Hal, B: Boundary = Rnic> {
     inner: H,
-    state: Mutex<Shadow>,
+    state: Mutex<State<B>>,
     timeline: Arc<Timeline>,
     /// The peer's: every event on [`Lane::Peer`].
     peer: bool,
@@ -214,16 +213,17 @@ pub struct TraceHal<H: Hal> {
     on: bool,
 }
 
-impl<H: Hal> TraceHal<H> {
-    /// Wraps `inner`, recording on `timeline`.
+/// What a trace knows: the DMA regions and the device's shadow.
+#[derive(Default)]
+struct State<B> {
+    dma: Dma,
+    device: B,
+}
+
+impl<H: Hal> TraceHal<H, Rnic> {
+    /// Wraps `inner`, an rnic device's platform, recording on `timeline`.
     pub fn new(inner: H, timeline: Arc<Timeline>) -> Self {
-        TraceHal {
-            on: timeline.active(),
-            inner,
-            state: Mutex::new(Shadow::default()),
-            timeline,
-            peer: false,
-        }
+        Self::of(inner, timeline)
     }
 
     /// Wraps the peer NIC's `inner`, recording on `timeline`'s peer lane.
@@ -231,6 +231,20 @@ impl<H: Hal> TraceHal<H> {
         TraceHal {
             peer: true,
             ..Self::new(inner, timeline)
+        }
+    }
+}
+
+impl<H: Hal, B: Boundary> TraceHal<H, B> {
+    /// Wraps `inner`, the platform of a device of kind `B`, recording on
+    /// `timeline`: `TraceHal::<_, Pvrdma>::of(vfio, timeline)`.
+    pub fn of(inner: H, timeline: Arc<Timeline>) -> Self {
+        TraceHal {
+            on: timeline.active(),
+            inner,
+            state: Mutex::new(State::default()),
+            timeline,
+            peer: false,
         }
     }
 
@@ -244,109 +258,63 @@ impl<H: Hal> TraceHal<H> {
         &self.inner
     }
 
-    fn state(&self) -> MutexGuard<'_, Shadow> {
+    fn state(&self) -> MutexGuard<'_, State<B>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Records an event. The state's lock is held: events of this NIC are
-    /// recorded in the order they happen.
-    fn emit(&self, _st: &mut Shadow, lane: Lane, kind: &'static str, d: Decoded, raw: &[u8]) {
-        let lane = if self.peer { Lane::Peer } else { lane };
-        self.timeline.record(lane, kind, d, raw);
+    /// Records what was seen. The state's lock is held: events of this
+    /// NIC are recorded in the order they happen.
+    fn emit(&self, _st: &mut State<B>, seen: Vec<Seen>) {
+        for s in seen {
+            let lane = if self.peer { Lane::Peer } else { s.lane };
+            self.timeline.record(lane, s.kind, s.decoded, &s.raw);
+        }
     }
 
-    /// Records what the device wrote since the last look: completed
-    /// commands, new CQEs and new EQEs.
-    fn look(&self, st: &mut Shadow) {
-        for c in st.take_completions() {
-            let now = copy(c.ring, 0, c.ring.len);
-            let d = decode::command_done(&now, c.index, c.op);
-            self.emit(st, Lane::Device, "cmd_done", d, &now);
-            st.learn(c.op, &c.entry, &now);
-        }
-        for q in st.take_cqes() {
-            let bytes = copy(q.ring, q.at, CQE_SIZE);
-            self.emit(
-                st,
-                Lane::Device,
-                "cqe",
-                decode::cqe(q.queue, q.idx, &bytes),
-                &bytes,
-            );
-        }
-        for q in st.take_eqes() {
-            let bytes = copy(q.ring, q.at, EQE_SIZE);
-            let d = decode::eqe(q.queue, q.idx, &bytes);
-            self.emit(st, Lane::Device, "eqe", d, &bytes);
-        }
+    /// Records one platform event of the driver's.
+    fn driver(&self, st: &mut State<B>, text: String, fields: Vec<(String, String)>) {
+        let seen = Seen {
+            lane: Lane::Driver,
+            kind: "dma",
+            decoded: Decoded { text, fields },
+            raw: Vec::new(),
+        };
+        self.emit(st, vec![seen]);
+    }
+
+    /// Records what the device wrote since the last look.
+    fn look(&self, st: &mut State<B>) {
+        let mut seen = Vec::new();
+        st.device.look(&st.dma, &mut seen);
+        self.emit(st, seen);
     }
 
     fn write(&self, bar: u8, offset: usize, value: u64, width: u8) {
         let mut st = self.state();
         self.look(&mut st);
-        if bar == BAR_REGS {
-            let v = value as u32;
-            let d = decode::bar0_access(offset, v, true);
-            self.emit(&mut st, Lane::Doorbell, "mmio_write", d, &[]);
-            for h in st.on_bar0_write(offset, v) {
-                let (_, d) = decode::command(&h.entry, h.index);
-                self.emit(&mut st, Lane::Doorbell, "cmd", d, &h.entry[..64]);
-            }
-            return;
-        }
-        if bar == BAR_DOORBELL && width == 8 {
-            let d = decode::doorbell(offset, value);
-            self.emit(&mut st, Lane::Doorbell, "doorbell", d, &value.to_le_bytes());
-            let db = WqDoorbell::from_bits(value);
-            let qpn = db.qpn();
-            match offset % uar::UAR_PAGE_SIZE {
-                uar::SQ_DB => {
-                    let ty = st.qp_type(qpn);
-                    for (idx, bytes) in st.send_wqes(qpn, db.pi()) {
-                        let d = decode::send_wqe(qpn, idx, ty, &bytes);
-                        self.emit(&mut st, Lane::Doorbell, "wqe", d, &bytes);
-                    }
-                }
-                uar::RQ_DB => {
-                    for (idx, bytes) in st.recv_wqes(qpn, db.pi()) {
-                        let d = decode::recv_wqe(&format!("qpn {qpn}"), idx, &bytes);
-                        self.emit(&mut st, Lane::Doorbell, "rwqe", d, &bytes);
-                    }
-                }
-                // The doorbell's number field holds the SRQN.
-                uar::SRQ_DB => {
-                    for (idx, bytes) in st.srq_wqes(qpn, db.pi()) {
-                        let d = decode::recv_wqe(&format!("srqn {qpn}"), idx, &bytes);
-                        self.emit(&mut st, Lane::Doorbell, "rwqe", d, &bytes);
-                    }
-                }
-                _ => {}
-            }
-            return;
-        }
-        let d = Decoded {
-            text: format!("MMIO BAR{bar}+{offset:#x} <- {value:#x}"),
-            fields: Vec::new(),
-        };
-        self.emit(&mut st, Lane::Doorbell, "mmio_write", d, &[]);
+        let mut seen = Vec::new();
+        let State { dma, device } = &mut *st;
+        device.write(dma, bar, offset, value, width, &mut seen);
+        self.emit(&mut st, seen);
     }
 }
 
 // SAFETY: every call goes to `inner`, which keeps the trait's promises;
 // the trace only reads memory `inner` handed out and has not taken back.
-unsafe impl<H: Hal> Hal for TraceHal<H> {
+unsafe impl<H: Hal, B: Boundary> Hal for TraceHal<H, B> {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
         if !self.on {
             return self.inner.dma_alloc(len);
         }
         let r = self.inner.dma_alloc(len)?;
         let mut st = self.state();
-        st.on_alloc(&r);
-        let d = Decoded {
-            text: format!("DMA alloc {} B at iova {:#x}", r.len(), r.iova()),
-            fields: vec![("iova".into(), format!("{:#x}", r.iova()))],
-        };
-        self.emit(&mut st, Lane::Driver, "dma", d, &[]);
+        st.dma.alloc(&r);
+        let text = format!("DMA alloc {} B at iova {:#x}", r.len(), r.iova());
+        self.driver(
+            &mut st,
+            text,
+            vec![("iova".into(), format!("{:#x}", r.iova()))],
+        );
         Ok(r)
     }
 
@@ -356,12 +324,9 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
             return unsafe { self.inner.dma_free(region) };
         }
         let mut st = self.state();
-        st.on_free(region.iova());
-        let d = Decoded {
-            text: format!("DMA free iova {:#x}", region.iova()),
-            fields: Vec::new(),
-        };
-        self.emit(&mut st, Lane::Driver, "dma", d, &[]);
+        st.dma.free(region.iova());
+        let text = format!("DMA free iova {:#x}", region.iova());
+        self.driver(&mut st, text, Vec::new());
         drop(st);
         // SAFETY: the caller's promise, passed on.
         unsafe { self.inner.dma_free(region) }
@@ -375,11 +340,8 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         // SAFETY: the caller's promise, passed on.
         let iova = unsafe { self.inner.dma_map(vaddr, len) }?;
         let mut st = self.state();
-        let d = Decoded {
-            text: format!("DMA map {len} B at iova {iova:#x}"),
-            fields: vec![("iova".into(), format!("{iova:#x}"))],
-        };
-        self.emit(&mut st, Lane::Driver, "dma", d, &[]);
+        let text = format!("DMA map {len} B at iova {iova:#x}");
+        self.driver(&mut st, text, vec![("iova".into(), format!("{iova:#x}"))]);
         Ok(iova)
     }
 
@@ -390,11 +352,8 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         }
         {
             let mut st = self.state();
-            let d = Decoded {
-                text: format!("DMA unmap {len} B at iova {iova:#x}"),
-                fields: Vec::new(),
-            };
-            self.emit(&mut st, Lane::Driver, "dma", d, &[]);
+            let text = format!("DMA unmap {len} B at iova {iova:#x}");
+            self.driver(&mut st, text, Vec::new());
         }
         // SAFETY: the caller's promise, passed on.
         unsafe { self.inner.dma_unmap(iova, len) }
@@ -405,11 +364,8 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         let r = unsafe { self.inner.dma_unmap_retired(iova, len) };
         if self.on && r.is_ok() {
             let mut st = self.state();
-            let d = Decoded {
-                text: format!("DMA retire {len} B at iova {iova:#x}"),
-                fields: Vec::new(),
-            };
-            self.emit(&mut st, Lane::Driver, "dma", d, &[]);
+            let text = format!("DMA retire {len} B at iova {iova:#x}");
+            self.driver(&mut st, text, Vec::new());
         }
         r
     }
@@ -421,15 +377,10 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         let v = self.inner.mmio_read32(bar, offset);
         let mut st = self.state();
         self.look(&mut st);
-        if bar == BAR_REGS {
-            self.emit(
-                &mut st,
-                Lane::Driver,
-                "mmio_read",
-                decode::bar0_access(offset, v, false),
-                &[],
-            );
-        }
+        let mut seen = Vec::new();
+        let State { dma, device } = &mut *st;
+        device.read(dma, bar, offset, v, &mut seen);
+        self.emit(&mut st, seen);
         v
     }
 
@@ -461,40 +412,15 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
         {
             let mut st = self.state();
             self.look(&mut st);
-            let db = WqDoorbell::from_bits(block[0]);
-            let bytes: Vec<u8> = block.iter().flat_map(|w| w.to_le_bytes()).collect();
-            let ty = st.qp_type(db.qpn());
-            let w = decode::send_wqe(
-                db.qpn(),
-                u32::from(db.pi()).wrapping_sub(1),
-                ty,
-                &bytes[8..56],
-            );
-            let d = Decoded {
-                text: format!(
-                    "MMIO BAR{bar}+{offset:#x} BlueFlame qpn {} pi {}: {}",
-                    db.qpn(),
-                    db.pi(),
-                    w.text
-                ),
-                fields: w.fields,
-            };
-            self.emit(&mut st, Lane::Doorbell, "blueflame", d, &bytes);
+            let mut seen = Vec::new();
+            st.device.block(bar, offset, block, None, &mut seen);
+            self.emit(&mut st, seen);
         }
         let r = self.inner.mmio_write_block(bar, offset, block);
         let mut st = self.state();
-        // A refused write published nothing: the driver rings the doorbell
-        // for the same WQE.
-        match &r {
-            Ok(()) => st.blueflame_taken(WqDoorbell::from_bits(block[0]).qpn()),
-            Err(e) => {
-                let d = Decoded {
-                    text: format!("MMIO BAR{bar}+{offset:#x} BlueFlame write refused: {e}"),
-                    fields: Vec::new(),
-                };
-                self.emit(&mut st, Lane::Doorbell, "refused", d, &[]);
-            }
-        }
+        let mut seen = Vec::new();
+        st.device.block(bar, offset, block, Some(&r), &mut seen);
+        self.emit(&mut st, seen);
         self.look(&mut st);
         r
     }
@@ -536,7 +462,7 @@ unsafe impl<H: Hal> Hal for TraceHal<H> {
     }
 }
 
-impl<H: Hal> TraceHal<H> {
+impl<H: Hal, B: Boundary> TraceHal<H, B> {
     /// Passes a wait on, then records what the device did meanwhile (an
     /// emulated NIC may run in the waiting thread).
     fn waited(&self, wait: impl FnOnce(&H)) {

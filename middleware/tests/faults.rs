@@ -104,14 +104,14 @@ fn dma_that_cannot_be_had_fails_the_object_only() {
 fn a_failed_command_reports_its_status_and_the_next_one_runs() {
     let (_dev, hal, faults) = platform();
     let ctx = Context::open(hal).unwrap();
-    faults.set(|f| f.fail_command = Some((CmdOpcode::CreatePd, CmdStatus::NoResources, 0)));
+    faults.set(|f| f.device.fail_command = Some((CmdOpcode::CreatePd, CmdStatus::NoResources, 0)));
     let e = ctx.alloc_pd().err().expect("refused");
     assert_eq!(e.kind(), ErrorKind::NoMemory, "{e}");
     let pd = ctx.alloc_pd().unwrap();
     assert_eq!(faults.injected().commands_changed, 1);
     // Refused, the command never ran: the PD handed back is still the
     // device's, and destroying it again succeeds.
-    faults.set(|f| f.fail_command = Some((CmdOpcode::DestroyPd, CmdStatus::Internal, 0)));
+    faults.set(|f| f.device.fail_command = Some((CmdOpcode::DestroyPd, CmdStatus::Internal, 0)));
     let e = pd.destroy().unwrap_err();
     assert_eq!(
         rnic_driver::CmdFailure::of(&e.error).map(|c| c.status),
@@ -125,7 +125,7 @@ fn a_number_already_in_use_is_refused() {
     let (_dev, hal, faults) = platform();
     let ctx = Context::open(hal).unwrap();
     let first = ctx.create_cq(8).unwrap();
-    faults.set(|f| f.number = Some((CmdOpcode::CreateCq, first.cq_num())));
+    faults.set(|f| f.device.number = Some((CmdOpcode::CreateCq, first.cq_num())));
     let e = ctx.create_cq(8).err().expect("a number in use");
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert_eq!(faults.injected().commands_changed, 1);
@@ -174,13 +174,13 @@ fn corrupt_cqes_are_reported_not_taken() {
     };
     let mut wc = [WorkCompletion::default()];
     // A CQE for a QP the CQ does not serve.
-    faults.set(|f| f.cqe = Some(CqeFault::Qpn(0x77)));
+    faults.set(|f| f.device.cqe = Some(CqeFault::Qpn(0x77)));
     a.post_send(&[write(1)]).unwrap();
     let e = cq.poll(&mut wc).expect_err("refused");
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("QP 119"), "{e}");
     // One whose wqe_counter names no outstanding WQE.
-    faults.set(|f| f.cqe = Some(CqeFault::WqeCounter(500)));
+    faults.set(|f| f.device.cqe = Some(CqeFault::WqeCounter(500)));
     a.post_send(&[write(2)]).unwrap();
     let e = cq.poll(&mut wc).expect_err("refused");
     assert!(
@@ -188,7 +188,7 @@ fn corrupt_cqes_are_reported_not_taken() {
         "{e}"
     );
     // An unknown status: the completion is an error one.
-    faults.set(|f| f.cqe = Some(CqeFault::Status(200)));
+    faults.set(|f| f.device.cqe = Some(CqeFault::Status(200)));
     a.post_send(&[write(3)]).unwrap();
     let w = one(&cq);
     assert_eq!((w.wr_id, w.status), (3, WcStatus::GeneralErr));

@@ -3,20 +3,28 @@
 //! VM with an emulated Intel IOMMU.
 //!
 //! ```text
-//! pvrdma_check BDF     # BDF: the pvrdma function, bound to vfio-pci
+//! pvrdma_check [--registers] BDF   # BDF: the pvrdma function, bound to vfio-pci
 //! ```
 //!
 //! Brings the device up, runs commands that need no backend traffic
 //! (QUERY_PORT, QUERY_PKEY, a context, a PD, MRs, an armed CQ and an
 //! RC QP taken to INIT, given a receive and refused a WRITE, all made and
-//! destroyed, a command the device does not implement), tears it down, and does it all
-//! again in the same boot. Each check prints `ok   NAME` or `FAIL NAME:
-//! why`; the last line is `pvrdma_check: N passed, M failed` and the exit
-//! status is 0 only when nothing failed.
+//! destroyed, a command the device does not implement), tears it down, and
+//! does it all again in the same boot under rnic-middleware's `TraceHal`
+//! for PVRDMA: the trace must name the registers, commands, responses and
+//! WQEs as the interface defines them (with `--registers` it is printed,
+//! one line per event, as it happens). A third open runs under `FaultHal`:
+//! faults injected into the device's real responses and into the platform
+//! must reach the driver as errors, and the device go on. Each check prints
+//! `ok   NAME` or `FAIL NAME: why`; the last line is `pvrdma_check: N
+//! passed, M failed` and the exit status is 0 only when nothing failed.
 
 use std::process::ExitCode;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
+use rnic_middleware::pvrdma::RespFault;
+use rnic_middleware::{FaultHal, FaultHandle, Memory, Print, Pvrdma, Sink, Timeline, TraceHal};
 use rnic_pvrdma::{Cq, Device, Pd, QpInit, Uc};
 use rnic_pvrdma_regs::bar::UAR;
 use rnic_pvrdma_regs::cmd::{
@@ -51,16 +59,21 @@ impl Checks {
     }
 }
 
-/// One bring-up, the commands, and teardown.
-fn round(c: &mut Checks, bdf: &str, n: u32) {
+/// The platform: the pvrdma function through VFIO, with its three MSI-X
+/// vectors.
+fn vfio(c: &mut Checks, bdf: &str, n: u32) -> Option<VfioHal> {
     let opts = VfioOptions::default().irqs(IrqMode::Msix(3));
-    let hal = match VfioHal::open_with(bdf, &opts) {
-        Ok(h) => h,
+    match VfioHal::open_with(bdf, &opts) {
+        Ok(h) => Some(h),
         Err(e) => {
             c.check(&format!("open {n}: vfio"), false, || e.to_string());
-            return;
+            None
         }
-    };
+    }
+}
+
+/// One bring-up, the commands, and teardown.
+fn round<H: Hal>(c: &mut Checks, hal: H, n: u32) {
     let dev = match Device::open(hal) {
         Ok(d) => d,
         Err(e) => {
@@ -233,7 +246,7 @@ fn round(c: &mut Checks, bdf: &str, n: u32) {
 
 /// An RC QP made, taken to INIT, given a receive, refused a WRITE (QEMU
 /// would send it as a SEND), and destroyed.
-fn qp_round(c: &mut Checks, dev: &Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq: &Cq) {
+fn qp_round<H: Hal>(c: &mut Checks, dev: &Device<H>, n: u32, uc: &Uc, pd: &Pd, cq: &Cq) {
     let init = QpInit {
         qp_type: QpType::Rc,
         send_cq: cq,
@@ -326,15 +339,136 @@ fn qp_round(c: &mut Checks, dev: &Device<VfioHal>, n: u32, uc: &Uc, pd: &Pd, cq:
     }
 }
 
+/// What the second round's trace must hold: the bring-up registers, the
+/// commands and their responses, the WQE at the RQ doorbell, the CQ's arm,
+/// each by its interface name.
+fn trace_checks(c: &mut Checks, trace: &Memory) {
+    let events = trace.events();
+    let texts: Vec<&str> = events.iter().map(|e| e.text.as_str()).collect();
+    let has = |needle: &str| texts.iter().any(|t| t.contains(needle));
+    let expected = [
+        "VERSION -> ",
+        "DSRLOW <- ",
+        "DSRHIGH <- ",
+        "IMR <- 0x0 (every vector unmasked)",
+        "CTL <- 0x0 (ACTIVATE)",
+        "ERR -> 0x0 (no error)",
+        "CMD QUERY_PORT cookie",
+        "RESP QUERY_PORT cookie",
+        "CMD CREATE_UC cookie",
+        "CMD CREATE_MR cookie",
+        "RESP CREATE_MR cookie",
+        "CMD CREATE_CQ cookie",
+        "RESP CREATE_CQ cookie",
+        "CQ doorbell handle",
+        "CMD CREATE_QP cookie",
+        "RESP CREATE_QP cookie",
+        "CMD MODIFY_QP cookie",
+        "QP doorbell handle",
+        "RWQE qp ",
+        "CMD DESTROY_QP cookie",
+    ];
+    for needle in expected {
+        c.check(&format!("trace: {needle}"), has(needle), || {
+            format!("{} events, none with {needle:?}", texts.len())
+        });
+    }
+    // The response the device wrote to the CREATE_QP it was handed.
+    let qp = texts
+        .iter()
+        .position(|t| t.starts_with("CMD CREATE_QP"))
+        .zip(texts.iter().position(|t| t.starts_with("RESP CREATE_QP")));
+    c.check(
+        "trace: CREATE_QP's response follows its request, acked ok",
+        qp.is_some_and(|(req, resp)| req < resp && texts[resp].contains(": ok qpn ")),
+        || format!("{qp:?}"),
+    );
+}
+
+/// Faults injected into the device's real responses and into the
+/// platform reach the driver as errors, and the device goes on.
+fn fault_checks<H: Hal>(c: &mut Checks, hal: H, faults: &FaultHandle<Pvrdma>) {
+    let dev = match Device::open(hal) {
+        Ok(d) => d,
+        Err(e) => {
+            c.check("faults: bring-up", false, || e.to_string());
+            return;
+        }
+    };
+    let Ok(uc) = dev.create_uc() else {
+        c.check("faults: CREATE_UC", false, String::new);
+        return;
+    };
+    faults.set(|f| f.device.response = Some((CmdOpcode::CreatePd, RespFault::Err(12))));
+    let pd = dev.create_pd(&uc);
+    c.check(
+        "faults: a response with err 12 is ENOMEM",
+        pd.as_ref().is_err_and(|e| e.kind() == ErrorKind::NoMemory),
+        || format!("{pd:?}"),
+    );
+    let wrong = CmdOpcode::DestroyPd.ack();
+    faults.set(|f| f.device.response = Some((CmdOpcode::CreatePd, RespFault::Ack(wrong))));
+    let pd = dev.create_pd(&uc);
+    c.check(
+        "faults: a response acking another command is EIO",
+        pd.as_ref().is_err_and(|e| e.kind() == ErrorKind::Io),
+        || format!("{pd:?}"),
+    );
+    faults.set(|f| f.fail_dma_allocs = 1);
+    let cq = dev.create_cq(&uc, 16);
+    c.check(
+        "faults: a CQ whose memory cannot be had is ENOMEM",
+        cq.as_ref().is_err_and(|e| e.kind() == ErrorKind::NoMemory),
+        || format!("{cq:?}"),
+    );
+    let pd = dev.create_pd(&uc);
+    let cq = dev.create_cq(&uc, 16);
+    c.check(
+        "faults: once fired, the device answers as before",
+        pd.is_ok() && cq.is_ok() && faults.injected().commands_changed == 2,
+        || format!("{pd:?} {cq:?} {:?}", faults.injected()),
+    );
+    if let Ok(cq) = cq {
+        let _ = dev.destroy_cq(cq);
+    }
+    if let Ok(pd) = pd {
+        let _ = dev.destroy_pd(pd);
+    }
+    let _ = dev.destroy_uc(uc);
+}
+
 fn main() -> ExitCode {
     env_logger::init();
-    let Some(bdf) = std::env::args().nth(1) else {
-        eprintln!("usage: pvrdma_check BDF");
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let registers = args.first().is_some_and(|a| a == "--registers");
+    if registers {
+        args.remove(0);
+    }
+    let [bdf] = &args[..] else {
+        eprintln!("usage: pvrdma_check [--registers] BDF");
         return ExitCode::from(2);
     };
     let mut c = Checks::default();
-    for n in 1..=2 {
-        round(&mut c, &bdf, n);
+    if let Some(hal) = vfio(&mut c, bdf, 1) {
+        round(&mut c, hal, 1);
+    }
+    // Round 2 traced, then a third open under faults.
+    if let Some(hal) = vfio(&mut c, bdf, 2) {
+        let memory = Arc::new(Memory::default());
+        let mut sinks: Vec<Arc<dyn Sink>> = vec![memory.clone()];
+        if registers {
+            sinks.push(Arc::new(Print));
+        }
+        round(
+            &mut c,
+            TraceHal::<_, Pvrdma>::of(hal, Timeline::new(sinks)),
+            2,
+        );
+        trace_checks(&mut c, &memory);
+    }
+    if let Some(hal) = vfio(&mut c, bdf, 3) {
+        let (faulty, faults) = FaultHal::<_, Pvrdma>::of(hal);
+        fault_checks(&mut c, faulty, &faults);
     }
     println!("pvrdma_check: {} passed, {} failed", c.passed, c.failed);
     if c.failed == 0 && c.passed > 0 {

@@ -127,13 +127,25 @@ impl<H: Hal> Device<H> {
     /// which deadlocks against its completion thread delivering the same
     /// CQ's completions (docs/pvrdma.md); that thread moves every
     /// completion to the ring unasked, as Linux's kernel driver relies on.
+    /// An empty ring calls [`Hal::poll_empty`] once and looks again, as
+    /// the rnic driver does: a platform whose device needs the polling
+    /// thread runs it there, and a middleware looks at what the device
+    /// wrote before the driver reads it.
     /// A producer index out of range, or a CQE naming a QP the device does
     /// not hold for this driver, is the device's error (`EIO`); the bad CQE
     /// is consumed, so the next poll goes on.
     pub fn poll_cq(&self, cq: &Cq) -> Result<Option<WorkCompletion>> {
-        let cqe = cq
-            .poll()
-            .map_err(|e| Error::new(ErrorKind::Io, format!("CQ {}: {e}", cq.handle)))?;
+        let poll = || {
+            cq.poll()
+                .map_err(|e| Error::new(ErrorKind::Io, format!("CQ {}: {e}", cq.handle)))
+        };
+        let cqe = match poll()? {
+            Some(c) => Some(c),
+            None => {
+                self.hal.poll_empty();
+                poll()?
+            }
+        };
         let Some(c) = cqe else {
             return Ok(None);
         };

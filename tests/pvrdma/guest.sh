@@ -37,7 +37,9 @@ for a in $(ls /sys/kernel/iommu_groups/"$GROUP"/devices); do
     [ "$drv" = vfio-pci ] || fail=1
 done
 
-pvrdma_check "$BDF" || fail=1
+# --registers: the second round prints its TraceHal trace, every register,
+# command, response and WQE by name, into the log.
+pvrdma_check --registers "$BDF" || fail=1
 
 # Unmodified rdma-core programs over rnic's drop-in libibverbs, which
 # drives the pvrdma function through rnic-vfio and rnic-pvrdma: first

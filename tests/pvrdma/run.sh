@@ -8,7 +8,8 @@
 # device: here an rnic NIC, opened by QEMU through rnic's drop-in
 # libibverbs. Its MAD chardev is served by tests/pvrdma/mad_mux.py. The
 # guest binds the function to vfio-pci and runs pvrdma/examples/
-# pvrdma_check.rs, then unmodified ibv_devinfo, ibv_rc_pingpong (polling
+# pvrdma_check.rs (its second round traced by TraceHal, printed; a third
+# under FaultHal), then unmodified ibv_devinfo, ibv_rc_pingpong (polling
 # and on CQ events, several sizes) and ibv_ud_pingpong over rnic's drop-in
 # libibverbs, against servers on the host (tests/pvrdma/peer.py) whose
 # rnic NIC is on a UDP wire to QEMU's backend NIC (tests/pvrdma/guest.sh).

@@ -96,7 +96,7 @@ fn bring_up_failures() {
 fn command_timeout_and_failure_status() {
     let (ctx, rig) = open_with(short());
     rig.faults
-        .set(|f| f.fail_command = Some((CmdOpcode::CreatePd, CmdStatus::NoResources, 0)));
+        .set(|f| f.device.fail_command = Some((CmdOpcode::CreatePd, CmdStatus::NoResources, 0)));
     let e = ctx.alloc_pd().err().unwrap();
     assert_eq!(e.kind(), ErrorKind::NoMemory);
     assert_eq!(
@@ -231,7 +231,10 @@ fn memory_the_device_may_use_is_kept_until_the_reset() {
         let ctx = Context::open_with(hal, short()).unwrap();
         let pd = ctx.alloc_pd().unwrap();
         let cq = ctx.create_cq(8).unwrap();
-        let fail = |op, status| rig.faults.set(|f| f.fail_command = Some((op, status, 0)));
+        let fail = |op, status| {
+            rig.faults
+                .set(|f| f.device.fail_command = Some((op, status, 0)))
+        };
         let before = rig.held();
 
         fail(CmdOpcode::CreateCq, CmdStatus::NoResources);
@@ -305,7 +308,7 @@ fn user_memory_the_device_may_reference_is_retired() {
     let mut buf = std::vec![0u8; 3000];
     let mr = reg(&mut buf).unwrap();
     rig.faults
-        .set(|f| f.fail_command = Some((CmdOpcode::DeregMr, CmdStatus::Internal, 0)));
+        .set(|f| f.device.fail_command = Some((CmdOpcode::DeregMr, CmdStatus::Internal, 0)));
     drop(mr);
     assert_eq!((rig.held(), rig.retired()), (before, 1), "retired");
     let last = rig.events("dma").pop().unwrap();
@@ -343,7 +346,7 @@ fn user_memory_the_device_may_reference_is_retired() {
     let mut kept = std::vec![0u8; 100];
     let mr = reg(&mut kept).unwrap();
     rig.faults
-        .set(|f| f.fail_command = Some((CmdOpcode::DeregMr, CmdStatus::Internal, 0)));
+        .set(|f| f.device.fail_command = Some((CmdOpcode::DeregMr, CmdStatus::Internal, 0)));
     drop(mr);
     assert_eq!((rig.held(), rig.retired()), (before + 2, 3), "kept mapped");
     drop((cq, pd, ctx));
@@ -412,13 +415,13 @@ fn destroy_with_unknown_outcome_gives_the_object_up() {
     // Refused: handed back, and destroyed later (the device never ran the
     // refused one: the second one succeeds).
     rig.faults
-        .set(|f| f.fail_command = Some((CmdOpcode::DestroyQp, CmdStatus::Internal, 0)));
+        .set(|f| f.device.fail_command = Some((CmdOpcode::DestroyQp, CmdStatus::Internal, 0)));
     let e = b.destroy().unwrap_err();
     assert!(!e.to_string().contains("gone"), "{e}");
     let b = e.object.expect("handed back");
     b.destroy().unwrap();
     rig.faults
-        .set(|f| f.fail_command = Some((CmdOpcode::DestroyCq, CmdStatus::Internal, 0)));
+        .set(|f| f.device.fail_command = Some((CmdOpcode::DestroyCq, CmdStatus::Internal, 0)));
     let c2 = c2.destroy().unwrap_err().object.expect("handed back");
     c2.destroy().unwrap();
     assert_eq!(rig.count("DESTROY_QP"), 3);
@@ -503,7 +506,7 @@ fn qp_number_in_use_is_refused() {
     let held = rig.held();
     for (send_cq, recv_cq) in [(&cq, &cq), (&other, &cq), (&cq, &other)] {
         rig.faults
-            .set(|f| f.number = Some((CmdOpcode::CreateQp, n)));
+            .set(|f| f.device.number = Some((CmdOpcode::CreateQp, n)));
         let e = pd
             .create_qp(&init(send_cq, recv_cq, cap(4, 4)))
             .err()
@@ -535,7 +538,7 @@ fn cq_number_in_use_is_refused() {
     let n = cq.cq_num();
     let held = rig.held();
     rig.faults
-        .set(|f| f.number = Some((CmdOpcode::CreateCq, n)));
+        .set(|f| f.device.number = Some((CmdOpcode::CreateCq, n)));
     let e = ctx.create_cq(16).err().unwrap();
     assert_eq!(e.kind(), ErrorKind::Io, "{e}");
     assert!(e.to_string().contains("which a live CQ has"), "{e}");

@@ -106,6 +106,9 @@ pub struct State {
     pub notify_cq: Option<u32>,
     /// Every `dma_map`: (address, length).
     pub maps: Vec<(usize, usize)>,
+    /// DMA writes the device makes at the driver's next `poll_empty`, as a
+    /// device that runs in the polling thread: (IOVA, bytes), in order.
+    pub at_poll: Vec<(u64, Vec<u8>)>,
 }
 
 // SAFETY: the allocations are plain heap memory, accessed under the lock.
@@ -153,6 +156,7 @@ impl Fake {
             refuse_map: false,
             notify_cq: None,
             maps: Vec::new(),
+            at_poll: Vec::new(),
         })))
     }
 
@@ -351,6 +355,15 @@ unsafe impl Hal for Fake {
         let mut st = self.state();
         st.now += 1_000_000_000;
         st.now
+    }
+
+    fn poll_empty(&self) {
+        let mut st = self.state();
+        for (iova, bytes) in core::mem::take(&mut st.at_poll) {
+            if let Some(m) = st.dma(iova, bytes.len()) {
+                m.copy_from_slice(&bytes);
+            }
+        }
     }
 
     fn bar_address(&self, bar: u8) -> Option<u64> {

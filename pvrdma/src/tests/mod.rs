@@ -5,6 +5,7 @@
 extern crate std;
 
 mod fake;
+mod middleware;
 mod objects;
 mod provider;
 mod qp;

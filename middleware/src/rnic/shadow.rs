@@ -1,9 +1,8 @@
-//! What a `Hal` middleware can know of the device's memory from the calls
-//! it passes on: the DMA regions the platform handed out, the command
-//! queue and EQ 0 (from their base and size registers), and the rings
-//! that `CREATE_CQ`, `CREATE_QP`, `CREATE_SRQ` and `CREATE_EQ` placed.
-//! `TraceHal` reads them to decode; `FaultHal` writes them to inject
-//! faults.
+//! What a `Hal` middleware can know of the rnic device's memory from the
+//! calls it passes on: the command queue and EQ 0 (from their base and
+//! size registers), and the rings that `CREATE_CQ`, `CREATE_QP`,
+//! `CREATE_SRQ` and `CREATE_EQ` placed in the DMA regions. `TraceHal`
+//! reads them to decode; `FaultHal` writes them to inject faults.
 
 use std::collections::BTreeMap;
 use std::mem::size_of;
@@ -19,50 +18,16 @@ use rnic_hw_regs::eqe::{Eqe, EQE_SIZE};
 use rnic_hw_regs::le32;
 use rnic_hw_regs::wqe::{CtrlSeg, SEND_WQE_BB};
 use rnic_queues::owner_bit;
-use rnic_queues::DmaRegion;
 use rnic_verbs::QpType;
 
+use crate::boundary::{Dma, Span};
 use crate::decode::read;
-
-/// A stretch of DMA memory the host can reach.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Ring {
-    /// Host address of its start.
-    pub vaddr: usize,
-    /// Its length in bytes.
-    pub len: usize,
-}
-
-/// Copies `len` bytes at offset `at` (wrapping) of `ring`.
-pub(crate) fn copy(ring: Ring, at: usize, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| {
-            let p = ring.vaddr + (at + i) % ring.len;
-            // SAFETY: `p` is inside a DMA region the platform handed out
-            // and has not freed (regions leave the map at dma_free). The
-            // device may be writing it: a volatile byte read sees some
-            // value, which only the decoded text depends on.
-            unsafe { std::ptr::read_volatile(p as *const u8) }
-        })
-        .collect()
-}
-
-/// Writes `bytes` at offset `at` (wrapping) of `ring`.
-pub(crate) fn overwrite(ring: Ring, at: usize, bytes: &[u8]) {
-    for (i, &b) in bytes.iter().enumerate() {
-        let p = ring.vaddr + (at + i) % ring.len;
-        // SAFETY: as in `copy`; the caller writes only what the device has
-        // handed back (a completed entry, a written CQE) before the driver
-        // reads it, as a faulty device would have written it.
-        unsafe { std::ptr::write_volatile(p as *mut u8, b) };
-    }
-}
 
 /// A QP's queues, from its `CREATE_QP`.
 #[derive(Debug)]
 struct QpRings {
     ty: Option<QpType>,
-    sq: Option<Ring>,
+    sq: Option<Span>,
     sq_bbs: u32,
     /// Producer index (in basic blocks) up to which WQEs were taken.
     sq_pi: u32,
@@ -72,7 +37,7 @@ struct QpRings {
 /// A receive queue: a QP's own or an SRQ.
 #[derive(Debug)]
 struct RecvRing {
-    ring: Option<Ring>,
+    ring: Option<Span>,
     wqes: u32,
     stride: usize,
     /// Producer index up to which WQEs were taken.
@@ -92,7 +57,7 @@ impl RecvRing {
         let found = (from..end.min(from + self.wqes))
             .map(|i| {
                 let at = (i % self.wqes) as usize * self.stride;
-                (i, copy(ring, at, self.stride))
+                (i, ring.copy(at, self.stride))
             })
             .collect();
         self.pi = end;
@@ -104,7 +69,7 @@ impl RecvRing {
 /// (from its `CREATE_CQ`) or an EQ's.
 #[derive(Debug, Clone, Copy)]
 struct OwnedRing {
-    ring: Option<Ring>,
+    ring: Option<Span>,
     log_size: u32,
     /// The next index whose entry has not been taken.
     next: u32,
@@ -120,7 +85,7 @@ impl OwnedRing {
         let mut found = Vec::new();
         loop {
             let at = (self.next as usize % (1usize << self.log_size)) * size;
-            let word: le32 = read(&copy(ring, at + owner_at, 4));
+            let word: le32 = read(&ring.copy(at + owner_at, 4));
             if (word.to_ne() & 1 == 1) != owner_bit(self.next, self.log_size) {
                 return found;
             }
@@ -143,7 +108,7 @@ pub(crate) struct Completed {
     /// The entry as the driver handed it over.
     pub entry: Vec<u8>,
     /// Where it lies.
-    pub ring: Ring,
+    pub ring: Span,
 }
 
 /// An entry the device wrote to a CQ or an EQ.
@@ -151,7 +116,7 @@ pub(crate) struct NewEntry {
     /// The CQN or EQN.
     pub queue: u32,
     pub idx: u32,
-    pub ring: Ring,
+    pub ring: Span,
     /// Its offset in the ring.
     pub at: usize,
 }
@@ -159,8 +124,6 @@ pub(crate) struct NewEntry {
 /// The device's memory as the calls show it.
 #[derive(Default)]
 pub(crate) struct Shadow {
-    /// DMA regions by IOVA: (host address, length).
-    dma: BTreeMap<u64, (usize, usize)>,
     cmdq_lo: u32,
     cmdq_hi: u32,
     cmdq_log: u32,
@@ -176,39 +139,17 @@ pub(crate) struct Shadow {
 }
 
 impl Shadow {
-    /// The host address of `len` bytes at `iova`, if they lie in one DMA
-    /// region.
-    fn host(&self, iova: u64, len: usize) -> Option<Ring> {
-        let (&base, &(vaddr, rlen)) = self.dma.range(..=iova).next_back()?;
-        let off = usize::try_from(iova - base).ok()?;
-        (off.checked_add(len)? <= rlen).then_some(Ring {
-            vaddr: vaddr + off,
-            len,
-        })
-    }
-
-    /// Notes a region the platform handed out.
-    pub fn on_alloc(&mut self, r: &DmaRegion) {
-        self.dma
-            .insert(r.iova(), (r.vaddr().as_ptr() as usize, r.len()));
-    }
-
-    /// Forgets a region given back.
-    pub fn on_free(&mut self, iova: u64) {
-        self.dma.remove(&iova);
-    }
-
     /// Where command entry `index` lies.
-    pub fn cmd_entry(&self, index: u32) -> Option<Ring> {
+    pub fn cmd_entry(&self, dma: &Dma, index: u32) -> Option<Span> {
         let base = u64::from(self.cmdq_hi) << 32 | u64::from(self.cmdq_lo);
         let size = size_of::<CmdEntry>();
         let slot = index as usize % (1usize << self.cmdq_log);
-        self.host(base + (slot * size) as u64, size)
+        dma.host(base + (slot * size) as u64, size)
     }
 
     /// Notes a BAR 0 write: the command queue's place, and at `CMDQ_DB`
     /// the commands it hands over.
-    pub fn on_bar0_write(&mut self, offset: usize, v: u32) -> Vec<Handed> {
+    pub fn on_bar0_write(&mut self, dma: &Dma, offset: usize, v: u32) -> Vec<Handed> {
         match offset {
             bar0::CMDQ_BASE_LO => self.cmdq_lo = v,
             bar0::CMDQ_BASE_HI => self.cmdq_hi = v,
@@ -220,7 +161,7 @@ impl Shadow {
                 let log = u32::from(EqCtrl::from_bits(le32::from_ne(v)).log_size());
                 let base = u64::from(self.eq_hi) << 32 | u64::from(self.eq_lo);
                 let eq = OwnedRing {
-                    ring: self.host(base, EQE_SIZE << log),
+                    ring: dma.host(base, EQE_SIZE << log),
                     log_size: log,
                     next: 0,
                 };
@@ -235,10 +176,10 @@ impl Shadow {
         while self.cmdq_pi != v {
             let index = self.cmdq_pi;
             self.cmdq_pi = self.cmdq_pi.wrapping_add(1);
-            let Some(ring) = self.cmd_entry(index) else {
+            let Some(ring) = self.cmd_entry(dma, index) else {
                 continue;
             };
-            let entry = copy(ring, 0, ring.len);
+            let entry = ring.copy(0, ring.len);
             let hdr: CmdHeader = read(&entry);
             let op = CmdOpcode::from_raw(hdr.opcode.to_ne());
             self.pending.push((index, op, entry.clone()));
@@ -249,12 +190,12 @@ impl Shadow {
 
     /// The commands the device has handed back since the last call. The
     /// caller calls [`Shadow::learn`] with each once it is done with it.
-    pub fn take_completions(&mut self) -> Vec<Completed> {
+    pub fn take_completions(&mut self, dma: &Dma) -> Vec<Completed> {
         let pending = std::mem::take(&mut self.pending);
         let mut done = Vec::new();
         for (index, op, entry) in pending {
-            match self.cmd_entry(index) {
-                Some(ring) if copy(ring, CMD_OWNER_OFFSET, 1)[0] == 0 => done.push(Completed {
+            match self.cmd_entry(dma, index) {
+                Some(ring) if ring.copy(CMD_OWNER_OFFSET, 1)[0] == 0 => done.push(Completed {
                     index,
                     op,
                     entry,
@@ -269,7 +210,7 @@ impl Shadow {
 
     /// Notes the objects a completed command made or destroyed: `entry`
     /// as handed over, `done` as handed back.
-    pub fn learn(&mut self, op: Option<CmdOpcode>, entry: &[u8], done: &[u8]) {
+    pub fn learn(&mut self, dma: &Dma, op: Option<CmdOpcode>, entry: &[u8], done: &[u8]) {
         let hdr = size_of::<CmdHeader>();
         let input = &entry[hdr..];
         let output = &done[hdr + CMD_IN_SIZE..];
@@ -281,7 +222,7 @@ impl Shadow {
                 let i: CreateCqIn = read(input);
                 let o: CreateCqOut = read(output);
                 let log = i.log_size.to_ne();
-                let ring = self.host(i.buf_iova.to_ne(), CQE_SIZE << log.min(24));
+                let ring = dma.host(i.buf_iova.to_ne(), CQE_SIZE << log.min(24));
                 let cq = OwnedRing {
                     ring,
                     log_size: log,
@@ -295,10 +236,10 @@ impl Shadow {
                 let sq_bbs = 1u32 << i.log_sq_bbs.to_ne().min(24);
                 let rq_wqes = 1u32 << i.log_rq_wqes.to_ne().min(24);
                 let stride = 1usize << i.log_rq_stride.min(16);
-                let sq = self.host(i.sq_iova.to_ne(), sq_bbs as usize * SEND_WQE_BB);
+                let sq = dma.host(i.sq_iova.to_ne(), sq_bbs as usize * SEND_WQE_BB);
                 // A QP on an SRQ has no receive queue of its own.
                 let rq = (i.srqn.to_ne() == NONE)
-                    .then(|| self.host(i.rq_iova.to_ne(), rq_wqes as usize * stride))
+                    .then(|| dma.host(i.rq_iova.to_ne(), rq_wqes as usize * stride))
                     .flatten();
                 let q = QpRings {
                     ty: QpType::from_raw(i.qp_type),
@@ -320,7 +261,7 @@ impl Shadow {
                 let wqes = 1u32 << i.log_wqes.to_ne().min(24);
                 let stride = 1usize << i.log_stride.to_ne().min(16);
                 let srq = RecvRing {
-                    ring: self.host(i.buf_iova.to_ne(), wqes as usize * stride),
+                    ring: dma.host(i.buf_iova.to_ne(), wqes as usize * stride),
                     wqes,
                     stride,
                     pi: 0,
@@ -332,7 +273,7 @@ impl Shadow {
                 let o: CreateEqOut = read(output);
                 let log = i.log_size.to_ne().min(24);
                 let eq = OwnedRing {
-                    ring: self.host(i.buf_iova.to_ne(), EQE_SIZE << log),
+                    ring: dma.host(i.buf_iova.to_ne(), EQE_SIZE << log),
                     log_size: log,
                     next: 0,
                 };
@@ -386,11 +327,11 @@ impl Shadow {
         let mut found = Vec::new();
         while at < end && found.len() < 4096 {
             let off = (at % q.sq_bbs) as usize * SEND_WQE_BB;
-            let ctrl: CtrlSeg = read(&copy(ring, off, 16));
+            let ctrl: CtrlSeg = read(&ring.copy(off, 16));
             let nbb = (usize::from(ctrl.word.ds()) * 16)
                 .div_ceil(SEND_WQE_BB)
                 .max(1);
-            found.push((at, copy(ring, off, nbb * SEND_WQE_BB)));
+            found.push((at, ring.copy(off, nbb * SEND_WQE_BB)));
             at += nbb as u32;
         }
         q.sq_pi = at;
