@@ -31,10 +31,10 @@ use rnic_verbs::provider::{
     Provider, QpInit, QueuePair, SharedReceiveQueue, Unsupported,
 };
 use rnic_verbs::{
-    access, check_ah, check_modify, qp_attr, AhAttr, AsyncEvent, DestroyError, DeviceAttr, Error,
-    ErrorKind, EventElement, EventType, Gid, GidType, LinkLayer, ModifyEnv, Mtu, PortAttr,
-    PortState, PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result, SendWr, SrqAttr, UdDest,
-    WorkCompletion,
+    access, check_ah, check_modify, check_post_recv, check_post_send, qp_attr, AhAttr, AsyncEvent,
+    DestroyError, DeviceAttr, Error, ErrorKind, EventElement, EventType, Gid, GidType, LinkLayer,
+    ModifyEnv, Mtu, PortAttr, PortState, PostError, QpAttr, QpCap, QpState, QpType, RecvWr, Result,
+    SendWr, SrqAttr, UdDest, WorkCompletion,
 };
 use spin::Mutex;
 
@@ -974,10 +974,14 @@ impl<H: Hal> QueuePair for Qp<H> {
     }
 
     fn post_send(&self, wrs: &[SendWr<'_>]) -> core::result::Result<(), PostError> {
+        let state = self.state.lock().0;
+        check_post_send(self.qpn, state).map_err(|error| PostError { index: 0, error })?;
         self.with(|qp| self.sh.dev.post_send(qp, wrs))
     }
 
     fn post_recv(&self, wrs: &[RecvWr<'_>]) -> core::result::Result<(), PostError> {
+        let state = self.state.lock().0;
+        check_post_recv(self.qpn, state).map_err(|error| PostError { index: 0, error })?;
         self.with(|qp| self.sh.dev.post_recv(qp, wrs))
     }
 

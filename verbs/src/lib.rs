@@ -3,7 +3,8 @@
 //! What every device's driver shares, whatever its registers and formats:
 //! the verbs enumerations and flags with libibverbs' values; the
 //! attributes, work requests and completions providers take and give; the
-//! QP state machine and the checks of a modify's attributes; and the
+//! QP state machine, the checks of a modify's attributes and the states
+//! that take work requests; and the
 //! errors, as libibverbs reports them (an errno, a
 //! message, and whether the device refused, never executed or may still
 //! execute a command), with no device's types in them. A device's driver (a
@@ -19,6 +20,7 @@ mod enums;
 mod error;
 mod event;
 mod modify;
+mod post;
 pub mod provider;
 mod qp;
 mod srq;
@@ -34,6 +36,7 @@ pub use enums::{
 pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
 pub use event::{AsyncEvent, EventElement, EventType};
 pub use modify::{check_ah, check_modify, Modify, ModifyEnv};
+pub use post::{check_post_recv, check_post_send};
 pub use qp::{AhAttr, QpAttr, QpCap};
 pub use srq::{srq_mask, SrqAttr};
 pub use transition::{qp_transition, Transition};

@@ -9,7 +9,7 @@ use alloc::format;
 use rnic_hw_regs::uar::{RqDoorbell, SqDoorbell, BF_MAX_DS, BF_WQE_BYTES, RQ_DB, SQ_DB};
 use rnic_hw_regs::wqe::wqe_bbs;
 use rnic_queues::{DbRec, Hal};
-use rnic_verbs::{QpState, QpType};
+use rnic_verbs::{check_post_recv, check_post_send, QpType};
 
 use super::Qp;
 use crate::error::{Error, ErrorKind, PostError};
@@ -74,18 +74,8 @@ impl<H: Hal> Qp<H> {
     /// and the error carries its index.
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> Result<(), PostError> {
         let mut sq = self.sq.lock();
-        match self.shared.state() {
-            QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err => {}
-            s => {
-                return Err(PostError {
-                    index: 0,
-                    error: Error::invalid(format!(
-                        "QP {}: cannot post sends in state {s:?}",
-                        self.qpn
-                    )),
-                })
-            }
-        }
+        check_post_send(self.qpn, self.shared.state())
+            .map_err(|error| PostError { index: 0, error })?;
         let (tail, wr_tail) = self.shared.sq_retired();
         // The retired index is never ahead of the producer index, so this
         // always succeeds.
@@ -188,15 +178,8 @@ impl<H: Hal> Qp<H> {
             });
         };
         let mut rq = rq.lock();
-        if self.shared.state() == QpState::Reset {
-            return Err(PostError {
-                index: 0,
-                error: Error::invalid(format!(
-                    "QP {}: cannot post receives in state Reset",
-                    self.qpn
-                )),
-            });
-        }
+        check_post_recv(self.qpn, self.shared.state())
+            .map_err(|error| PostError { index: 0, error })?;
         // The retired index is never ahead of the producer index, so this
         // always succeeds.
         rq.ring.retire_to(self.shared.rq_retired() as u16);

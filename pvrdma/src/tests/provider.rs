@@ -14,7 +14,8 @@ use rnic_verbs::provider::{
     CompletionChannel, CompletionQueue, MemoryRegion, ProtectionDomain, Provider, QpInit, QueuePair,
 };
 use rnic_verbs::{
-    access, qp_attr, ErrorKind, GidType, Mtu, MwType, QpAttr, QpCap, QpState, QpType, SrqAttr,
+    access, qp_attr, ErrorKind, GidType, Mtu, MwType, Payload, QpAttr, QpCap, QpState, QpType,
+    RecvWr, SendOp, SendWr, Sge, SrqAttr,
 };
 
 use super::fake::{answer, Fake};
@@ -285,6 +286,53 @@ fn modify_is_checked_by_the_verbs_core_before_the_device_sees_it() {
         (0x12, 0x345)
     );
     assert_eq!(m.attrs.sq_psn.to_ne(), 0, "outside the mask: zero");
+    qp.destroy().unwrap();
+}
+
+#[test]
+fn a_qp_takes_work_requests_only_in_the_states_that_allow_them() {
+    let fake = device();
+    let ctx = open(&fake);
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(8, None, 0).unwrap();
+    let qp = pd.create_qp(&rc_init(&cq, CAP)).unwrap();
+    let sge = [Sge {
+        addr: 0x1000,
+        length: 8,
+        lkey: 1,
+    }];
+    let recv = RecvWr {
+        wr_id: 1,
+        sg_list: &sge,
+    };
+    let send = SendWr {
+        wr_id: 2,
+        op: SendOp::Send,
+        flags: 0,
+        payload: Payload::Sgl(&sge),
+    };
+    let e = qp.post_recv(&[recv]).unwrap_err();
+    assert_eq!((e.index, e.error.kind()), (0, ErrorKind::InvalidArgument));
+    assert!(e.error.message().contains("state Reset"), "{}", e.error);
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        ..QpAttr::default()
+    };
+    qp.modify(&init, INIT_MASK).unwrap();
+    let e = qp.post_send(&[send]).unwrap_err();
+    assert_eq!((e.index, e.error.kind()), (0, ErrorKind::InvalidArgument));
+    assert!(e.error.message().contains("state Init"), "{}", e.error);
+    assert!(
+        fake.state().uar_writes.is_empty(),
+        "no doorbell for what was refused"
+    );
+    qp.post_recv(&[recv]).expect("a receive in INIT");
+    assert_eq!(
+        fake.state().uar_writes.len(),
+        1,
+        "the receive's doorbell, and nothing else"
+    );
     qp.destroy().unwrap();
 }
 
