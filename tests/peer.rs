@@ -115,14 +115,42 @@ impl Peer {
 
     /// The transport packets the NICs sent the peer since the last call.
     pub fn received(&mut self) -> Vec<RoceRepr> {
+        self.received_with_payload()
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect()
+    }
+
+    /// The transport packets the NICs sent the peer since the last call,
+    /// each with its payload.
+    pub fn received_with_payload(&mut self) -> Vec<(RoceRepr, Vec<u8>)> {
         let mut frames = Vec::new();
         while self.port.recv(&mut frames, 64) > 0 {}
         frames
             .iter()
             .filter_map(|f| match classify(f) {
-                Ok(Received::Roce(f, _)) => Some(f.roce),
+                Ok(Received::Roce(f, payload)) => Some((f.roce, payload.to_vec())),
                 _ => None,
             })
             .collect()
+    }
+
+    /// Waits (by the clock: a thread-mode NIC's worker may not run for a
+    /// while on a loaded machine) until the NICs have sent the peer `n`
+    /// packets, or 10 s have passed, and returns what they sent.
+    pub fn expect(&mut self, fabric: &Fabric, n: usize) -> Vec<(RoceRepr, Vec<u8>)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut got = Vec::new();
+        while got.len() < n && std::time::Instant::now() < deadline {
+            got.extend(self.received_with_payload());
+            fabric.idle(std::time::Duration::from_micros(100));
+        }
+        // Anything more the NICs send for these requests, too.
+        for _ in 0..20 {
+            fabric.idle(std::time::Duration::from_micros(100));
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        got.extend(self.received_with_payload());
+        got
     }
 }

@@ -339,6 +339,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
             qp.state = next;
             if has(qp_attr::RQ_PSN) {
                 qp.resp.epsn = attrs.rq_psn.to_ne();
+                qp.resp.ack_psn = qp.resp.epsn;
             }
             if has(qp_attr::SQ_PSN) {
                 let psn = attrs.sq_psn.to_ne();

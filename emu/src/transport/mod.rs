@@ -240,11 +240,36 @@ pub(crate) struct RespState {
     /// yet completed (a UC message that lost a packet leaves it for the
     /// next message, as a receive queue's WQE stays at its index).
     pub srq_held: Option<u32>,
+    /// The PSN after the last SEND, WRITE or atomic packet executed: a
+    /// duplicate SEND or WRITE is acknowledged at the PSN before it, never
+    /// at a READ's (rxe's `ack_psn`), so that the ACK does not complete a
+    /// READ whose response the requester still waits for.
+    pub ack_psn: u32,
     /// Answers to send, in PSN order.
     pub out: VecDeque<responder::Out>,
-    /// Recent atomics: PSN and original value, for replaying duplicates;
-    /// at most `max_dest_rd_atomic` of them.
-    pub atomics: VecDeque<(u32, u64)>,
+    /// The last `max_dest_rd_atomic` READs and atomics executed, for
+    /// answering their duplicates (IBA 9.7.5.1.2: the responder's
+    /// resources).
+    pub resources: VecDeque<RdAtomic>,
+}
+
+/// A READ or atomic the responder executed, kept to answer its
+/// duplicates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RdAtomic {
+    /// A READ of `len` bytes at `va` under `rkey`, answered at PSNs
+    /// `first_psn..=last_psn`. A duplicate must ask for a part of it,
+    /// from one of those PSNs.
+    Read {
+        first_psn: u32,
+        last_psn: u32,
+        va: u64,
+        len: u64,
+        rkey: u32,
+    },
+    /// An atomic at `psn` that found `orig`: a duplicate is answered with
+    /// it, never executed again.
+    Atomic { psn: u32, orig: u64 },
 }
 
 /// The deadlines of a QP, against the device clock.

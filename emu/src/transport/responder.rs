@@ -3,9 +3,13 @@
 //! Requests are taken in PSN order. A request past the expected PSN is a
 //! gap: one PSN-sequence-error NAK per gap, naming the expected PSN. A
 //! request before it is a duplicate: a SEND or WRITE is acknowledged
-//! again, a READ executed again from its own RETH (the requester asks for
-//! what it still lacks), an atomic answered from the replay cache of the
-//! last `max_dest_rd_atomic` atomics, never executed twice.
+//! again at the last SEND, WRITE or atomic executed (never at a READ's
+//! PSN); a READ is answered again from its own RETH (the requester asks
+//! for what it still lacks) if it asks for a part of one of the last
+//! `max_dest_rd_atomic` READs and atomics held, from that READ's PSNs and
+//! under its key, going on with MIDDLE and LAST when it starts past the
+//! first; an atomic is answered from those it holds, never executed
+//! twice; any other duplicate is dropped.
 //!
 //! A SEND takes the receive WQE at the receive consumer index with its
 //! first packet (no WQE: an RNR NAK with `min_rnr_timer`, the packet not
@@ -30,7 +34,7 @@ use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_verbs::{access, WcOpcode, WcStatus};
 
-use super::{mtu_bytes, packets, InMsg, ReadJob};
+use super::{mtu_bytes, packets, InMsg, RdAtomic, ReadJob};
 use crate::cq;
 use crate::mw;
 use crate::port;
@@ -167,54 +171,73 @@ fn queue_ack(st: &mut State, qpn: u32, psn: u32, msn: u32) {
     st.kick(qpn);
 }
 
-/// A duplicate request (before the expected PSN).
+/// A duplicate request (before the expected PSN), answered as rxe's
+/// `duplicate_request` does (IBA 9.7.5.1.2).
 fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
     let psn = roce.bth.psn;
-    let (epsn, msn) = (qp.resp.epsn, qp.resp.msn);
+    let msn = qp.resp.msn;
     match info.op {
         Op::Send | Op::Write => {
-            // Acknowledge everything received so far: the requester lost
-            // an ACK.
-            queue_ack(st, qpn, psn_add(epsn, PSN_MASK), msn);
+            // The requester lost an ACK: acknowledge again what was
+            // executed, up to the last SEND, WRITE or atomic (C9-105),
+            // before the answers to later requests.
+            let ack = psn_add(qp.resp.ack_psn, PSN_MASK);
+            answer_again(st, qpn, Out::Ack { psn: ack, msn });
         }
         Op::ReadRequest => {
             let Some(reth) = roce.reth else { return };
+            let (va, len) = (reth.va, u64::from(reth.dma_len));
+            // A READ the responder still holds, of which this asks a part
+            // from one of its PSNs: anything else is dropped (class D).
+            let found = qp.resp.resources.iter().find_map(|r| match *r {
+                RdAtomic::Read {
+                    first_psn,
+                    last_psn,
+                    va: rva,
+                    len: rlen,
+                    rkey,
+                } if psn_diff(psn, first_psn) >= 0 && psn_diff(psn, last_psn) <= 0 => {
+                    let inside = reth.rkey == rkey
+                        && va >= rva
+                        && va.checked_add(len).is_some_and(|end| end <= rva + rlen);
+                    Some((first_psn, last_psn, inside))
+                }
+                _ => None,
+            });
+            let Some((first_psn, last_psn, true)) = found else {
+                log::debug!(
+                    "QP {qpn}: duplicate READ {psn:#x} matches no READ held ({found:?}): dropped"
+                );
+                return;
+            };
             let mtu = mtu_bytes(qp.attrs.path_mtu);
-            let len = reth.dma_len as u64;
             let n = packets(len, mtu);
+            if psn_diff(psn_add(psn, n - 1), last_psn) > 0 {
+                log::debug!("QP {qpn}: duplicate READ {psn:#x} runs past its READ: dropped");
+                return;
+            }
             // Answer again from this PSN; whatever was queued for the same
             // READ goes.
             qp.resp.out.retain(|o| match o {
                 Out::Read(j) => {
-                    let end = psn_add(psn, n);
-                    !(psn_diff(j.psn, psn) >= 0 && psn_diff(j.psn, end) < 0)
+                    !(psn_diff(j.psn, first_psn) >= 0 && psn_diff(j.psn, last_psn) <= 0)
                 }
                 _ => true,
             });
-            // As many READs as the responder has resources for: a peer
-            // that keeps re-asking cannot grow the queue without end (it
-            // asks again after its timeout).
-            let queued = qp
-                .resp
-                .out
-                .iter()
-                .filter(|o| matches!(o, Out::Read(_)))
-                .count();
-            if queued >= qp.attrs.max_dest_rd_atomic.max(1) as usize {
-                log::debug!("QP {qpn}: duplicate READ {psn:#x} dropped: resources busy");
+            if check_rkey(st, qpn, va, reth.rkey, len, access::REMOTE_READ).is_err() {
                 return;
             }
-            if check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ).is_err() {
-                return;
-            }
+            // From the middle, the answer goes on as the READ's own did
+            // (MIDDLE and LAST): a requester takes FIRST only at the
+            // READ's first PSN.
             let job = ReadJob {
                 psn,
                 left: n,
-                first: true,
-                va: reth.va,
+                first: psn == first_psn,
+                va,
                 rkey: reth.rkey,
                 bytes: len,
                 msn,
@@ -222,14 +245,27 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
             answer_again(st, qpn, Out::Read(job));
         }
         Op::CompareSwap | Op::FetchAdd => {
-            let cached = qp.resp.atomics.iter().find(|(p, _)| *p == psn).copied();
+            let cached = qp.resp.resources.iter().find_map(|r| match *r {
+                RdAtomic::Atomic { psn: p, orig } if p == psn => Some(orig),
+                _ => None,
+            });
             match cached {
-                Some((_, orig)) => answer_again(st, qpn, Out::AtomicAck { psn, msn, orig }),
-                None => log::debug!("QP {qpn}: duplicate atomic {psn:#x} no longer cached"),
+                Some(orig) => answer_again(st, qpn, Out::AtomicAck { psn, msn, orig }),
+                None => log::debug!("QP {qpn}: duplicate atomic {psn:#x} no longer held"),
             }
         }
         _ => {}
     }
+}
+
+/// Keeps a READ or atomic for its duplicates: the last
+/// `max_dest_rd_atomic` of them.
+fn hold(qp: &mut crate::objects::Qp, r: RdAtomic) {
+    let keep = qp.attrs.max_dest_rd_atomic.max(1) as usize;
+    while qp.resp.resources.len() >= keep {
+        qp.resp.resources.pop_front();
+    }
+    qp.resp.resources.push_back(r);
 }
 
 /// Queues the answer to a duplicate request in PSN order, ahead of the
@@ -298,6 +334,7 @@ pub(super) fn execute(
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         if info.op != Op::ReadRequest {
             qp.resp.epsn = psn_add(psn, 1);
+            qp.resp.ack_psn = qp.resp.epsn;
         }
     }
     Ok(())
@@ -561,6 +598,17 @@ fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
     qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
     let msn = qp.resp.msn;
     qp.resp.epsn = psn_add(psn, n);
+    let last_psn = psn_add(psn, n - 1);
+    hold(
+        qp,
+        RdAtomic::Read {
+            first_psn: psn,
+            last_psn,
+            va: reth.va,
+            len,
+            rkey: reth.rkey,
+        },
+    );
     qp.resp.out.push_back(Out::Read(ReadJob {
         psn,
         left: n,
@@ -628,11 +676,7 @@ fn atomic(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) -> Resul
     let psn = roce.bth.psn;
     qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
     let msn = qp.resp.msn;
-    let keep = qp.attrs.max_dest_rd_atomic.max(1) as usize;
-    while qp.resp.atomics.len() >= keep {
-        qp.resp.atomics.pop_front();
-    }
-    qp.resp.atomics.push_back((psn, orig));
+    hold(qp, RdAtomic::Atomic { psn, orig });
     qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
     st.kick(qpn);
     Ok(())
@@ -1047,7 +1091,7 @@ pub(crate) fn clear(st: &mut State, qpn: u32) {
     if let Some(qp) = st.objs.qps.get_mut(qpn) {
         qp.resp.msg = None;
         qp.resp.out.clear();
-        qp.resp.atomics.clear();
+        qp.resp.resources.clear();
         qp.resp.nak_sent = false;
         qp.resp.drop_msg = false;
     }
