@@ -4,7 +4,8 @@
 //! NAK with the invalid RD request code (`REM_INV_RD_REQ_ERR`). Each fails
 //! the request, moves the QP to ERR and flushes what follows. And a SEND
 //! the peer leaves unfinished: its receive WQE completes `REM_ABORT_ERR`
-//! when the QP leaves service, the WQEs behind it `WR_FLUSH_ERR`.
+//! when the QP leaves service, the WQEs behind it `WR_FLUSH_ERR`. And an
+//! RNR NAK the wire duplicated, which costs one RNR retry.
 
 use rnic_emu::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
 use rnic_emu::wire::atomic_ack_eth::AtomicAckEthRepr;
@@ -24,12 +25,15 @@ struct Setup {
 }
 
 fn setup(mode: ExecMode) -> Setup {
+    setup_with(mode, Conn::default())
+}
+
+fn setup_with(mode: ExecMode, c: Conn) -> Setup {
     let f = Fabric::new(mode, 1, 9);
     let ctx = &f.nics[0].ctx;
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(16).unwrap();
     let qp = create_qp(&pd, &cq, &cq, cap(4, 1, 64), false);
-    let c = Conn::default();
     to_init(&qp, &c).unwrap();
     let (rtr, mask) = rtr_attr(ctx, 0, &c);
     qp.modify(&Peer::rtr(rtr), mask).unwrap();
@@ -135,4 +139,43 @@ fn a_message_cut_off(mode: ExecMode) {
     assert_err(&wcs[1], 11, WcStatus::WrFlushErr, Syndrome::Flushed);
 }
 
-both_modes!(bad_responses, invalid_rd_request_nak, a_message_cut_off);
+/// An RNR NAK the wire duplicated costs one RNR retry, not two: with
+/// `rnr_retry` 1 the SEND is sent again once after the wait, and completes
+/// when the peer then takes it.
+fn a_duplicated_rnr_nak_costs_one_retry(mode: ExecMode) {
+    let mut s = setup_with(
+        mode,
+        Conn {
+            rnr_retry: 1,
+            ..Conn::default()
+        },
+    );
+    post_send(&s.qp, send(4, &[sge(&s.mr, 0, 8)]));
+    let psn = s.request_psn();
+    // Timer code 20: a wait of 10.24 ms, which both NAKs reach the NIC
+    // within, however loaded the machine.
+    let rnr = AckKind::RnrNak { timer: 20 };
+    for _ in 0..2 {
+        let roce = RoceRepr {
+            bth: Peer::bth(opcode::RC_ACKNOWLEDGE, s.qp.qp_num(), psn),
+            aeth: Some(AethRepr { kind: rnr, msn: 0 }),
+            ..RoceRepr::default()
+        };
+        s.peer.send(1, roce, &[]);
+    }
+    assert_eq!(
+        s.request_psn(),
+        psn,
+        "the SEND again after the wait, not a failure"
+    );
+    let wc = s.answer(opcode::RC_ACKNOWLEDGE, psn, ACK, &[]);
+    assert_eq!((wc.wr_id, wc.status), (4, WcStatus::Success));
+    assert_eq!(query_state(&s.qp), QpState::Rts);
+}
+
+both_modes!(
+    bad_responses,
+    invalid_rd_request_nak,
+    a_message_cut_off,
+    a_duplicated_rnr_nak_costs_one_retry,
+);

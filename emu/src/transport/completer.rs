@@ -13,7 +13,8 @@
 //!   `retry_cnt` retries; until the requester makes progress further NAKs
 //!   start none (one rewind per loss, as rxe's `started_retry`), and the
 //!   timer covers a rewind whose packets are lost again. An RNR NAK rewinds it
-//!   after the NAK's timer, costing one of `rnr_retry` (7: without limit).
+//!   after the NAK's timer, costing one of `rnr_retry` (7: without limit);
+//!   a duplicate of it during that wait costs nothing.
 //!   Progress (the oldest unacknowledged PSN moving) restores both
 //!   counts.
 //! - The other NAKs fail their WQE with `REM_INV_REQ_ERR`,
@@ -238,6 +239,13 @@ fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
     if !sending(qp.state) {
         return;
     }
+    // While the wait an RNR NAK for this PSN began lasts, nothing was sent
+    // again: another RNR NAK for it is a duplicate of that one (the wire
+    // may duplicate frames), and costs no retry.
+    if qp.timers.rnr.is_some() && qp.req.rnr_psn == Some(psn) {
+        log::trace!("QP {qpn}: duplicate RNR NAK for PSN {psn:#x}");
+        return;
+    }
     if qp.attrs.rnr_retry != RNR_RETRY_INFINITE {
         if qp.req.rnr_left == 0 {
             port::count(st, qpn, counter::RNR_RETRY_EXCEEDED);
@@ -252,6 +260,7 @@ fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
         qp.req.rnr_left -= 1;
     }
     qp.req.retrying = true;
+    qp.req.rnr_psn = Some(psn);
     rewind(st, qpn, psn);
     timers::stop_retx(st, qpn);
     timers::arm_rnr(st, qpn, now + rnr_timer_us(timer) * 1000);

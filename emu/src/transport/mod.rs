@@ -179,6 +179,9 @@ pub(crate) struct ReqState {
     pub rnr_left: u8,
     /// READs and atomics in `inflight`.
     pub rd_atomic: u8,
+    /// The PSN of the RNR NAK whose wait (`QpTimers::rnr`) is running, or
+    /// last ran.
+    pub rnr_psn: Option<u32>,
     /// A rewind is under way: until progress clears it, NAKs and
     /// out-of-order responses start no other (rxe's `started_retry`).
     pub retrying: bool,
