@@ -126,6 +126,19 @@ pub(crate) fn on_request(
     if reads_queued {
         let mut all = u32::MAX;
         send_out(st, qpn, &mut all);
+        // Answers that could not leave (the requester's MAC not yet
+        // resolved) would read memory after this request changed it: it
+        // waits, dropped, for the requester to send it again.
+        let held = st
+            .objs
+            .qps
+            .get(qpn)
+            .is_some_and(|q| q.resp.out.iter().any(|o| matches!(o, Out::Read(_))));
+        if held {
+            log::debug!("QP {qpn}: PSN {psn:#x} dropped: a READ before it is not answered yet");
+            port::count(st, qpn, counter::RX_BUSY_DROPS);
+            return;
+        }
     }
     match execute(st, qpn, info, roce, payload) {
         Ok(()) => {
