@@ -210,13 +210,20 @@ fn event_queue_wraps(mode: ExecMode) {
 }
 
 /// A CQ that overruns enters the error state (CqError event); the QP
-/// whose completion was lost moves to ERR with a QpFatal event, while the
-/// data it received is in place and the requester succeeds.
+/// whose completion was lost moves to ERR with a QpFatal event, the data
+/// it received in place; the message whose completion was lost is not
+/// acknowledged, so its requester runs out of retries.
 fn cq_overrun(mode: ExecMode) {
     let p = Pair::with(
         mode,
         PairOpts {
             cq_size: 2,
+            // The unacknowledged SEND fails soon: one retry, 1 ms apart.
+            conn_a: Conn {
+                timeout: 8,
+                retry_cnt: 1,
+                ..Conn::default()
+            },
             ..PairOpts::default()
         },
     );
@@ -229,7 +236,16 @@ fn cq_overrun(mode: ExecMode) {
     for i in 0..3u64 {
         write_mr(&mr_a, 0, &pattern(i, 16));
         post_send(&p.a, send(i, &[sge(&mr_a, 0, 16)]));
-        assert_ok(&poll_one(&p.cq_a), i, WcOpcode::Send);
+        let wc = poll_one(&p.cq_a);
+        if i < 2 {
+            assert_ok(&wc, i, WcOpcode::Send);
+        } else {
+            assert_eq!(
+                (wc.wr_id, wc.status),
+                (2, WcStatus::RetryExcErr),
+                "no ACK for the message whose completion was lost"
+            );
+        }
     }
     let mut evs = [expect_event(&p.ctx), expect_event(&p.ctx)];
     evs.sort_by_key(|e| e.event_type as u8);
@@ -248,7 +264,7 @@ fn cq_overrun(mode: ExecMode) {
         "{evs:?}"
     );
     assert_eq!(query_state(&p.b), QpState::Err);
-    assert_eq!(query_state(&p.a), QpState::Rts);
+    assert_eq!(query_state(&p.a), QpState::Err);
     // The two completions written before the overrun are still there.
     let r = poll_n(&p.cq_b, 2);
     assert_ok(&r[0], 0, WcOpcode::Recv);

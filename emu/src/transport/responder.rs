@@ -32,7 +32,7 @@ use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{CqeFlags, Syndrome};
 use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
-use rnic_verbs::{access, WcOpcode, WcStatus};
+use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
 
 use super::{mtu_bytes, packets, InMsg, RdAtomic, ReadJob};
 use crate::cq;
@@ -142,7 +142,10 @@ pub(crate) fn on_request(
     }
     match execute(st, qpn, info, roce, payload) {
         Ok(()) => {
-            if let Some(qp) = st.objs.qps.get_mut(qpn) {
+            // A completion the receive CQ could not take moved the QP to
+            // ERR: the message is not acknowledged (the requester must not
+            // take it as delivered).
+            if let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.state != QpState::Err) {
                 qp.resp.nak_sent = false;
                 if roce.bth.ack_req && matches!(info.op, Op::Send | Op::Write) {
                     let msn = qp.resp.msn;
