@@ -52,6 +52,34 @@ fn registers_and_handshake(mode: ExecMode) {
     assert_eq!((q.max_inline_16(), q.max_wqe_bbs()), (16, 8));
     assert_eq!(hal.mmio_read32(0, bar0::CAP_MAX_QP), 1024);
     assert_eq!(hal.mmio_read32(0, bar0::CAP_MAX_MR), 4096);
+    // The reference values docs/device-spec.md gives are the device's.
+    let spec = include_str!("../../docs/device-spec.md");
+    let hex_after = |needle: &str| -> u32 {
+        let at = spec
+            .find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} in the spec"))
+            + needle.len();
+        let digits: String = spec[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .collect();
+        u32::from_str_radix(&digits, 16).unwrap()
+    };
+    assert_eq!(
+        hex_after("| `VERSION` | RO | `0x"),
+        hal.mmio_read32(0, bar0::VERSION),
+        "spec 3.1: VERSION's reset value"
+    );
+    assert_eq!(
+        hex_after("`CAP_DEV = 0x"),
+        hal.mmio_read32(0, bar0::CAP_DEV),
+        "spec 3.1: the reference CAP_DEV"
+    );
+    assert_eq!(
+        hex_after("`CAP_QUEUE = 0x"),
+        hal.mmio_read32(0, bar0::CAP_QUEUE),
+        "spec 3.1: the reference CAP_QUEUE"
+    );
     // Undefined offsets read 0; writes to them and to RO registers are ignored.
     assert_eq!(hal.mmio_read32(0, 0x1000), 0);
     hal.mmio_write32(0, 0x1000, 5);
@@ -701,6 +729,19 @@ fn qp_modify_rules(mode: ExecMode) {
     };
     t.modify(n, all, bad_state)
         .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, qp_state)));
+    // Fields MODIFY_QP takes as 0 each name their own offset (spec 6.1).
+    let draining = QpAttrs {
+        sq_draining: 1,
+        ..init
+    };
+    t.modify(n, all, draining)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, sq_draining)));
+    let reserved = QpAttrs {
+        reserved: [0, 1],
+        ..init
+    };
+    t.modify(n, all, reserved)
+        .fails(CmdStatus::BadParam, attr(offset_of!(QpAttrs, reserved)));
     // CUR_STATE must match (and is only allowed where the table allows it).
     t.modify_init(n, access::REMOTE_WRITE).ok::<u32>();
     t.modify_rtr(n, 3).ok::<u32>();

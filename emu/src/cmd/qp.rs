@@ -260,7 +260,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     )?;
     let has = |bit: u32| mask & bit != 0;
     let max_rd = st.cfg.max_rd_atomic;
-    let values: [(u32, bool, usize); 15] = [
+    let values: [(u32, bool, usize); 16] = [
         (
             qp_attr::ACCESS_FLAGS,
             a.qp_access_flags.to_ne() & !access::QP_SUPPORTED == 0,
@@ -308,11 +308,9 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
             a.en_sqd_async_notify <= 1,
             attr!(en_sqd_async_notify),
         ),
-        (
-            0xFFFF_FFFF,
-            a.reserved == [0; 2] && a.sq_draining == 0,
-            attr!(reserved),
-        ),
+        // Each must be 0, and names its own offset when it is not.
+        (0xFFFF_FFFF, a.sq_draining == 0, attr!(sq_draining)),
+        (0xFFFF_FFFF, a.reserved == [0; 2], attr!(reserved)),
     ];
     for (bit, ok, field) in values {
         if has(bit) {
