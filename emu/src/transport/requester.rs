@@ -322,11 +322,21 @@ fn admit(st: &mut State, qpn: u32, w: Box<SendWqe>, max_sge: u8, max_msg: u64) -
             } else {
                 packets(len, mtu)
             };
+            // A READ's response takes all its PSNs at once: 2^23 of them
+            // (2^31 bytes at MTU 256) are half the PSN space, where a
+            // 24-bit PSN can no longer tell before from after.
+            if e.op == ReqOp::Read && e.npkts >= MAX_READ_PSNS {
+                e.npkts = 0;
+                e.error = Some((WcStatus::LocLenErr, Syndrome::TooLong));
+            }
         }
         Err(err) => e.error = Some(err),
     }
     Some(e)
 }
+
+/// PSNs a READ's response may take: fewer than half the PSN space.
+pub(crate) const MAX_READ_PSNS: u32 = 1 << 23;
 
 /// The message length of a decoded WQE, after checking every local SGE.
 fn local_checks(

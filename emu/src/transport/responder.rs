@@ -528,6 +528,13 @@ fn write_data(
         let Some(reth) = roce.reth else {
             return Err(Refuse::Nak(NakCode::InvalidRequest, None));
         };
+        if reth.dma_len > MAX_DMA_LEN {
+            log::debug!("QP {qpn}: WRITE of {} bytes refused", reth.dma_len);
+            return Err(Refuse::Nak(
+                NakCode::InvalidRequest,
+                Some((EventType::QpReqErr, Syndrome::TooLong)),
+            ));
+        }
         let len = reth.dma_len as u64;
         if let Err(syn) = check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_WRITE) {
             return Err(refuse(st, syn));
@@ -591,11 +598,30 @@ fn write_data(
     Ok(())
 }
 
+/// The longest transfer a RETH may ask for (IBA's 2^31-byte messages;
+/// rxe's `check_length`).
+const MAX_DMA_LEN: u32 = 1 << 31;
+
 /// A READ request: checked, then answered from the outgoing queue.
 fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
     let Some(reth) = roce.reth else {
         return Err(Refuse::Nak(NakCode::InvalidRequest, None));
     };
+    let mtu = st
+        .objs
+        .qps
+        .get(qpn)
+        .map_or(256, |q| mtu_bytes(q.attrs.path_mtu));
+    // Longer than a message, or answered in half the PSN space or more.
+    if reth.dma_len > MAX_DMA_LEN
+        || packets(u64::from(reth.dma_len), mtu) >= super::requester::MAX_READ_PSNS
+    {
+        log::debug!("QP {qpn}: READ of {} bytes refused", reth.dma_len);
+        return Err(Refuse::Nak(
+            NakCode::InvalidRequest,
+            Some((EventType::QpReqErr, Syndrome::TooLong)),
+        ));
+    }
     if !accepts_rd_atomic(st, qpn) {
         return Err(Refuse::Nak(
             NakCode::InvalidRequest,
