@@ -31,6 +31,7 @@ pub use rnic_queues::Hal;
 
 pub mod fabric;
 pub mod peer;
+pub mod side;
 pub mod traffic;
 
 pub use rnic_driver::Config as DriverConfig;

@@ -57,7 +57,28 @@ fn pair_with(extra: &[&str], server_extra: &[&str], pcap: Option<&PathBuf>) -> (
     pair_of(&example(), extra, server_extra, &[], pcap)
 }
 
+/// Runs a server and a client of `bin` on ports free a moment ago: the
+/// examples bind their own, so another process may take one in between,
+/// and then the pair runs again on others.
 fn pair_of(
+    bin: &PathBuf,
+    extra: &[&str],
+    server_extra: &[&str],
+    client_extra: &[&str],
+    pcap: Option<&PathBuf>,
+) -> (Output, Output) {
+    let in_use = |o: &Output| String::from_utf8_lossy(&o.stderr).contains("os error 98");
+    for _ in 0..5 {
+        let (s, c) = pair_once(bin, extra, server_extra, client_extra, pcap);
+        if !(in_use(&s) || in_use(&c)) {
+            return (s, c);
+        }
+        eprintln!("a port was taken before the pair bound it: again on others");
+    }
+    panic!("five pairs of ports taken before the examples bound them");
+}
+
+fn pair_once(
     bin: &PathBuf,
     extra: &[&str],
     server_extra: &[&str],
@@ -79,10 +100,10 @@ fn pair_of(
     if let Some(p) = pcap {
         server.env("RNIC_PCAP", p);
     }
-    let server = server
+    let mut server = server
         .spawn()
         .expect("rc_pingpong (cargo test builds the examples)");
-    // The client retries until the server listens.
+    // The client retries until the server listens (or has given up).
     let mut client = None;
     for _ in 0..100 {
         let out = Command::new(bin)
@@ -98,7 +119,8 @@ fn pair_of(
             .output()
             .unwrap();
         let refused = String::from_utf8_lossy(&out.stderr).contains("couldn't connect");
-        if !refused {
+        let server_gone = server.try_wait().unwrap().is_some();
+        if !refused || server_gone {
             client = Some(out);
             break;
         }

@@ -130,28 +130,57 @@ fn two_processes_over_shared_memory_and_udp() {
             vec!["write_bw", "-n", "2000", "-s", "8192"],
         ),
     ] {
-        let port = free_port().to_string();
-        let mut all = args.clone();
-        all.extend(["--wire", wire, "--device", device, "-p", &port]);
-        let server = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
-            .args(&all)
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        all.push("--client");
-        let out = run(&all);
+        let (out, server) = pair(&args, wire, device);
         let r = rows(&out);
         assert_eq!(r.len(), 1, "{wire} {device} {args:?}: {out}");
         // Bandwidth tests round up to whole batches.
         let iters: u64 = r[0][1].parse().unwrap();
         assert!(iters >= args[2].parse().unwrap(), "iterations: {out}");
         assert!(out.contains("vs TCP loopback"), "{out}");
-        let status = server.wait_with_output().unwrap().status;
         assert!(
-            status.success(),
-            "server of {wire} {device} {args:?}: {status}"
+            server.status.success(),
+            "server of {wire} {device} {args:?}: {}",
+            server.status
         );
     }
+}
+
+/// A server and a client of `args` on `wire` and `device`: the client's
+/// output and the server's. rnic-perf binds its own ports (TCP `port`,
+/// UDP `port + 1` and `port + 2`), free a moment ago: if another process
+/// took one in between, the pair runs again on others.
+fn pair(args: &[&str], wire: &str, device: &str) -> (String, std::process::Output) {
+    for _ in 0..5 {
+        let port = free_port().to_string();
+        let mut all = args.to_vec();
+        all.extend(["--wire", wire, "--device", device, "-p", &port]);
+        let server = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+            .args(&all)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        all.push("--client");
+        let client = Command::new(env!("CARGO_BIN_EXE_rnic-perf"))
+            .args(&all)
+            .output()
+            .expect("run rnic-perf");
+        let server = server.wait_with_output().unwrap();
+        let taken =
+            |o: &std::process::Output| String::from_utf8_lossy(&o.stderr).contains("os error 98");
+        if taken(&server) || taken(&client) {
+            eprintln!("a port was taken before rnic-perf bound it: again on others");
+            continue;
+        }
+        let text = String::from_utf8_lossy(&client.stdout).into_owned();
+        assert!(
+            client.status.success(),
+            "rnic-perf {all:?} failed: {}\n{text}",
+            String::from_utf8_lossy(&client.stderr)
+        );
+        return (text, server);
+    }
+    panic!("five sets of ports taken before rnic-perf bound them");
 }
 
 #[test]

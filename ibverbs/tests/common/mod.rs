@@ -45,58 +45,109 @@ pub fn text(o: &Output) -> (String, String) {
     )
 }
 
-/// A port nobody listens on now, TCP and UDP.
+/// A TCP port nobody listened on a moment ago (the programs bind their
+/// own: [`two_processes`] runs them again on another if it was taken).
 pub fn free_port() -> u16 {
-    loop {
-        let p = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The descriptor a program finds its UDP wire's socket at.
+const WIRE_FD: i32 = 3;
+
+/// Hands `socket` to the program `cmd` starts as descriptor [`WIRE_FD`].
+fn hand_over(cmd: &mut Command, socket: &std::net::UdpSocket) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let fd = socket.as_raw_fd();
+    // SAFETY: dup2 and fcntl are async-signal-safe, and touch only the child's
+    // descriptor table: the copy at WIRE_FD has no close-on-exec flag, the
+    // parent's original (close-on-exec) reaches no other child.
+    unsafe {
+        cmd.pre_exec(move || {
+            // dup2 onto itself would keep close-on-exec: clear it then.
+            let r = if fd == WIRE_FD {
+                libc::fcntl(fd, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(fd, WIRE_FD)
+            };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
 /// `program args -p PORT` as a server and `program args -p PORT
 /// 127.0.0.1` as its client, two processes each with an rnic device on
-/// one UDP wire between them; their outputs (server, client). The client
-/// is started again until it reaches the server.
+/// one UDP wire between them; their outputs (server, client). The wire's
+/// sockets are bound here, once, and inherited (`udp-fd`), so no UDP port
+/// is closed and bound again; the TCP port the programs exchange QP
+/// numbers on is theirs to bind, and if another process took it first,
+/// the pair runs again on another. The client is started again until it
+/// reaches the server.
 pub fn two_processes(program: &str, args: &[&str]) -> (Output, Output) {
-    let (tcp, ua, ub) = (free_port(), free_port(), free_port());
-    let dev = |me: u16, peer: u16, n: u8| {
-        format!("wire=udp:127.0.0.1:{me}=127.0.0.1:{peer},mac=02:00:00:00:00:0{n},ipv4=192.0.2.{n}")
+    for _ in 0..5 {
+        let (server, client) = two_processes_once(program, args);
+        let err = String::from_utf8_lossy(&server.stderr);
+        // rdma-core's pingpongs and perftest, when their port is taken.
+        let taken = ["Couldn't listen", "Couldn't bind", "Address already in use"]
+            .iter()
+            .any(|m| err.contains(m));
+        if !taken {
+            return (server, client.expect("the client never reached the server"));
+        }
+        eprintln!("{program}: TCP port taken before the server bound it: again on another");
+    }
+    panic!("{program}: five TCP ports taken before the server bound them");
+}
+
+fn two_processes_once(program: &str, args: &[&str]) -> (Output, Option<Output>) {
+    let tcp = free_port();
+    let socket = || std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a UDP socket");
+    let (ua, ub) = (socket(), socket());
+    let dev = |peer: &std::net::UdpSocket, n: u8| {
+        let peer = peer.local_addr().unwrap();
+        format!("wire=udp-fd:{WIRE_FD}={peer},mac=02:00:00:00:00:0{n},ipv4=192.0.2.{n}")
     };
     let port = tcp.to_string();
-    let server = Command::new(program)
+    let mut server = Command::new(program);
+    server
         .args(args)
         .args(["-p", &port])
         .env("LD_LIBRARY_PATH", lib_dir())
-        .env("RNIC_DEVICES", dev(ua, ub, 1))
+        .env("RNIC_DEVICES", dev(&ub, 1))
         .env_remove("RNIC_DEVICES_FILE")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    hand_over(&mut server, &ua);
+    let mut server = server
         .spawn()
         .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs it)"));
     let mut client = None;
     for _ in 0..50 {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        let o = Command::new(program)
-            .args(args)
+        if server.try_wait().unwrap().is_some() {
+            break;
+        }
+        let mut c = Command::new(program);
+        c.args(args)
             .args(["-p", &port, "127.0.0.1"])
             .env("LD_LIBRARY_PATH", lib_dir())
-            .env("RNIC_DEVICES", dev(ub, ua, 2))
-            .env_remove("RNIC_DEVICES_FILE")
-            .output()
-            .unwrap();
+            .env("RNIC_DEVICES", dev(&ua, 2))
+            .env_remove("RNIC_DEVICES_FILE");
+        hand_over(&mut c, &ub);
+        let o = c.output().unwrap();
         // rdma-core's pingpongs and perftest say so when nobody listens.
         if !String::from_utf8_lossy(&o.stderr).contains("Couldn't connect") {
             client = Some(o);
             break;
         }
     }
-    let client = client.expect("the client never reached the server");
     (server.wait_with_output().unwrap(), client)
 }
 
