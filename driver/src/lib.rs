@@ -62,10 +62,12 @@
 //! [`DestroyError`]).
 //!
 //! The data path (`post_send`, `post_recv`, `poll`) allocates nothing and
-//! takes one spin lock per call: that of the send queue, receive queue or
-//! CQ it works on, contended only by threads using the same queue. `poll`
-//! finds each completion's QP in its CQ's own table, touching no
-//! context-wide state.
+//! takes the spin lock of the queue it works on (the send queue, receive
+//! queue or CQ), contended only by threads using the same queue; an SRQ's
+//! `post_recv` also takes, once per call, its slot table's lock, which the
+//! pollers of its QPs' CQs take for each receive completion they retire
+//! from it. `poll` finds each completion's QP in its CQ's own table,
+//! touching no context-wide state.
 #![no_std]
 #![deny(missing_docs)]
 

@@ -283,16 +283,15 @@ impl<H: Hal> Srq<H> {
         let s = &*self.inner;
         let mut post = s.post.lock();
         let mut result = Ok(());
-        let (start, mut head) = {
-            let t = s.slots.table.lock();
-            (t.head, t.head)
-        };
+        // The slot table is shared with the pollers of every CQ the SRQ's
+        // QPs complete on: taken once for the batch.
+        let mut t = s.slots.table.lock();
+        let (start, mut head) = (t.head, t.head);
         for (index, wr) in wrs.iter().enumerate() {
             if let Err(error) = check_recv(wr, s.max_sge) {
                 result = Err(PostError { index, error });
                 break;
             }
-            let mut t = s.slots.table.lock();
             if head.wrapping_sub(t.tail) >= t.size() {
                 result = Err(PostError {
                     index,
@@ -310,6 +309,7 @@ impl<H: Hal> Srq<H> {
             head = head.wrapping_add(1);
             t.head = head;
         }
+        drop(t);
         if head != start {
             // DbRec::publish is the one release store: the WQEs are visible
             // before the record, which is written before the doorbell.
