@@ -35,6 +35,10 @@
 #     (both directions under verbs_peer, the host's frames under
 #     ibv_rc_pingpong): they still complete and verify, and the counters of
 #     both sides show the retransmissions;
+#   - with the Nth frame of an opcode dropped (rnic's ACK of a WRITE posted
+#     with a READ of it and the READ's response; a READ response MIDDLE):
+#     rxe sends the requests again and completes them with the right
+#     bytes;
 #   - with frames corrupted on their way to rxe, then from rxe: rxe drops
 #     them (the bytes stay right, rnic retransmits), and rnic counts every
 #     one as a bad ICRC.
@@ -437,6 +441,26 @@ say "  rxe: $rxe_resent retries or sequence NAKs received; $rxe_dups duplicate o
 for v in dropped reordered rnic_resent rnic_dups rxe_resent rxe_dups; do
     [ "${!v}" -gt 0 ] || fail "faults: $v is ${!v}, not above 0"
 done
+
+# Targeted losses, rxe as requester and rnic as responder (issue 18): the
+# injector drops the Nth frame rnic sends of an opcode. In verbs_peer's
+# ops, after one SEND each way (-n 1: rnic's first ACK), the guest posts a
+# 1 KiB WRITE and a READ of it back together: rnic's second ACK (the
+# WRITE's) and first READ response ONLY are lost, so rxe sends both again,
+# and rnic must acknowledge the duplicate WRITE at its own PSN, not the
+# READ's, or rxe completes the READ with no data. Then the 64 KiB READ's
+# first MIDDLE response is lost, and rxe asks again from that PSN: rnic
+# must answer with MIDDLE and LAST, as rxe accepts FIRST only at the
+# READ's first PSN.
+phase=targeted
+targets="drop_nth=0x11:2,drop_nth=0x10:1,drop_nth=0x0e:1,rx=0"
+say "targeted losses on rnic's wire ($targets)"
+both "targeted-verbs-s1024-m1024" "verbs_peer -d rxe0 -g 1 -s 1024 -m 1024 -n 1 -P -O" \
+    "-s 1024 -m 1024 -n 1 --pattern --ops --faults $targets --seed 15"
+dropped=$(host_total faults_dropped) rnic_dups=$(host_total duplicate_requests)
+say "  injector: $dropped frames dropped; rnic: $rnic_dups duplicate requests"
+[ "$dropped" = 6 ] || fail "targeted: $dropped frames dropped, not 3 in each of two transfers"
+[ "$rnic_dups" -ge 4 ] || fail "targeted: $rnic_dups duplicates, not the WRITE, the READ and the READ's rest, twice"
 
 # Linux 6.1's rxe drops a frame with a bad ICRC without a counter or a log
 # line, so its check shows in what it delivers: frames corrupted on their

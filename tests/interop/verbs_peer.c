@@ -7,7 +7,9 @@
  * ping-pong, plus what ibv_rc_pingpong cannot check:
  *   -P  every message carries a pattern of its sender, sequence number and
  *       offset, and every received message is checked byte for byte;
- *   -O  after the ping-pong, RDMA WRITE, READ, WRITE with immediate,
+ *   -O  after the ping-pong, RDMA WRITE and READ of 1 KiB posted together
+ *       (the READ returns what the WRITE placed), RDMA WRITE, READ,
+ *       WRITE with immediate,
  *       compare-and-swap and fetch-and-add on the peer's memory, each
  *       result checked, then what the peer did to this side's memory.
  * The two programs must agree on every byte of this protocol; the Rust
@@ -301,6 +303,43 @@ static void exec(struct ibv_send_wr *wr, void *addr, unsigned len, uint32_t lkey
 	}
 }
 
+/* Posts a RDMA WRITE of len bytes from src and a READ of them back into
+ * dst, to raddr/rkey, in one call, and waits for both: the responder
+ * executes them in order, so the READ returns what the WRITE placed, also
+ * when answers are lost and the requester sends both again. */
+static void write_then_read(void *src, void *dst, unsigned len, uint32_t lkey,
+			    uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sw = { .addr = (uintptr_t)src, .length = len, .lkey = lkey };
+	struct ibv_sge sr = { .addr = (uintptr_t)dst, .length = len, .lkey = lkey };
+	struct ibv_send_wr rd = { .wr_id = 9, .opcode = IBV_WR_RDMA_READ, .sg_list = &sr,
+				  .num_sge = 1, .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr wr = { .wr_id = 8, .opcode = IBV_WR_RDMA_WRITE, .sg_list = &sw,
+				  .num_sge = 1, .send_flags = IBV_SEND_SIGNALED, .next = &rd };
+	struct ibv_send_wr *bad;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	rd.wr.rdma.remote_addr = raddr;
+	rd.wr.rdma.rkey = rkey;
+	if (ibv_post_send(qp, &wr, &bad))
+		FAIL("Couldn't post the WRITE and the READ: %s", strerror(errno));
+	for (int done = 0; done < 2;) {
+		struct ibv_wc wc;
+		wait_wc(&wc, 1);
+		if (wc.status != IBV_WC_SUCCESS)
+			FAIL("wr_id %lu failed: %s", (unsigned long)wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			check_write_imm(&wc);
+			imm_seen = 1;
+		} else if (wc.wr_id == (uint64_t)8 + done) {
+			done++;
+		} else {
+			FAIL("completion of wr_id %lu out of order", (unsigned long)wc.wr_id);
+		}
+	}
+}
+
 /* An RDMA operation at raddr/rkey of the peer's memory. */
 static struct ibv_send_wr rdma(uint64_t id, enum ibv_wr_opcode op, uint64_t raddr,
 			       uint32_t rkey)
@@ -349,6 +388,13 @@ static void ops(int tcp)
 	size_t half = OPS_LEN / 2;
 	for (size_t i = 0; i < half; i++)
 		scratch[i] = ops_pattern(role, i);
+	/* 1 KiB written and read back in one post, at a part of the peer's
+	 * memory nothing else uses: one packet each way at either MTU. */
+	size_t small = half + 2048;
+	write_then_read(scratch, scratch + small, 1024, smr->lkey, raddr + small, rkey);
+	if (memcmp(scratch, scratch + small, 1024))
+		FAIL("the RDMA READ posted with an RDMA WRITE did not return what it placed");
+	printf("  RDMA WRITE and READ of 1024 bytes in one post: ok\n");
 	struct ibv_send_wr wr = rdma(10, IBV_WR_RDMA_WRITE, raddr, rkey);
 	exec(&wr, scratch, half, smr->lkey);
 	wr = rdma(11, IBV_WR_RDMA_READ, raddr, rkey);

@@ -43,7 +43,15 @@ pub struct FaultConfig {
     /// The link is down: every frame is dropped both ways (counted as
     /// dropped), and the NIC sees its link down.
     pub link_down: bool,
+    /// Targeted drops, each `(opcode, n)`: the `n`th RoCEv2 frame (from 1)
+    /// with that BTH opcode crossing a direction with faults is dropped,
+    /// whatever the draws; `n` 0 is no target. They count from the last
+    /// [`FaultHandle::set`], and as drops.
+    pub drop_nth: [(u8, u32); MAX_TARGETS],
 }
+
+/// Targeted drops a [`FaultConfig`] holds.
+pub const MAX_TARGETS: usize = 4;
 
 impl Default for FaultConfig {
     /// No faults, both directions, a reorder depth of 3, a 100 µs delay and
@@ -61,6 +69,7 @@ impl Default for FaultConfig {
             tx: true,
             rx: true,
             link_down: false,
+            drop_nth: [(0, 0); MAX_TARGETS],
         }
     }
 }
@@ -71,9 +80,13 @@ impl std::str::FromStr for FaultConfig {
     /// Parses `key=value` pairs separated by commas over the defaults, e.g.
     /// `drop=0.02,reorder=0.01,rx=0`: the rates `drop`, `duplicate`,
     /// `reorder`, `delay` and `corrupt` (0.0..=1.0), `reorder_depth`,
-    /// `delay_ns`, `max_hold_ns`, and the directions `tx` and `rx` (0 or 1).
+    /// `delay_ns`, `max_hold_ns`, the directions `tx` and `rx` (0 or 1), and
+    /// up to [`MAX_TARGETS`] `drop_nth=OPCODE:N` (the opcode in hex with
+    /// `0x` or decimal: `drop_nth=0x0e:1` drops the first READ response
+    /// MIDDLE).
     fn from_str(s: &str) -> Result<Self, String> {
         let mut c = FaultConfig::default();
+        let mut targets = 0;
         for pair in s.split(',').filter(|p| !p.is_empty()) {
             let (k, v) = pair
                 .split_once('=')
@@ -103,6 +116,22 @@ impl std::str::FromStr for FaultConfig {
                 "tx" => c.tx = flag(v)?,
                 "rx" => c.rx = flag(v)?,
                 "link_down" => c.link_down = flag(v)?,
+                "drop_nth" => {
+                    let bad = || format!("fault drop_nth={v:?} is not OPCODE:N");
+                    let (op, n) = v.split_once(':').ok_or_else(bad)?;
+                    let op = match op.strip_prefix("0x") {
+                        Some(hex) => u8::from_str_radix(hex, 16),
+                        None => op.parse(),
+                    }
+                    .map_err(|_| bad())?;
+                    let n = n.parse::<u32>().map_err(|_| bad())?;
+                    let slot = c
+                        .drop_nth
+                        .get_mut(targets)
+                        .ok_or_else(|| format!("more than {MAX_TARGETS} drop_nth"))?;
+                    *slot = (op, n);
+                    targets += 1;
+                }
                 _ => return Err(format!("unknown fault {k:?}")),
             }
         }
@@ -141,6 +170,8 @@ struct Counters {
 
 struct Shared {
     config: Mutex<FaultConfig>,
+    /// Frames of each `drop_nth` target's opcode seen since the last set.
+    seen: Mutex<[u32; MAX_TARGETS]>,
     counters: Counters,
     /// The NIC's waker, to tell it of a link change.
     waker: Mutex<Option<Waker>>,
@@ -154,6 +185,7 @@ impl FaultHandle {
     /// Replaces the configuration; it applies to the next frame. A change
     /// of `link_down` wakes the NIC, which reports it.
     pub fn set(&self, config: FaultConfig) {
+        *self.0.seen.lock().unwrap_or_else(|e| e.into_inner()) = [0; MAX_TARGETS];
         let old = std::mem::replace(
             &mut *self.0.config.lock().unwrap_or_else(|e| e.into_inner()),
             config,
@@ -271,6 +303,7 @@ impl<W: Wire> Faults<W> {
     pub fn new(inner: W, clock: Clock, seed: u64) -> (Self, FaultHandle) {
         let shared = Arc::new(Shared {
             config: Mutex::new(FaultConfig::default()),
+            seen: Mutex::new([0; MAX_TARGETS]),
             counters: Counters::default(),
             waker: Mutex::new(None),
         });
@@ -327,6 +360,10 @@ impl<W: Wire> Faults<W> {
                 continue;
             }
             c.frames.fetch_add(1, Ordering::Relaxed);
+            if targeted(&cfg, &shared, &f) {
+                c.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             if self.draw() < cfg.drop {
                 c.dropped.fetch_add(1, Ordering::Relaxed);
                 continue;
@@ -391,6 +428,27 @@ impl<W: Wire> Faults<W> {
             &mut self.rx_held
         }) = held;
     }
+}
+
+/// Whether frame `f` is the `n`th of its BTH opcode that a `drop_nth`
+/// target of `cfg` names (counting it in `shared.seen`).
+fn targeted(cfg: &FaultConfig, shared: &Shared, f: &[u8]) -> bool {
+    if cfg.drop_nth.iter().all(|t| t.1 == 0) {
+        return false;
+    }
+    let Some((start, _)) = roce_region(f) else {
+        return false;
+    };
+    let op = f[start];
+    let mut seen = shared.seen.lock().unwrap_or_else(|e| e.into_inner());
+    let mut hit = false;
+    for (i, &(t, n)) in cfg.drop_nth.iter().enumerate() {
+        if n != 0 && t == op {
+            seen[i] += 1;
+            hit |= seen[i] == n;
+        }
+    }
+    hit
 }
 
 /// The BTH byte the ICRC does not cover (FECN, BECN, reserved).
@@ -529,6 +587,45 @@ mod tests {
         let mut out = Vec::new();
         w.recv(&mut out, 1000);
         (out.iter().map(|f| f[42]).collect(), h.stats())
+    }
+
+    #[test]
+    fn drops_the_nth_frame_of_an_opcode() {
+        let v = VirtualClock::new();
+        let (mut w, h) = Faults::new(Loopback::default(), v.clock(), 7);
+        let cfg: FaultConfig = "drop_nth=0x11:2,drop_nth=14:1,rx=0".parse().unwrap();
+        assert_eq!(cfg.drop_nth[..2], [(0x11, 2), (0x0e, 1)]);
+        h.set(cfg);
+        // Opcodes ACK, READ MIDDLE, ACK, READ MIDDLE, ACK; byte 43 numbers
+        // the frames.
+        let mut frames: Vec<Frame> = [0x11, 0x0e, 0x11, 0x0e, 0x11]
+            .iter()
+            .enumerate()
+            .map(|(i, &op)| {
+                let mut f = roce_frame(op);
+                f[43] = i as u8;
+                f
+            })
+            .collect();
+        w.send(&mut frames);
+        let mut out = Vec::new();
+        w.recv(&mut out, 100);
+        let left: Vec<u8> = out.iter().map(|f| f[43]).collect();
+        assert_eq!(
+            left,
+            [0, 3, 4],
+            "the second ACK and the first MIDDLE dropped"
+        );
+        assert_eq!(h.stats().dropped, 2);
+        // Counting starts again at the next set.
+        h.set(cfg);
+        let mut again = vec![roce_frame(0x0e)];
+        w.send(&mut again);
+        w.recv(&mut out, 100);
+        assert_eq!(out.len(), 3, "the first MIDDLE after the set dropped");
+        assert!("drop_nth=0x11".parse::<FaultConfig>().is_err());
+        let five = "drop_nth=1:1,drop_nth=2:1,drop_nth=3:1,drop_nth=4:1,drop_nth=5:1";
+        assert!(five.parse::<FaultConfig>().is_err());
     }
 
     #[test]
