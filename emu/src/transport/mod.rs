@@ -9,7 +9,9 @@
 //!   atomic ACKs), completes WQEs in order (coalesced and implicit ACKs),
 //!   runs the retransmit and RNR timers, and fails a WQE when its retries
 //!   run out.
-//! - [`responder`]: takes the requests: expected PSN, duplicates,
+//! - [`responder`]: takes the requests: expected PSN, duplicates (answered
+//!   as [`replay`] says, a function of the QP's responder state and the
+//!   packet, unit-tested with hand-built packets),
 //!   sequence and RNR NAKs, receive WQEs consumed across a message,
 //!   RDMA WRITE, READ responses, atomics with their replay cache, ACK
 //!   coalescing, and the NAKs of class C errors.
@@ -21,6 +23,7 @@
 //! each packet once and completing a WQE with its last packet).
 
 pub(crate) mod completer;
+pub(crate) mod replay;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod timers;
@@ -206,7 +209,7 @@ pub(crate) enum InMsg {
 }
 
 /// READ responses the responder still has to send.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ReadJob {
     /// PSN of the next response packet.
     pub psn: u32,

@@ -34,6 +34,7 @@ use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
 
+use super::replay::{self, Again};
 use super::{mtu_bytes, packets, InMsg, RdAtomic, ReadJob};
 use crate::cq;
 use crate::mw;
@@ -56,7 +57,7 @@ use crate::wqe::{self, RecvError, RecvWqe};
 const MAX_OUT: usize = 2 * super::MAX_UNACKED_PSNS as usize;
 
 /// An answer waiting in a QP's outgoing queue.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Out {
     /// An ACK of every request up to `psn`.
     Ack { psn: u32, msn: u32 },
@@ -187,90 +188,39 @@ fn queue_ack(st: &mut State, qpn: u32, psn: u32, msn: u32) {
     st.kick(qpn);
 }
 
-/// A duplicate request (before the expected PSN), answered as rxe's
-/// `duplicate_request` does (IBA 9.7.5.1.2).
+/// A duplicate request (before the expected PSN): answered as
+/// [`replay::again`] says.
 fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
     let Some(qp) = st.objs.qps.get_mut(qpn) else {
         return;
     };
-    let psn = roce.bth.psn;
-    let msn = qp.resp.msn;
-    match info.op {
-        Op::Send | Op::Write => {
-            // The requester lost an ACK: acknowledge again what was
-            // executed, up to the last SEND, WRITE or atomic (C9-105),
-            // before the answers to later requests.
-            let ack = psn_add(qp.resp.ack_psn, PSN_MASK);
-            answer_again(st, qpn, Out::Ack { psn: ack, msn });
-        }
-        Op::ReadRequest => {
-            let Some(reth) = roce.reth else { return };
-            let (va, len) = (reth.va, u64::from(reth.dma_len));
-            // A READ the responder still holds, of which this asks a part
-            // from one of its PSNs: anything else is dropped (class D).
-            let found = qp.resp.resources.iter().find_map(|r| match *r {
-                RdAtomic::Read {
-                    first_psn,
-                    last_psn,
-                    va: rva,
-                    len: rlen,
-                    rkey,
-                } if psn_diff(psn, first_psn) >= 0 && psn_diff(psn, last_psn) <= 0 => {
-                    let inside = reth.rkey == rkey
-                        && va >= rva
-                        && va.checked_add(len).is_some_and(|end| end <= rva + rlen);
-                    Some((first_psn, last_psn, inside))
-                }
-                _ => None,
-            });
-            let Some((first_psn, last_psn, true)) = found else {
-                log::debug!(
-                    "QP {qpn}: duplicate READ {psn:#x} matches no READ held ({found:?}): dropped"
-                );
-                return;
-            };
-            let mtu = mtu_bytes(qp.attrs.path_mtu);
-            let n = packets(len, mtu);
-            if psn_diff(psn_add(psn, n - 1), last_psn) > 0 {
-                log::debug!("QP {qpn}: duplicate READ {psn:#x} runs past its READ: dropped");
-                return;
-            }
-            // Answer again from this PSN; whatever was queued for the same
-            // READ goes.
+    let mtu = mtu_bytes(qp.attrs.path_mtu);
+    match replay::again(&qp.resp, mtu, info.op, roce) {
+        Again::Answer(out) => answer_again(st, qpn, out),
+        Again::Read {
+            job,
+            first_psn,
+            last_psn,
+        } => {
+            // Whatever was queued for the same READ goes.
             qp.resp.out.retain(|o| match o {
                 Out::Read(j) => {
                     !(psn_diff(j.psn, first_psn) >= 0 && psn_diff(j.psn, last_psn) <= 0)
                 }
                 _ => true,
             });
-            if check_rkey(st, qpn, va, reth.rkey, len, access::REMOTE_READ).is_err() {
-                return;
-            }
-            // From the middle, the answer goes on as the READ's own did
-            // (MIDDLE and LAST): a requester takes FIRST only at the
-            // READ's first PSN.
-            let job = ReadJob {
-                psn,
-                left: n,
-                first: psn == first_psn,
-                va,
-                rkey: reth.rkey,
-                bytes: len,
-                msn,
-            };
-            answer_again(st, qpn, Out::Read(job));
-        }
-        Op::CompareSwap | Op::FetchAdd => {
-            let cached = qp.resp.resources.iter().find_map(|r| match *r {
-                RdAtomic::Atomic { psn: p, orig } if p == psn => Some(orig),
-                _ => None,
-            });
-            match cached {
-                Some(orig) => answer_again(st, qpn, Out::AtomicAck { psn, msn, orig }),
-                None => log::debug!("QP {qpn}: duplicate atomic {psn:#x} no longer held"),
+            let access = access::REMOTE_READ;
+            if check_rkey(st, qpn, job.va, job.rkey, job.bytes, access).is_ok() {
+                answer_again(st, qpn, Out::Read(job));
             }
         }
-        _ => {}
+        Again::Drop(why) => {
+            log::debug!(
+                "QP {qpn}: duplicate {} {:#x} dropped: {why}",
+                info.name,
+                roce.bth.psn
+            );
+        }
     }
 }
 
