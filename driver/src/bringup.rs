@@ -16,7 +16,7 @@ use rnic_queues::{DmaRegion, Hal, HalError, Pod};
 use spin::Mutex;
 
 use crate::cmd::{describe_fatal, CmdQueue};
-use crate::context::Shared;
+use crate::context::ContextCore;
 use crate::dma::view;
 use crate::error::{Error, ErrorKind, Result};
 use crate::event::EventQueue;
@@ -177,7 +177,7 @@ pub(crate) struct Device<H: Hal> {
     pub(crate) eq: Mutex<EventQueue>,
     /// The open contexts, for routing EQ 0's events to the one owning
     /// their object.
-    pub(crate) contexts: Mutex<Vec<Weak<Shared<H>>>>,
+    pub(crate) contexts: Mutex<Vec<Weak<ContextCore<H>>>>,
     /// Which completion vectors a channel has (of any context).
     pub(crate) vectors_used: Mutex<Vec<bool>>,
     cmdq_mem: Option<DmaRegion>,

@@ -23,7 +23,7 @@ use rnic_queues::{ConsumerRing, DmaRegion, Hal, HalError};
 use spin::{Mutex, RwLock};
 
 use crate::bringup::{ring_bytes, DeviceMem};
-use crate::context::{Context, Shared};
+use crate::context::{Context, ContextCore};
 use crate::cq::{Cq, CqShared};
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 
@@ -48,7 +48,7 @@ pub struct CompChannel<H: Hal> {
 
 /// The device-side channel, shared by the handle and its CQs.
 pub(crate) struct ChannelInner<H: Hal> {
-    pub(crate) ctx: Arc<Shared<H>>,
+    pub(crate) ctx: Arc<ContextCore<H>>,
     pub(crate) eqn: u32,
     vector: u16,
     uar_page: u32,

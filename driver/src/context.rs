@@ -34,7 +34,7 @@ use rnic_verbs::{DeviceAttr, Gid, PortAttr};
 /// clone and the last object made from it are dropped; the device is reset
 /// (stopping all DMA) and its queues freed when its last context closes.
 pub struct Context<H: Hal> {
-    pub(crate) shared: Arc<Shared<H>>,
+    pub(crate) shared: Arc<ContextCore<H>>,
 }
 
 impl<H: Hal> Clone for Context<H> {
@@ -46,7 +46,7 @@ impl<H: Hal> Clone for Context<H> {
 }
 
 /// State shared by the context and every object made from it.
-pub(crate) struct Shared<H: Hal> {
+pub(crate) struct ContextCore<H: Hal> {
     pub(crate) dev: Arc<Device<H>>,
     /// The device's number for this context (`CmdHeader::uid`; 0 on a
     /// device without user contexts).
@@ -87,7 +87,7 @@ pub(crate) fn remove_if_ours<T>(table: &RwLock<BTreeMap<u32, Arc<T>>>, key: u32,
     }
 }
 
-impl<H: Hal> Shared<H> {
+impl<H: Hal> ContextCore<H> {
     pub(crate) fn hal(&self) -> &H {
         &self.dev.hal
     }
@@ -99,7 +99,7 @@ impl<H: Hal> Shared<H> {
     /// Disposes of `mem`, given to the device by a create command that
     /// failed with `err`: frees it if the device refused the command or
     /// never got it, and otherwise (a timeout, a malformed answer) gives it
-    /// up as [`Shared::abandon`] does, since the device may yet execute the
+    /// up as [`ContextCore::abandon`] does, since the device may yet execute the
     /// command and use the memory.
     ///
     /// # Safety
@@ -324,7 +324,7 @@ impl<H: Hal> Context<H> {
         }
         let out: QueryDeviceOut = dev.exec(CmdOpcode::QueryDevice, &(), uid)?;
         let attr = crate::attr::device_attr(&out);
-        let mut shared = Shared {
+        let mut shared = ContextCore {
             dev,
             uid,
             uar_first,
@@ -411,7 +411,7 @@ impl<H: Hal> Context<H> {
     }
 }
 
-impl<H: Hal> Drop for Shared<H> {
+impl<H: Hal> Drop for ContextCore<H> {
     /// Closes the context on the device (DEALLOC_UCTX): whatever of its
     /// objects the device still has goes with it.
     fn drop(&mut self) {

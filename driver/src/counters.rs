@@ -6,7 +6,7 @@ use rnic_hw_regs::counters::{scope, CountersOut, QueryCountersIn, COUNTER_SLOTS,
 use rnic_hw_regs::le32;
 use rnic_queues::Hal;
 
-use crate::context::Shared;
+use crate::context::ContextCore;
 use crate::{Context, Result};
 
 pub use rnic_hw_regs::counters::counter;
@@ -23,7 +23,7 @@ pub struct Counters {
 impl Counters {
     /// Reads every page of `scope`/`id`'s counters (one QUERY_COUNTERS per
     /// [`COUNTER_SLOTS`] counters).
-    pub(crate) fn query<H: Hal>(ctx: &Shared<H>, scope: u32, id: u32) -> Result<Self> {
+    pub(crate) fn query<H: Hal>(ctx: &ContextCore<H>, scope: u32, id: u32) -> Result<Self> {
         let mut values = [0; MAX_COUNTERS];
         for (page, chunk) in values.chunks_mut(COUNTER_SLOTS).enumerate() {
             let input = QueryCountersIn {

@@ -16,7 +16,7 @@ use spin::Mutex;
 
 use crate::bringup::{ring_bytes, DeviceMem};
 use crate::channel::{ChannelInner, CompChannel, EventCounts};
-use crate::context::{remove_if_ours, Context, Shared};
+use crate::context::{remove_if_ours, Context, ContextCore};
 use crate::dma::view;
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 use crate::qp::QpShared;
@@ -44,7 +44,7 @@ const LOG_MAX_CQ: u8 = 23;
 
 /// The device-side CQ, shared by the handle and the QPs using it.
 pub(crate) struct CqShared<H: Hal> {
-    pub(crate) ctx: Arc<Shared<H>>,
+    pub(crate) ctx: Arc<ContextCore<H>>,
     pub(crate) cqn: u32,
     /// The channel its completion events go to (EQ 0 without one).
     channel: Option<Arc<ChannelInner<H>>>,
@@ -243,7 +243,7 @@ impl<H: Hal> Context<H> {
 /// The memory of a CQ of at least `cqe` entries: log2 of its entries, the
 /// ring's bytes (the doorbell record follows the ring), and the zeroed
 /// region.
-fn cq_memory<H: Hal>(sh: &Shared<H>, cqe: u32) -> Result<(u32, usize, DmaRegion)> {
+fn cq_memory<H: Hal>(sh: &ContextCore<H>, cqe: u32) -> Result<(u32, usize, DmaRegion)> {
     // The CAP field has 5 bits, and a CQ's 24-bit consumer index allows
     // 2^23 entries at most, whatever a device claims.
     let max = 1u32 << sh.dev.caps.log_max_cqe.min(LOG_MAX_CQ);

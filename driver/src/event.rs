@@ -11,7 +11,7 @@ use rnic_queues::{ConsumerRing, DmaRegion, Hal, HalError};
 use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 
-use crate::context::{Context, Shared};
+use crate::context::{Context, ContextCore};
 use crate::error::{Error, Result};
 
 /// An event read from the event queue (`struct ibv_async_event`, plus the
@@ -63,7 +63,7 @@ fn owner(ty: EventType) -> Owner {
     }
 }
 
-impl<H: Hal> Shared<H> {
+impl<H: Hal> ContextCore<H> {
     /// Whether the object `ev` names is this context's.
     fn owns(&self, ev: &AsyncEvent) -> bool {
         match ev.event_type {
@@ -135,7 +135,7 @@ impl<H: Hal> Context<H> {
                 Owner::Object => false,
             };
             let mut ours = everyone || sh.owns(&ev);
-            let others: Vec<Arc<Shared<H>>> = sh
+            let others: Vec<Arc<ContextCore<H>>> = sh
                 .dev
                 .contexts
                 .lock()

@@ -387,7 +387,7 @@ impl<H: Hal> Mr<H> {
 
     /// Deregisters the MR and releases its memory. On a refusal (or a
     /// command not issued) the MR stays registered and keeps its memory;
-    /// when the outcome is unknown the memory is given up (`Shared::abandon`)
+    /// when the outcome is unknown the memory is given up (`ContextCore::abandon`)
     /// and the MR is left released.
     fn release(&mut self) -> Result<()> {
         if self.mem.is_none() {

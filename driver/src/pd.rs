@@ -7,7 +7,7 @@ use rnic_hw_regs::cmd::{CmdOpcode, CreatePdOut, ObjIn};
 use rnic_hw_regs::le32;
 use rnic_queues::Hal;
 
-use crate::context::{Context, Shared};
+use crate::context::{Context, ContextCore};
 use crate::error::{DestroyError, Error, ErrorKind, Result};
 
 /// A protection domain (`struct ibv_pd`).
@@ -20,7 +20,7 @@ pub struct Pd<H: Hal> {
 
 /// The device-side PD, shared by the handle, its MRs and its QPs.
 pub(crate) struct PdInner<H: Hal> {
-    pub(crate) ctx: Arc<Shared<H>>,
+    pub(crate) ctx: Arc<ContextCore<H>>,
     pub(crate) pdn: u32,
     live: bool,
 }

@@ -23,7 +23,7 @@
 //! NIC's steps until nothing is left, at most [`STREAK`] of them between
 //! two work items, then takes the next item, so that commands and
 //! doorbells are served while a send queue keeps itself busy. A thread
-//! waiting on a thread-mode NIC runs its turns too ([`Shared::lend`]):
+//! waiting on a thread-mode NIC runs its turns too ([`NicCore::lend`]):
 //! one note of the NIC's last turn is shared by every runner, and one
 //! runner at a time has it. Every other BAR 0 write runs in the writing
 //! thread, after everything queued before it, so that register writes
@@ -65,7 +65,7 @@ pub(crate) const INLINE_BUDGET: u32 = 1 << 16;
 /// Steps a worker runs for a NIC between two takes of its doorbell queue
 /// at most.
 pub(crate) const STREAK: u32 = 4096;
-/// Steps one lend runs at most ([`Shared::lend`]).
+/// Steps one lend runs at most ([`NicCore::lend`]).
 const LEND_STEPS: u32 = 64;
 /// Lends further apart than this are not one wait.
 const LOOK_GAP: Duration = Duration::from_micros(10);
@@ -92,7 +92,7 @@ enum Work {
 }
 
 /// How a device is told that it has work: frames from its wire, a
-/// doorbell, a clock that jumped. Kept apart from [`Shared`] so that a
+/// doorbell, a clock that jumped. Kept apart from [`NicCore`] so that a
 /// wire's waker never holds the device itself.
 #[derive(Debug)]
 struct Notify {
@@ -117,7 +117,7 @@ struct Notify {
     mode: ExecMode,
     /// Inline: frames from other NICs wait for a thread that runs this one.
     poll_mode: bool,
-    shared: OnceLock<Weak<Shared>>,
+    shared: OnceLock<Weak<NicCore>>,
 }
 
 impl Notify {
@@ -156,7 +156,7 @@ impl Notify {
 #[derive(Default)]
 struct RunList {
     driving: bool,
-    list: VecDeque<Weak<Shared>>,
+    list: VecDeque<Weak<NicCore>>,
 }
 
 thread_local! {
@@ -220,7 +220,7 @@ struct Link {
 }
 
 /// What the device worker and every handle share.
-pub(crate) struct Shared {
+pub(crate) struct NicCore {
     state: Mutex<State>,
     wire: Mutex<Link>,
     mode: ExecMode,
@@ -257,16 +257,16 @@ pub(crate) struct Shared {
     on_clock: OnceLock<Arc<dyn Fn() + Send + Sync>>,
 }
 
-impl fmt::Debug for Shared {
+impl fmt::Debug for NicCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Shared")
+        f.debug_struct("NicCore")
             .field("mode", &self.mode)
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
 }
 
-impl Shared {
+impl NicCore {
     /// Locks the device state. A panic in the model (a bug) poisons the
     /// lock; the state is still consistent enough to keep serving.
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
@@ -397,7 +397,7 @@ impl Shared {
     }
 
     /// Inline mode: a step that goes on from an earlier one, unless another
-    /// thread steps the NIC now or waits to ([`Shared::arriving`]):
+    /// thread steps the NIC now or waits to ([`NicCore::arriving`]):
     /// `None`, and that thread drives the NIC on, listing it again if its
     /// step leaves work. Two threads on one busy NIC (a sender, and its
     /// receiver reposting) would otherwise each run the other's traffic
@@ -425,7 +425,7 @@ impl Shared {
         self.step_with(work, None, drain, turn)
     }
 
-    /// [`Shared::step`], with a BlueFlame write to run first.
+    /// [`NicCore::step`], with a BlueFlame write to run first.
     fn step_with(&self, work: Option<Work>, bf: Option<Bf<'_>>, drain: Drain, turn: Turn) -> bool {
         // Inline, every step but those of a run list is a thread's call.
         let own = self.mode == ExecMode::Inline;
@@ -723,7 +723,7 @@ impl Shared {
     }
 }
 
-/// What a NIC's last turn left (see [`Shared::turn`]).
+/// What a NIC's last turn left (see [`NicCore::turn`]).
 #[derive(Debug)]
 struct Note {
     /// The last step left it more to do.
@@ -1007,7 +1007,7 @@ impl EmuBuilder {
         let wire_polled = wire.polled();
         let wait_fd = wire.wait_fd();
         let irq = Arc::new(IrqLines::new(self.config.msix_vectors));
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(NicCore {
             state: Mutex::new(State::new(self.config.clone(), irq.clone())),
             wire: Mutex::new(Link {
                 wire,
@@ -1072,7 +1072,7 @@ pub struct RunStats {
 /// RoCEv2 port on a [`Wire`].
 #[derive(Debug)]
 pub struct EmuDevice {
-    shared: Arc<Shared>,
+    shared: Arc<NicCore>,
 }
 
 impl EmuDevice {
@@ -1159,7 +1159,7 @@ impl EmuDevice {
         regs::fatal(&mut self.shared.lock(), FatalSyndrome::Internal);
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<NicCore> {
         &self.shared
     }
 }

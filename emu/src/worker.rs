@@ -7,7 +7,7 @@
 //! NICs round robin, one step each per pass, so that a busy NIC never
 //! starves another.
 //!
-//! A NIC that a waiting thread is running ([`Shared::lend`]: the
+//! A NIC that a waiting thread is running ([`NicCore::lend`]: the
 //! application polls its CQ) belongs to that thread: the worker leaves it
 //! alone, so that the two never take turns at one NIC, and looks again
 //! when the thread has not lent itself for [`LEND_WINDOW`] or says it
@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::Duration;
 
-use crate::device::{host_ns, Shared};
+use crate::device::{host_ns, NicCore};
 
 /// How long a thread that lent itself to a NIC keeps it from the worker:
 /// longer than the gaps between two looks of a program that polls (its
@@ -75,7 +75,7 @@ pub struct WorkerStats {
 /// One worker: its NICs and how to wake it.
 #[derive(Debug)]
 pub(crate) struct Core {
-    nics: Mutex<Vec<Weak<Shared>>>,
+    nics: Mutex<Vec<Weak<NicCore>>>,
     /// Bumped whenever `nics` changes: the worker re-reads the list.
     generation: AtomicU64,
     /// The generation of the list the worker runs: a NIC that leaves waits
@@ -147,7 +147,7 @@ fn eventfd() -> OwnedFd {
 
 /// Adds `nic` to a worker (starting one if the pool has room) and returns
 /// it.
-pub(crate) fn join(nic: &Arc<Shared>) -> Arc<Core> {
+pub(crate) fn join(nic: &Arc<NicCore>) -> Arc<Core> {
     let mut pool = lock(&POOL);
     let core = if pool.len() < max_workers() {
         let core = Arc::new(Core {
@@ -185,7 +185,7 @@ pub(crate) fn join(nic: &Arc<Shared>) -> Arc<Core> {
 /// Takes `nic` off `core`. When this returns the worker runs it no more
 /// and holds no reference to it; the last NIC to leave stops the worker
 /// and waits for its thread to exit.
-pub(crate) fn leave(core: &Arc<Core>, nic: &Shared) {
+pub(crate) fn leave(core: &Arc<Core>, nic: &NicCore) {
     let mut pool = lock(&POOL);
     let (empty, generation) = {
         let mut nics = lock(&core.nics);
@@ -278,7 +278,7 @@ impl Core {
 /// A NIC as the worker runs it. Held strongly, so that a pass touches no
 /// reference count (a count shares its line with what doorbells read).
 struct Entry {
-    nic: Arc<Shared>,
+    nic: Arc<NicCore>,
     /// A waiting thread ran it when the worker last looked.
     lent: bool,
     /// Sleeps in a row that found it lent on waking.

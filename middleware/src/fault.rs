@@ -68,7 +68,7 @@ pub struct Injected {
     pub blocks_refused: u64,
 }
 
-struct Shared<B: Boundary> {
+struct Injection<B: Boundary> {
     faults: Faults<B::Faults>,
     injected: Injected,
     /// The last command doorbell swallowed.
@@ -76,7 +76,7 @@ struct Shared<B: Boundary> {
 }
 
 /// Sets the faults of a [`FaultHal`] and reads what it injected.
-pub struct FaultHandle<B: Boundary = Rnic>(Arc<Mutex<Shared<B>>>);
+pub struct FaultHandle<B: Boundary = Rnic>(Arc<Mutex<Injection<B>>>);
 
 impl<B: Boundary> Clone for FaultHandle<B> {
     fn clone(&self) -> Self {
@@ -85,7 +85,7 @@ impl<B: Boundary> Clone for FaultHandle<B> {
 }
 
 impl<B: Boundary> FaultHandle<B> {
-    fn lock(&self) -> MutexGuard<'_, Shared<B>> {
+    fn lock(&self) -> MutexGuard<'_, Injection<B>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -105,7 +105,7 @@ impl<B: Boundary> FaultHandle<B> {
 pub struct FaultHal<H: Hal, B: Boundary = Rnic> {
     inner: H,
     shadow: Mutex<(Dma, B)>,
-    shared: Arc<Mutex<Shared<B>>>,
+    shared: Arc<Mutex<Injection<B>>>,
 }
 
 impl<H: Hal> FaultHal<H, Rnic> {
@@ -120,7 +120,7 @@ impl<H: Hal, B: Boundary> FaultHal<H, B> {
     /// Wraps `inner`, the platform of a device of kind `B`, with no fault
     /// set: `FaultHal::<_, Pvrdma>::of(vfio)`.
     pub fn of(inner: H) -> (Self, FaultHandle<B>) {
-        let shared = Arc::new(Mutex::new(Shared {
+        let shared = Arc::new(Mutex::new(Injection {
             faults: Faults::default(),
             injected: Injected::default(),
             swallowed: None,
@@ -138,7 +138,7 @@ impl<H: Hal, B: Boundary> FaultHal<H, B> {
         &self.inner
     }
 
-    fn shared(&self) -> MutexGuard<'_, Shared<B>> {
+    fn shared(&self) -> MutexGuard<'_, Injection<B>> {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -166,7 +166,7 @@ impl<H: Hal, B: Boundary> FaultHal<H, B> {
         let mut sh = self.shadow();
         let (dma, device) = &mut *sh;
         let mut f = self.shared();
-        let Shared {
+        let Injection {
             faults, injected, ..
         } = &mut *f;
         device.inject_look(dma, &mut faults.device, injected);
@@ -187,7 +187,7 @@ impl<H: Hal, B: Boundary> FaultHal<H, B> {
         let mut sh = self.shadow();
         let (dma, device) = &mut *sh;
         let mut f = self.shared();
-        let Shared {
+        let Injection {
             faults, injected, ..
         } = &mut *f;
         device.inject_write(dma, bar, offset, value.into(), &mut faults.device, injected);

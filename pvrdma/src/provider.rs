@@ -86,7 +86,7 @@ type Destroyed<T> = core::result::Result<(), DestroyError<T>>;
 /// device brought up, one user context on it, and GID 0 bound. Cloning is
 /// cheap: clones are the same context.
 pub struct Context<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
 }
 
 impl<H: Hal> Clone for Context<H> {
@@ -97,7 +97,7 @@ impl<H: Hal> Clone for Context<H> {
     }
 }
 
-struct Shared<H: Hal> {
+struct ContextCore<H: Hal> {
     dev: Device<H>,
     uc: Option<Uc>,
     attr: DeviceAttr,
@@ -140,7 +140,7 @@ impl Routes {
     }
 }
 
-impl<H: Hal> Drop for Shared<H> {
+impl<H: Hal> Drop for ContextCore<H> {
     fn drop(&mut self) {
         if self.gid_bound {
             if let Err(e) = self.dev.destroy_bind(GID_INDEX.into(), self.gid) {
@@ -199,7 +199,7 @@ impl<H: Hal> Context<H> {
             max_srq_sge: caps.max_srq_sge.to_ne().min(crate::MAX_SGE),
         };
         // From here a failure drops `sh`, which destroys the user context.
-        let mut sh = Shared {
+        let mut sh = ContextCore {
             attr,
             port,
             gid,
@@ -221,7 +221,7 @@ impl<H: Hal> Context<H> {
     }
 }
 
-impl<H: Hal> Shared<H> {
+impl<H: Hal> ContextCore<H> {
     /// Takes every notification on the ring, keeping the events among them
     /// for their channels: the ring fills with the notifications of
     /// completions nobody armed for, and a full ring stops QEMU's pvrdma
@@ -497,7 +497,7 @@ pub struct Pd<H: Hal> {
 }
 
 struct PdInner<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
     pd: Option<DevPd>,
 }
 
@@ -644,7 +644,7 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
 
 /// A memory region.
 pub struct Mr<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
     _pd: Arc<PdInner<H>>,
     mr: Option<DevMr>,
 }
@@ -687,7 +687,7 @@ pub struct Cq<H: Hal> {
 }
 
 struct CqInner<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
     handle: u32,
     cqe: u32,
     cq: Option<DevCq>,
@@ -782,7 +782,7 @@ impl<H: Hal> CompletionQueue for Cq<H> {
 
 /// A queue pair: RC or UD.
 pub struct Qp<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
     /// Kept alive while the QP is: its PD, CQs and SRQ.
     _pd: Arc<PdInner<H>>,
     _srq: Option<Arc<SrqInner<H>>>,
@@ -1000,7 +1000,7 @@ pub struct Srq<H: Hal> {
 }
 
 struct SrqInner<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
     _pd: Arc<PdInner<H>>,
     handle: u32,
     /// WQEs and SGEs per WQE, as made.
@@ -1099,7 +1099,7 @@ impl<H: Hal> AddressHandle for Ah<H> {
 /// A completion channel: the notifications of its CQs, from the device's
 /// CQ-notification ring and vector.
 pub struct CompChannel<H: Hal> {
-    sh: Arc<Shared<H>>,
+    sh: Arc<ContextCore<H>>,
     id: u64,
 }
 

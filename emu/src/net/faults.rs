@@ -168,7 +168,7 @@ struct Counters {
     corrupted: AtomicU64,
 }
 
-struct Shared {
+struct Controls {
     config: Mutex<FaultConfig>,
     /// Frames of each `drop_nth` target's opcode seen since the last set.
     seen: Mutex<[u32; MAX_TARGETS]>,
@@ -179,7 +179,7 @@ struct Shared {
 
 /// Changes a running injector's configuration and reads its counts.
 #[derive(Clone)]
-pub struct FaultHandle(Arc<Shared>);
+pub struct FaultHandle(Arc<Controls>);
 
 impl FaultHandle {
     /// Replaces the configuration; it applies to the next frame. A change
@@ -287,7 +287,7 @@ impl Held {
 /// ```
 pub struct Faults<W> {
     inner: W,
-    shared: Arc<Shared>,
+    shared: Arc<Controls>,
     clock: Clock,
     rng: u64,
     tx_held: Held,
@@ -301,7 +301,7 @@ impl<W: Wire> Faults<W> {
     /// Wraps `inner`, with no faults until the handle sets some. `clock`
     /// times delays; `seed` seeds the draws.
     pub fn new(inner: W, clock: Clock, seed: u64) -> (Self, FaultHandle) {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Controls {
             config: Mutex::new(FaultConfig::default()),
             seen: Mutex::new([0; MAX_TARGETS]),
             counters: Counters::default(),
@@ -432,7 +432,7 @@ impl<W: Wire> Faults<W> {
 
 /// Whether frame `f` is the `n`th of its BTH opcode that a `drop_nth`
 /// target of `cfg` names (counting it in `shared.seen`).
-fn targeted(cfg: &FaultConfig, shared: &Shared, f: &[u8]) -> bool {
+fn targeted(cfg: &FaultConfig, shared: &Controls, f: &[u8]) -> bool {
     if cfg.drop_nth.iter().all(|t| t.1 == 0) {
         return false;
     }

@@ -33,11 +33,11 @@ use crate::wire::ethernet::{EthernetAddress, EthernetFrame};
 /// ```
 #[derive(Clone, Default)]
 pub struct Switch {
-    shared: Arc<Shared>,
+    shared: Arc<SwitchCore>,
 }
 
 #[derive(Default)]
-struct Shared {
+struct SwitchCore {
     inner: Mutex<Inner>,
     /// Bumped whenever the forwarding database or the ports change: a
     /// port's cached route and learned address are good while it holds.
