@@ -89,8 +89,7 @@ fn run_one(st: &mut State) {
         // No such context: the command is refused whole.
         (CmdStatus::BadResource, 0)
     } else {
-        st.uid = uid;
-        match cmd::execute(st, opcode, &input, &mut output) {
+        match cmd::execute(st, uid, opcode, &input, &mut output) {
             Ok(()) => (CmdStatus::Ok, 0),
             Err(e) => (e.status, e.syndrome),
         }

@@ -42,8 +42,6 @@ pub(crate) struct State {
     pub uctxs: Table<Uctx>,
     /// Each doorbell page's context (0: none).
     pub page_owner: Vec<u32>,
-    /// The context of the command executing (its `CmdHeader::uid`).
-    pub uid: u32,
     pub gids: Vec<GidEntry>,
     /// QPs with something to send (requests, or their responder's
     /// answers), in the order they became runnable.
@@ -91,7 +89,6 @@ impl State {
             objs: Objects::new(&cfg),
             uctxs: Table::new(1, cfg.max_uctx + 1),
             page_owner: vec![0; cfg.uar_pages as usize],
-            uid: 0,
             gids: Vec::new(),
             kicked: VecDeque::new(),
             irq,
@@ -140,10 +137,10 @@ impl State {
     }
 
     /// Whether doorbell page `page` exists and may be given to an object of
-    /// the executing command's context: a page of its own, or, for uid 0,
-    /// a page of no context.
-    pub(crate) fn page_usable(&self, page: u32) -> bool {
-        self.page_owner.get(page as usize) == Some(&self.uid)
+    /// context `uid` (the command's `CmdHeader::uid`): a page of its own,
+    /// or, for uid 0, a page of no context.
+    pub(crate) fn page_usable(&self, page: u32, uid: u32) -> bool {
+        self.page_owner.get(page as usize) == Some(&uid)
     }
 
     /// Whether the device executes commands and doorbells.

@@ -11,6 +11,7 @@ use crate::state::State;
 
 pub(super) fn query(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -31,7 +32,7 @@ pub(super) fn query(
             st.objs
                 .qps
                 .get(id)
-                .filter(|_| st.objs.qps.owned(id, st.uid))
+                .filter(|_| st.objs.qps.owned(id, uid))
                 .ok_or(fail(CmdStatus::BadResource, off!(QueryCountersIn, id)))?
                 .counters
         }

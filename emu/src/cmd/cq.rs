@@ -11,6 +11,7 @@ use crate::state::State;
 
 pub(super) fn create(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -23,13 +24,13 @@ pub(super) fn create(
     )?;
     let page = i.uar_page.to_ne();
     check(
-        st.page_usable(page),
+        st.page_usable(page, uid),
         CmdStatus::BadParam,
         off!(CreateCqIn, uar_page),
     )?;
     let eqn = Some(i.eqn.to_ne()).filter(|&n| n != NONE);
     check(
-        eqn.map_or(true, |n| n == 0 || st.objs.eqs.owned(n, st.uid)),
+        eqn.map_or(true, |n| n == 0 || st.objs.eqs.owned(n, uid)),
         CmdStatus::BadResource,
         off!(CreateCqIn, eqn),
     )?;
@@ -61,7 +62,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.cqs.insert(
         cqn,
-        st.uid,
+        uid,
         Cq {
             log_size: log as u8,
             uar_page: page,
@@ -89,14 +90,14 @@ pub(super) fn create(
     Ok(())
 }
 
-pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let cqn = i.id.to_ne();
     let cq = st
         .objs
         .cqs
         .get(cqn)
-        .filter(|_| st.objs.cqs.owned(cqn, st.uid))
+        .filter(|_| st.objs.cqs.owned(cqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(cq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     if let Some(cq) = st.objs.cqs.remove(cqn) {
@@ -112,14 +113,14 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
 /// indices in the new ring, with the owner bits of the new size; every
 /// other slot of it reads as not yet written for the next index it will
 /// hold.
-pub(super) fn resize(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn resize(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     use rnic_queues::device::{ring_pending, write_entry};
     use rnic_queues::owner_bit;
     use CmdStatus::{BadDma, BadParam};
     let i: ResizeCqIn = from_bytes(input);
     let cqn = i.cqn.to_ne();
     check(
-        st.objs.cqs.owned(cqn, st.uid),
+        st.objs.cqs.owned(cqn, uid),
         CmdStatus::BadResource,
         off!(ResizeCqIn, cqn),
     )?;

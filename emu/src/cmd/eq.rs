@@ -12,6 +12,7 @@ use crate::state::State;
 
 pub(super) fn create(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -31,7 +32,11 @@ pub(super) fn create(
         off!(CreateEqIn, vector),
     )?;
     let page = i.uar_page.to_ne();
-    check(st.page_usable(page), BadParam, off!(CreateEqIn, uar_page))?;
+    check(
+        st.page_usable(page, uid),
+        BadParam,
+        off!(CreateEqIn, uar_page),
+    )?;
     check(
         i.reserved.to_ne() == 0,
         BadParam,
@@ -52,7 +57,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.eqs.insert(
         eqn,
-        st.uid,
+        uid,
         CompEq {
             eq: EventQueue::new(ring, log as u8, vector as u16),
             uar_page: page,
@@ -69,14 +74,14 @@ pub(super) fn create(
     Ok(())
 }
 
-pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let eqn = i.id.to_ne();
     let ceq = st
         .objs
         .eqs
         .get(eqn)
-        .filter(|_| st.objs.eqs.owned(eqn, st.uid))
+        .filter(|_| st.objs.eqs.owned(eqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(ceq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     st.objs.eqs.remove(eqn);

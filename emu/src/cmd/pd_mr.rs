@@ -10,13 +10,13 @@ use crate::iommu::{from_bytes, to_bytes, DmaRange};
 use crate::objects::{Keyed, Mr, Mw, Pd};
 use crate::state::State;
 
-pub(super) fn create_pd(st: &mut State, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResult {
+pub(super) fn create_pd(st: &mut State, uid: u32, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResult {
     let pdn = st
         .objs
         .pds
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.pds.insert(pdn, st.uid, Pd::default());
+    st.objs.pds.insert(pdn, uid, Pd::default());
     to_bytes(
         &CreatePdOut {
             pdn: le32::from_ne(pdn),
@@ -26,14 +26,14 @@ pub(super) fn create_pd(st: &mut State, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResu
     Ok(())
 }
 
-pub(super) fn destroy_pd(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn destroy_pd(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let pdn = i.id.to_ne();
     let pd = st
         .objs
         .pds
         .get(pdn)
-        .filter(|_| st.objs.pds.owned(pdn, st.uid))
+        .filter(|_| st.objs.pds.owned(pdn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(pd.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     st.objs.pds.remove(pdn);
@@ -72,13 +72,14 @@ fn translation(
 
 pub(super) fn reg_mr(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
     let i: RegMrIn = from_bytes(input);
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, st.uid),
+        st.objs.pds.owned(pdn, uid),
         CmdStatus::BadResource,
         off!(RegMrIn, pdn),
     )?;
@@ -109,7 +110,7 @@ pub(super) fn reg_mr(
     let key = st
         .objs
         .mrs
-        .insert(st.uid, Keyed::Mr(mr))
+        .insert(uid, Keyed::Mr(mr))
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     if let Some(pd) = st.objs.pds.get_mut(pdn) {
         pd.users += 1;
@@ -124,11 +125,11 @@ pub(super) fn reg_mr(
 }
 
 /// DEREG_MR: an MR with windows bound to it is busy.
-pub(super) fn dereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn dereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let key = i.id.to_ne();
     check(
-        st.objs.mrs.owned(key, st.uid),
+        st.objs.mrs.owned(key, uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
@@ -149,12 +150,12 @@ pub(super) fn dereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
 /// REREG_MR: the MR keeps its keys and takes a new translation, PD and/or
 /// access; every value is checked before anything changes. An MR with
 /// windows bound to it is busy.
-pub(super) fn rereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn rereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     use rnic_hw_regs::cmd::rereg;
     let i: ReregMrIn = from_bytes(input);
     let key = i.lkey.to_ne();
     check(
-        st.objs.mrs.owned(key, st.uid),
+        st.objs.mrs.owned(key, uid),
         CmdStatus::BadResource,
         off!(ReregMrIn, lkey),
     )?;
@@ -175,7 +176,7 @@ pub(super) fn rereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let pdn = if flags & rereg::PD != 0 {
         let pdn = i.pdn.to_ne();
         check(
-            st.objs.pds.owned(pdn, st.uid),
+            st.objs.pds.owned(pdn, uid),
             CmdStatus::BadResource,
             off!(ReregMrIn, pdn),
         )?;
@@ -229,13 +230,14 @@ pub(super) fn rereg_mr(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
 /// ALLOC_MW: an unbound window of type 1 or 2 in a PD.
 pub(super) fn alloc_mw(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
     let i: AllocMwIn = from_bytes(input);
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, st.uid),
+        st.objs.pds.owned(pdn, uid),
         CmdStatus::BadResource,
         off!(AllocMwIn, pdn),
     )?;
@@ -253,7 +255,7 @@ pub(super) fn alloc_mw(
     let rkey = st
         .objs
         .mrs
-        .insert(st.uid, Keyed::Mw(mw))
+        .insert(uid, Keyed::Mw(mw))
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     if let Some(pd) = st.objs.pds.get_mut(pdn) {
         pd.users += 1;
@@ -269,10 +271,10 @@ pub(super) fn alloc_mw(
 }
 
 /// DEALLOC_MW: a bound window is unbound first.
-pub(super) fn dealloc_mw(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn dealloc_mw(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let key = i.id.to_ne();
-    let mine = st.objs.mrs.owned(key, st.uid);
+    let mine = st.objs.mrs.owned(key, uid);
     check(
         mine && st.objs.mrs.get_mw(key).is_some(),
         CmdStatus::BadResource,

@@ -18,6 +18,7 @@ const MAX_24: u32 = (1 << 24) - 1;
 
 pub(super) fn create(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -41,29 +42,25 @@ pub(super) fn create(
     check(i.reserved0 == 0, BadParam, off!(CreateQpIn, reserved0))?;
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, st.uid),
+        st.objs.pds.owned(pdn, uid),
         BadResource,
         off!(CreateQpIn, pdn),
     )?;
     let send_cqn = i.send_cqn.to_ne();
     check(
-        st.objs.cqs.owned(send_cqn, st.uid),
+        st.objs.cqs.owned(send_cqn, uid),
         BadResource,
         off!(CreateQpIn, send_cqn),
     )?;
     let recv_cqn = i.recv_cqn.to_ne();
     check(
-        st.objs.cqs.owned(recv_cqn, st.uid),
+        st.objs.cqs.owned(recv_cqn, uid),
         BadResource,
         off!(CreateQpIn, recv_cqn),
     )?;
     let recv_pdn = match srqn {
         Some(n) => {
-            let srq = st
-                .objs
-                .srqs
-                .get(n)
-                .filter(|_| st.objs.srqs.owned(n, st.uid));
+            let srq = st.objs.srqs.get(n).filter(|_| st.objs.srqs.owned(n, uid));
             srq.ok_or(fail(BadResource, off!(CreateQpIn, srqn)))?.pdn
         }
         None => pdn,
@@ -87,7 +84,11 @@ pub(super) fn create(
         off!(CreateQpIn, max_inline),
     )?;
     let page = i.uar_page.to_ne();
-    check(st.page_usable(page), BadParam, off!(CreateQpIn, uar_page))?;
+    check(
+        st.page_usable(page, uid),
+        BadParam,
+        off!(CreateQpIn, uar_page),
+    )?;
     check(
         i.reserved1.to_ne() == 0,
         BadParam,
@@ -123,7 +124,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.qps.insert(
         qpn,
-        st.uid,
+        uid,
         Qp {
             qpn,
             qp_type,
@@ -221,7 +222,7 @@ const UNSUPPORTED: u32 = qp_attr::ALT_PATH | qp_attr::PATH_MIG_STATE | qp_attr::
 /// Every mask bit libibverbs defines up to `DEST_QPN`.
 const KNOWN: u32 = (qp_attr::DEST_QPN << 1) - 1;
 
-pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     use CmdStatus::{BadParam, BadState};
     let i: ModifyQpIn = from_bytes(input);
     let qpn = i.qpn.to_ne();
@@ -229,7 +230,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         .objs
         .qps
         .get(qpn)
-        .filter(|_| st.objs.qps.owned(qpn, st.uid))
+        .filter(|_| st.objs.qps.owned(qpn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ModifyQpIn, qpn)))?;
     let mask = i.attr_mask.to_ne();
     let a = &i.attrs;
@@ -446,6 +447,7 @@ fn apply(q: &mut QpAttrs, a: &QpAttrs, mask: u32) {
 
 pub(super) fn query(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -455,7 +457,7 @@ pub(super) fn query(
         .objs
         .qps
         .get(qpn)
-        .filter(|_| st.objs.qps.owned(qpn, st.uid))
+        .filter(|_| st.objs.qps.owned(qpn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     let o = QpAttrs {
         qp_state: qp.state.raw(),
@@ -468,11 +470,11 @@ pub(super) fn query(
     Ok(())
 }
 
-pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let qpn = i.id.to_ne();
     check(
-        st.objs.qps.owned(qpn, st.uid),
+        st.objs.qps.owned(qpn, uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;

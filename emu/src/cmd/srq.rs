@@ -13,6 +13,7 @@ use crate::state::State;
 
 pub(super) fn create(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -21,7 +22,7 @@ pub(super) fn create(
     let c = &st.cfg;
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, st.uid),
+        st.objs.pds.owned(pdn, uid),
         BadResource,
         off!(CreateSrqIn, pdn),
     )?;
@@ -44,7 +45,11 @@ pub(super) fn create(
         off!(CreateSrqIn, srq_limit),
     )?;
     let page = i.uar_page.to_ne();
-    check(st.page_usable(page), BadParam, off!(CreateSrqIn, uar_page))?;
+    check(
+        st.page_usable(page, uid),
+        BadParam,
+        off!(CreateSrqIn, uar_page),
+    )?;
     check(
         i.reserved.to_ne() == 0,
         BadParam,
@@ -68,7 +73,7 @@ pub(super) fn create(
         .ok_or(fail(CmdStatus::NoResources, 0))?;
     st.objs.srqs.insert(
         srqn,
-        st.uid,
+        uid,
         Srq {
             pdn,
             log_wqes: log_wqes as u8,
@@ -109,14 +114,14 @@ fn ring(
         .ok_or(fail(CmdStatus::BadDma, field))
 }
 
-pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let srqn = i.id.to_ne();
     let srq = st
         .objs
         .srqs
         .get(srqn)
-        .filter(|_| st.objs.srqs.owned(srqn, st.uid))
+        .filter(|_| st.objs.srqs.owned(srqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(srq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     if let Some(srq) = st.objs.srqs.remove(srqn) {
@@ -130,12 +135,12 @@ pub(super) fn destroy(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
 /// MODIFY_SRQ: a new limit arms the limit event (0 disarms it); a resize
 /// moves the SRQ to a new ring, which holds the WQEs not yet taken at the
 /// same indices, and must hold all of them.
-pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     use CmdStatus::BadParam;
     let i: ModifySrqIn = from_bytes(input);
     let srqn = i.srqn.to_ne();
     check(
-        st.objs.srqs.owned(srqn, st.uid),
+        st.objs.srqs.owned(srqn, uid),
         CmdStatus::BadResource,
         off!(ModifySrqIn, srqn),
     )?;
@@ -203,6 +208,7 @@ pub(super) fn modify(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
 
 pub(super) fn query(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
@@ -212,7 +218,7 @@ pub(super) fn query(
         .objs
         .srqs
         .get(srqn)
-        .filter(|_| st.objs.srqs.owned(srqn, st.uid))
+        .filter(|_| st.objs.srqs.owned(srqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     let stride_sges = (1u32 << srq.log_stride) / SEG_SIZE as u32 - 1;
     to_bytes(

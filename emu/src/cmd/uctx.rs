@@ -11,12 +11,13 @@ use crate::state::State;
 
 pub(super) fn alloc(
     st: &mut State,
+    uid: u32,
     input: &[u8; CMD_IN_SIZE],
     out: &mut [u8; CMD_OUT_SIZE],
 ) -> CmdResult {
     let i: AllocUctxIn = from_bytes(input);
     // Contexts open contexts only from uid 0 (the device's owner).
-    check(st.uid == 0, CmdStatus::BadParam, 0)?;
+    check(uid == 0, CmdStatus::BadParam, 0)?;
     let n = i.uar_pages.to_ne();
     check(
         n >= 1 && n <= st.cfg.uar_pages,
@@ -49,11 +50,12 @@ pub(super) fn alloc(
 
 /// DEALLOC_UCTX: every object of the context goes (as DESTROY_* would
 /// take them, users first), then its pages.
-pub(super) fn dealloc(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
+pub(super) fn dealloc(st: &mut State, caller: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let uid = i.id.to_ne();
+    // Issued by uid 0 or by that context itself.
     check(
-        uid != 0 && st.uctxs.get(uid).is_some() && (st.uid == 0 || st.uid == uid),
+        uid != 0 && st.uctxs.get(uid).is_some() && (caller == 0 || caller == uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
