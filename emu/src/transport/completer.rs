@@ -28,7 +28,7 @@ use rnic_hw_regs::eqe::EventType;
 use rnic_hw_regs::le32;
 use rnic_verbs::{access, QpState, QpType, WcStatus};
 
-use super::{mtu_bytes, timers, ReqOp};
+use super::{mtu_bytes, timers, ReqOp, ReqState};
 use crate::cq;
 use crate::objects::Qp;
 use crate::port;
@@ -239,17 +239,12 @@ fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
     if !sending(qp.state) {
         return;
     }
-    // While the wait an RNR NAK for this PSN began lasts, nothing was sent
-    // again: another RNR NAK for it is a duplicate of that one (the wire
-    // may duplicate frames), and costs no retry.
-    if qp.timers.rnr.is_some() && qp.req.rnr_psn == Some(psn) {
-        log::trace!("QP {qpn}: duplicate RNR NAK for PSN {psn:#x}");
-        return;
-    }
-    if qp.attrs.rnr_retry != RNR_RETRY_INFINITE {
-        if qp.req.rnr_left == 0 {
+    let waiting = qp.timers.rnr.is_some();
+    match rnr_verdict(&mut qp.req, waiting, qp.attrs.rnr_retry, psn) {
+        Rnr::Duplicate => log::trace!("QP {qpn}: duplicate RNR NAK for PSN {psn:#x}"),
+        Rnr::Exceeded => {
             port::count(st, qpn, counter::RNR_RETRY_EXCEEDED);
-            return fail_at(
+            fail_at(
                 st,
                 qpn,
                 psn,
@@ -257,13 +252,44 @@ fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
                 Syndrome::RnrExceeded,
             );
         }
-        qp.req.rnr_left -= 1;
+        Rnr::Wait => {
+            rewind(st, qpn, psn);
+            timers::stop_retx(st, qpn);
+            timers::arm_rnr(st, qpn, now + rnr_timer_us(timer) * 1000);
+        }
     }
-    qp.req.retrying = true;
-    qp.req.rnr_psn = Some(psn);
-    rewind(st, qpn, psn);
-    timers::stop_retx(st, qpn);
-    timers::arm_rnr(st, qpn, now + rnr_timer_us(timer) * 1000);
+}
+
+/// What an RNR NAK does to a requester.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rnr {
+    /// A duplicate of the RNR NAK whose wait is running: nothing.
+    Duplicate,
+    /// Wait its timer, then send again from its PSN (one RNR retry spent).
+    Wait,
+    /// No RNR retry is left: the WQE fails.
+    Exceeded,
+}
+
+/// The verdict on an RNR NAK for `psn`, for requester state `req` whose
+/// RNR wait is running or not (`waiting`), with `rnr_retry` (7: without
+/// limit); `req` spends the retry. While a wait an RNR NAK for this PSN
+/// began lasts, nothing was sent again: another RNR NAK for it is a
+/// duplicate of that one (the wire may duplicate frames) and costs no
+/// retry.
+fn rnr_verdict(req: &mut ReqState, waiting: bool, rnr_retry: u8, psn: u32) -> Rnr {
+    if waiting && req.rnr_psn == Some(psn) {
+        return Rnr::Duplicate;
+    }
+    if rnr_retry != RNR_RETRY_INFINITE {
+        if req.rnr_left == 0 {
+            return Rnr::Exceeded;
+        }
+        req.rnr_left -= 1;
+    }
+    req.retrying = true;
+    req.rnr_psn = Some(psn);
+    Rnr::Wait
 }
 
 /// Makes the requester send again from PSN `psn` (go-back-N).
@@ -535,4 +561,39 @@ pub(crate) fn clear(st: &mut State, qpn: u32) {
 /// and in SQD, which drains what is in flight.
 fn sending(state: QpState) -> bool {
     matches!(state, QpState::Rts | QpState::Sqd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duplicated_rnr_nak_costs_no_retry() {
+        let mut req = ReqState {
+            rnr_left: 1,
+            ..ReqState::default()
+        };
+        assert_eq!(rnr_verdict(&mut req, false, 1, 40), Rnr::Wait);
+        assert_eq!(req.rnr_left, 0);
+        // The wire delivers the NAK twice while its wait runs.
+        assert_eq!(rnr_verdict(&mut req, true, 1, 40), Rnr::Duplicate);
+        assert_eq!(req.rnr_left, 0, "no retry spent");
+        // After the wait the SEND went again, and is refused again.
+        assert_eq!(rnr_verdict(&mut req, false, 1, 40), Rnr::Exceeded);
+    }
+
+    #[test]
+    fn rnr_retry_7_waits_without_limit_and_another_psn_is_no_duplicate() {
+        let mut req = ReqState::default();
+        for _ in 0..100 {
+            assert_eq!(rnr_verdict(&mut req, false, 7, 5), Rnr::Wait);
+        }
+        let mut req = ReqState {
+            rnr_left: 2,
+            ..ReqState::default()
+        };
+        assert_eq!(rnr_verdict(&mut req, false, 2, 5), Rnr::Wait);
+        assert_eq!(rnr_verdict(&mut req, true, 2, 6), Rnr::Wait, "another PSN");
+        assert_eq!((req.rnr_left, req.rnr_psn), (0, Some(6)));
+    }
 }
