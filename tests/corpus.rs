@@ -418,6 +418,31 @@ fn duplicate_reads_of_no_read_held_are_dropped() {
     assert_eq!(query_state(&t.r), QpState::Rts);
 }
 
+/// A peer that sends the same WRITE again and again at once gets one ACK
+/// for them all, not one each: the duplicates' ACKs are the same, and the
+/// answer queue holds one.
+#[test]
+fn a_flood_of_duplicate_writes_gets_one_ack() {
+    let t = flooded();
+    const FLOOD: usize = 256;
+    let mut f = t.request(opcode::RC_RDMA_WRITE_ONLY, 0x1000 - 1);
+    f.roce.reth = Some(RethRepr {
+        va: t.remote.addr(),
+        rkey: t.remote.rkey(),
+        dma_len: 0,
+    });
+    f.roce.bth.ack_req = true;
+    let frame = emit(&f);
+    let (b, _) = t.inject(vec![frame; FLOOD]);
+    assert_eq!(b[counter::DUPLICATE_REQUESTS], FLOOD as u64);
+    let acks = b[counter::ACKS_SENT];
+    assert!(
+        (1..=4).contains(&acks),
+        "{acks} ACKs for {FLOOD} duplicates"
+    );
+    assert_eq!(query_state(&t.r), QpState::Rts);
+}
+
 /// A peer that ignores its window and sends thousands of new atomics in
 /// sequence at once: the responder executes what its answer queue holds,
 /// drops and counts the rest (and NAKs the gap that leaves), each atomic
