@@ -9,9 +9,10 @@
 //!   atomic ACKs), completes WQEs in order (coalesced and implicit ACKs),
 //!   runs the retransmit and RNR timers, and fails a WQE when its retries
 //!   run out.
-//! - [`responder`]: takes the requests: expected PSN, duplicates (answered
-//!   as [`replay`] says, a function of the QP's responder state and the
-//!   packet, unit-tested with hand-built packets),
+//! - [`responder`]: takes the requests: expected PSN and opcode sequence
+//!   (as [`sequence`] says), duplicates (as [`replay`] says: both functions
+//!   of the QP's responder state and the packet, unit-tested with
+//!   hand-built packets),
 //!   sequence and RNR NAKs, receive WQEs consumed across a message,
 //!   RDMA WRITE, READ responses, atomics with their replay cache, ACK
 //!   coalescing, and the NAKs of class C errors.
@@ -26,6 +27,7 @@ pub(crate) mod completer;
 pub(crate) mod replay;
 pub(crate) mod requester;
 pub(crate) mod responder;
+pub(crate) mod sequence;
 pub(crate) mod timers;
 pub(crate) mod uc;
 pub(crate) mod ud;

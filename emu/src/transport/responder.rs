@@ -35,6 +35,7 @@ use rnic_hw_regs::le32;
 use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
 
 use super::replay::{self, Again};
+use super::sequence::{self, Arrival};
 use super::{mtu_bytes, packets, InMsg, RdAtomic, ReadJob};
 use crate::cq;
 use crate::mw;
@@ -99,20 +100,19 @@ pub(crate) fn on_request(
     };
     let psn = roce.bth.psn;
     let resp = &mut qp.resp;
-    let d = psn_diff(psn, resp.epsn);
-    if d > 0 {
-        if !resp.nak_sent {
-            resp.nak_sent = true;
+    match sequence::arrival(resp, psn) {
+        Arrival::Expected => {}
+        Arrival::Duplicate => {
+            port::count(st, qpn, counter::DUPLICATE_REQUESTS);
+            return duplicate(st, qpn, info, roce);
+        }
+        Arrival::Gap { nak: false } => return,
+        Arrival::Gap { nak: true } => {
             let epsn = resp.epsn;
             log::trace!("QP {qpn}: PSN {psn:#x} past the expected {epsn:#x}: NAK");
             port::count(st, qpn, counter::SEQ_NAKS_SENT);
-            nak(st, qpn, epsn, AckKind::Nak(NakCode::PsnSeqError));
+            return nak(st, qpn, epsn, AckKind::Nak(NakCode::PsnSeqError));
         }
-        return;
-    }
-    if d < 0 {
-        port::count(st, qpn, counter::DUPLICATE_REQUESTS);
-        return duplicate(st, qpn, info, roce);
     }
     if resp.out.len() >= MAX_OUT {
         log::debug!("QP {qpn}: PSN {psn:#x} dropped: {MAX_OUT} answers queued");
@@ -268,23 +268,7 @@ pub(super) fn execute(
         NakCode::InvalidRequest,
         Some((EventType::QpReqErr, Syndrome::BadOpcode)),
     ));
-    // Opcode sequence: a FIRST or ONLY outside a message, a MIDDLE or LAST
-    // of the message in progress.
-    let in_seq = match (qp.resp.msg, info.op) {
-        (None, Op::Send | Op::Write) => info.pos.starts(),
-        (Some(InMsg::Send { .. }), Op::Send) | (Some(InMsg::Write { .. }), Op::Write) => {
-            !info.pos.starts()
-        }
-        (None, Op::ReadRequest | Op::CompareSwap | Op::FetchAdd) => true,
-        _ => false,
-    };
-    // Packet lengths: a full MTU but in the last packet.
-    let len_ok = match info.pos {
-        Position::First | Position::Middle => payload.len() == mtu,
-        Position::Last => (1..=mtu).contains(&payload.len()),
-        Position::Only => payload.len() <= mtu,
-    };
-    if !in_seq || !len_ok {
+    if !sequence::in_sequence(qp.resp.msg, info, payload.len(), mtu) {
         log::debug!(
             "QP {qpn}: {} out of sequence or of bad length {}",
             info.name,
