@@ -43,47 +43,45 @@ use crate::wire::roce::RoceRepr;
 /// `rnr_retry` value meaning "retry without limit".
 const RNR_RETRY_INFINITE: u8 = 7;
 
-/// A response packet for QP `qpn` (in RTS), from its responder.
-pub(crate) fn on_response(
-    st: &mut State,
-    qpn: u32,
-    info: &OpcodeInfo,
-    roce: &RoceRepr,
-    payload: &[u8],
-) {
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return;
-    };
+/// What a response is, for the requester it reaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Response {
+    /// For no PSN outstanding: ignored.
+    NotOutstanding,
+    /// An ACK of every PSN up to its own.
+    Ack,
+    /// An RNR NAK, with its timer code.
+    Rnr { timer: u8 },
+    /// A PSN-sequence NAK: packets from its PSN were lost.
+    SeqNak,
+    /// Any other NAK: the WQE at its PSN fails with this status.
+    Nak {
+        counter: usize,
+        status: WcStatus,
+        syndrome: Syndrome,
+    },
+    /// A READ response packet.
+    ReadData,
+    /// An atomic's answer, with the original value.
+    AtomicAck { orig: u64 },
+    /// A response no request can have (an atomic ACK carrying a NAK).
+    Bad,
+}
+
+/// What the response `roce` of opcode class `info` is for requester state
+/// `req`: a function of the two alone.
+fn response(req: &ReqState, info: &OpcodeInfo, roce: &RoceRepr) -> Response {
     let psn = roce.bth.psn;
-    let req = &qp.req;
     // A response names a PSN that is outstanding.
     if psn_diff(psn, req.unacked) < 0 || psn_diff(psn, req.frontier) >= 0 {
-        log::trace!("QP {qpn}: {} for PSN {psn:#x} not outstanding", info.name);
-        port::count(st, qpn, counter::RESPONSES_IGNORED);
-        return;
+        return Response::NotOutstanding;
     }
-    let before = req.unacked;
     match (info.op, roce.aeth.map(|a| a.kind)) {
-        (Op::Ack, Some(AckKind::Ack { .. })) => ack_through(st, qpn, psn),
-        (Op::Ack, Some(AckKind::RnrNak { timer })) => {
-            port::count(st, qpn, counter::RNR_NAKS_RECEIVED);
-            ack_through(st, qpn, psn_add(psn, PSN_MASK));
-            rnr(st, qpn, psn, timer);
-        }
-        (Op::Ack, Some(AckKind::Nak(NakCode::PsnSeqError))) => {
-            port::count(st, qpn, counter::SEQ_NAKS_RECEIVED);
-            ack_through(st, qpn, psn_add(psn, PSN_MASK));
-            // One rewind per loss: until progress (which the implicit ACK
-            // may just have made), NAKs start no other rewind; the
-            // retransmit timer covers a retry whose packets are lost
-            // again.
-            let retrying = st.objs.qps.get(qpn).is_some_and(|q| q.req.retrying);
-            if !retrying {
-                retry(st, qpn, psn);
-            }
-        }
+        (Op::Ack, Some(AckKind::Ack { .. })) => Response::Ack,
+        (Op::Ack, Some(AckKind::RnrNak { timer })) => Response::Rnr { timer },
+        (Op::Ack, Some(AckKind::Nak(NakCode::PsnSeqError))) => Response::SeqNak,
         (Op::Ack, Some(AckKind::Nak(code))) => {
-            let (idx, status, syndrome) = match code {
+            let (counter, status, syndrome) = match code {
                 NakCode::InvalidRequest => (
                     counter::INV_REQ_NAKS_RECEIVED,
                     WcStatus::RemInvReqErr,
@@ -105,18 +103,68 @@ pub(crate) fn on_response(
                     Syndrome::RemoteInvalidRd,
                 ),
             };
-            port::count(st, qpn, idx);
+            Response::Nak {
+                counter,
+                status,
+                syndrome,
+            }
+        }
+        (Op::ReadResponse, _) => Response::ReadData,
+        (Op::AtomicAck, Some(AckKind::Ack { .. })) => Response::AtomicAck {
+            orig: roce.atomic_ack_eth.map_or(0, |a| a.orig),
+        },
+        _ => Response::Bad,
+    }
+}
+
+/// A response packet for QP `qpn` (in RTS), from its responder.
+pub(crate) fn on_response(
+    st: &mut State,
+    qpn: u32,
+    info: &OpcodeInfo,
+    roce: &RoceRepr,
+    payload: &[u8],
+) {
+    let Some(qp) = st.objs.qps.get(qpn) else {
+        return;
+    };
+    let psn = roce.bth.psn;
+    let before = qp.req.unacked;
+    match response(&qp.req, info, roce) {
+        Response::NotOutstanding => {
+            log::trace!("QP {qpn}: {} for PSN {psn:#x} not outstanding", info.name);
+            return port::count(st, qpn, counter::RESPONSES_IGNORED);
+        }
+        Response::Ack => ack_through(st, qpn, psn),
+        Response::Rnr { timer } => {
+            port::count(st, qpn, counter::RNR_NAKS_RECEIVED);
+            ack_through(st, qpn, psn_add(psn, PSN_MASK));
+            rnr(st, qpn, psn, timer);
+        }
+        Response::SeqNak => {
+            port::count(st, qpn, counter::SEQ_NAKS_RECEIVED);
+            ack_through(st, qpn, psn_add(psn, PSN_MASK));
+            // One rewind per loss: until progress (which the implicit ACK
+            // may just have made), NAKs start no other rewind; the
+            // retransmit timer covers a retry whose packets are lost
+            // again.
+            let retrying = st.objs.qps.get(qpn).is_some_and(|q| q.req.retrying);
+            if !retrying {
+                retry(st, qpn, psn);
+            }
+        }
+        Response::Nak {
+            counter,
+            status,
+            syndrome,
+        } => {
+            port::count(st, qpn, counter);
             ack_through(st, qpn, psn_add(psn, PSN_MASK));
             fail_at(st, qpn, psn, status, syndrome);
         }
-        (Op::ReadResponse, _) => read_response(st, qpn, psn, payload),
-        (Op::AtomicAck, Some(AckKind::Ack { .. })) => {
-            let orig = roce.atomic_ack_eth.map_or(0, |a| a.orig);
-            atomic_ack(st, qpn, psn, orig);
-        }
-        _ => {
-            // An atomic ACK carrying a NAK syndrome: not a response any
-            // request can have.
+        Response::ReadData => read_response(st, qpn, psn, payload),
+        Response::AtomicAck { orig } => atomic_ack(st, qpn, psn, orig),
+        Response::Bad => {
             fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
         }
     }
@@ -566,6 +614,75 @@ fn sending(state: QpState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::aeth::{AethRepr, CREDITS_INVALID};
+    use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
+    use crate::wire::bth::BthRepr;
+    use crate::wire::opcode::{self, info};
+
+    /// A response of opcode `code` at `psn` with AETH `kind`.
+    fn resp(code: u8, psn: u32, kind: Option<AckKind>) -> (&'static OpcodeInfo, RoceRepr) {
+        let roce = RoceRepr {
+            bth: BthRepr {
+                opcode: code,
+                psn,
+                ..BthRepr::default()
+            },
+            aeth: kind.map(|kind| AethRepr { kind, msn: 0 }),
+            ..RoceRepr::default()
+        };
+        (info(code).expect("a response opcode"), roce)
+    }
+
+    const ACK: AckKind = AckKind::Ack {
+        credits: CREDITS_INVALID,
+    };
+
+    #[test]
+    fn a_response_is_classified_by_its_psn_and_its_aeth() {
+        // PSNs 100..110 outstanding.
+        let req = ReqState {
+            unacked: 100,
+            frontier: 110,
+            ..ReqState::default()
+        };
+        let of = |code, psn, kind| {
+            let (i, r) = resp(code, psn, kind);
+            response(&req, i, &r)
+        };
+        let ack = opcode::RC_ACKNOWLEDGE;
+        assert_eq!(of(ack, 99, Some(ACK)), Response::NotOutstanding, "before");
+        assert_eq!(
+            of(ack, 110, Some(ACK)),
+            Response::NotOutstanding,
+            "not sent"
+        );
+        assert_eq!(of(ack, 100, Some(ACK)), Response::Ack);
+        assert_eq!(
+            of(ack, 109, Some(AckKind::RnrNak { timer: 3 })),
+            Response::Rnr { timer: 3 }
+        );
+        assert_eq!(
+            of(ack, 105, Some(AckKind::Nak(NakCode::PsnSeqError))),
+            Response::SeqNak
+        );
+        assert_eq!(
+            of(ack, 105, Some(AckKind::Nak(NakCode::RemoteAccess))),
+            Response::Nak {
+                counter: counter::ACCESS_NAKS_RECEIVED,
+                status: WcStatus::RemAccessErr,
+                syndrome: Syndrome::RemoteAccess,
+            }
+        );
+        assert_eq!(
+            of(opcode::RC_RDMA_READ_RESPONSE_MIDDLE, 104, None),
+            Response::ReadData
+        );
+        let (i, mut r) = resp(opcode::RC_ATOMIC_ACKNOWLEDGE, 101, Some(ACK));
+        r.atomic_ack_eth = Some(AtomicAckEthRepr { orig: 42 });
+        assert_eq!(response(&req, i, &r), Response::AtomicAck { orig: 42 });
+        let nak = Some(AckKind::Nak(NakCode::InvalidRequest));
+        assert_eq!(of(opcode::RC_ATOMIC_ACKNOWLEDGE, 101, nak), Response::Bad);
+    }
 
     #[test]
     fn a_duplicated_rnr_nak_costs_no_retry() {
