@@ -308,27 +308,10 @@ fn admit(st: &mut State, qpn: u32, w: Box<SendWqe>, max_sge: u8, max_msg: u64) -
         st.recycle_wqe(e.wqe);
         return None;
     };
-    match checked {
-        Ok(len) => {
+    match checked.and_then(|len| psns(e.op, len, mtu, ud.then_some(port_mtu)).map(|n| (len, n))) {
+        Ok((len, n)) => {
             e.len = len;
-            e.npkts = if ud {
-                // A UD message longer than the port MTU gets no packet
-                // (IBA C10-93.1.1), and no PSN.
-                u32::from(len <= port_mtu)
-            } else if e.op.is_atomic() {
-                1
-            } else if e.op.is_local() {
-                0
-            } else {
-                packets(len, mtu)
-            };
-            // A READ's response takes all its PSNs at once: 2^23 of them
-            // (2^31 bytes at MTU 256) are half the PSN space, where a
-            // 24-bit PSN can no longer tell before from after.
-            if e.op == ReqOp::Read && e.npkts >= MAX_READ_PSNS {
-                e.npkts = 0;
-                e.error = Some((WcStatus::LocLenErr, Syndrome::TooLong));
-            }
+            e.npkts = n;
         }
         Err(err) => e.error = Some(err),
     }
@@ -337,6 +320,31 @@ fn admit(st: &mut State, qpn: u32, w: Box<SendWqe>, max_sge: u8, max_msg: u64) -
 
 /// PSNs a READ's response may take: fewer than half the PSN space.
 pub(crate) const MAX_READ_PSNS: u32 = 1 << 23;
+
+/// The PSNs a message of `op` and `len` bytes takes at path MTU `mtu`, on
+/// a UD QP if `ud_port_mtu` is its port's MTU; or why it cannot be sent.
+fn psns(
+    op: ReqOp,
+    len: u64,
+    mtu: u32,
+    ud_port_mtu: Option<u64>,
+) -> Result<u32, (WcStatus, Syndrome)> {
+    let n = match ud_port_mtu {
+        // A UD message longer than the port MTU gets no packet (IBA
+        // C10-93.1.1), and no PSN.
+        Some(port_mtu) => u32::from(len <= port_mtu),
+        None if op.is_atomic() => 1,
+        None if op.is_local() => 0,
+        None => packets(len, mtu),
+    };
+    // A READ's response takes all its PSNs at once: 2^23 of them (2^31
+    // bytes at MTU 256) are half the PSN space, where a 24-bit PSN can no
+    // longer tell before from after.
+    if op == ReqOp::Read && n >= MAX_READ_PSNS {
+        return Err((WcStatus::LocLenErr, Syndrome::TooLong));
+    }
+    Ok(n)
+}
 
 /// The message length of a decoded WQE, after checking every local SGE.
 fn local_checks(
@@ -537,5 +545,39 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     }
     if retransmit {
         port::count(st, qpn, counter::RETRANSMITS);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_s_psns_and_the_read_that_would_take_half_of_them() {
+        let gib2 = 1u64 << 31;
+        assert_eq!(
+            psns(ReqOp::Write, gib2, 256, None),
+            Ok(1 << 23),
+            "a WRITE is sent in turns"
+        );
+        assert_eq!(
+            psns(ReqOp::Read, gib2, 256, None),
+            Err((WcStatus::LocLenErr, Syndrome::TooLong))
+        );
+        assert_eq!(psns(ReqOp::Read, gib2 - 256, 256, None), Ok((1 << 23) - 1));
+        assert_eq!(psns(ReqOp::Read, gib2, 512, None), Ok(1 << 22));
+        assert_eq!(
+            psns(ReqOp::Read, 0, 1024, None),
+            Ok(1),
+            "an empty READ takes a PSN"
+        );
+        assert_eq!(psns(ReqOp::FetchAdd, 8, 1024, None), Ok(1));
+        assert_eq!(psns(ReqOp::BindMw, 0, 1024, None), Ok(0));
+        assert_eq!(
+            psns(ReqOp::Send, 4097, 1024, Some(4096)),
+            Ok(0),
+            "UD past the port MTU"
+        );
+        assert_eq!(psns(ReqOp::Send, 4096, 1024, Some(4096)), Ok(1));
     }
 }
