@@ -9,24 +9,30 @@
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
-use rnic_queues::{DmaRegion, HalError};
+use rnic_queues::{DmaRegion, HalError, Pod};
 
 use crate::decode::Decoded;
 use crate::fault::Injected;
 use crate::trace::Lane;
 
-/// A stretch of DMA memory the host can reach.
+/// A stretch of DMA memory the host can reach. Only this crate makes one
+/// ([`Dma::host`], and offsets into what it gave): reading or writing
+/// through it is sound only inside a region the platform handed out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Span {
+pub(crate) struct Span {
     /// Host address of its start.
-    pub vaddr: usize,
+    pub(crate) vaddr: usize,
     /// Its length in bytes.
-    pub len: usize,
+    pub(crate) len: usize,
 }
 
 impl Span {
-    /// Copies `len` bytes at offset `at` (wrapping within the span).
-    pub fn copy(self, at: usize, len: usize) -> Vec<u8> {
+    /// Copies `len` bytes at offset `at` (wrapping within the span; zeros
+    /// from an empty span).
+    pub(crate) fn copy(self, at: usize, len: usize) -> Vec<u8> {
+        if self.len == 0 {
+            return vec![0; len];
+        }
         (0..len)
             .map(|i| {
                 let p = self.vaddr + (at + i) % self.len;
@@ -40,8 +46,12 @@ impl Span {
             .collect()
     }
 
-    /// Writes `bytes` at offset `at` (wrapping within the span).
-    pub fn overwrite(self, at: usize, bytes: &[u8]) {
+    /// Writes `bytes` at offset `at` (wrapping within the span; nothing
+    /// into an empty one).
+    pub(crate) fn overwrite(self, at: usize, bytes: &[u8]) {
+        if self.len == 0 {
+            return;
+        }
         for (i, &b) in bytes.iter().enumerate() {
             let p = self.vaddr + (at + i) % self.len;
             // SAFETY: as in `copy`; a boundary writes only what the device
@@ -55,6 +65,8 @@ impl Span {
 
 /// The DMA regions the platform handed out, by IOVA: how a middleware
 /// finds in host memory what the driver names to the device by address.
+/// Its lookups are this crate's: a device's boundary lives in this crate
+/// beside `rnic` and `pvrdma`.
 #[derive(Debug, Default)]
 pub struct Dma(BTreeMap<u64, Span>);
 
@@ -74,7 +86,7 @@ impl Dma {
     }
 
     /// The host span of `len` bytes at `iova`, if they lie in one region.
-    pub fn host(&self, iova: u64, len: usize) -> Option<Span> {
+    pub(crate) fn host(&self, iova: u64, len: usize) -> Option<Span> {
         let (&base, r) = self.0.range(..=iova).next_back()?;
         let off = usize::try_from(iova - base).ok()?;
         (off.checked_add(len)? <= r.len).then_some(Span {
@@ -84,7 +96,7 @@ impl Dma {
     }
 
     /// Reads a plain structure at `iova`, if it lies in one region.
-    pub fn read<T: Copy>(&self, iova: u64) -> Option<T> {
+    pub(crate) fn read<T: Pod>(&self, iova: u64) -> Option<T> {
         let span = self.host(iova, std::mem::size_of::<T>())?;
         Some(crate::decode::read(&span.copy(0, span.len)))
     }
@@ -133,9 +145,8 @@ impl Seen {
 /// Every method sees the [`Dma`] regions the platform handed out; the
 /// middleware calls them with its lock held, in the order of the calls it
 /// passes on. A trace calls [`Boundary::read`] to [`Boundary::look`]; a
-/// fault injector calls [`Boundary::read`] (whose events it drops: the
-/// shadow may learn from a read, as PVRDMA's from its VERSION) and the
-/// `inject_` methods. Each keeps its own value.
+/// fault injector calls [`Boundary::learn_read`] and the `inject_`
+/// methods. Each keeps its own value.
 pub trait Boundary: Default + Send + 'static {
     /// The faults of this device's own interface that
     /// [`FaultHal`](crate::FaultHal) can inject (commands, completions).
@@ -145,8 +156,15 @@ pub trait Boundary: Default + Send + 'static {
     /// offset)`. [`crate::Faults::hang_commands`] swallows its writes.
     const COMMAND_DOORBELL: (u8, usize);
 
-    /// A 32-bit register read that gave `value`.
+    /// A 32-bit register read that gave `value`, decoded (after
+    /// [`Boundary::learn_read`]).
     fn read(&mut self, dma: &Dma, bar: u8, offset: usize, value: u32, seen: &mut Vec<Seen>);
+
+    /// What the shadow learns from a register read (PVRDMA's VERSION says
+    /// how the device answers CREATE_QP); nothing by default.
+    fn learn_read(&mut self, bar: u8, offset: usize, value: u32) {
+        let _ = (bar, offset, value);
+    }
 
     /// A write of `width` bytes the driver makes, before the device has
     /// it: the register or doorbell, and what it hands over (commands,

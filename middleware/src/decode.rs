@@ -5,6 +5,8 @@
 
 use core::mem::size_of;
 
+use rnic_queues::Pod;
+
 /// A decoded item: its line and its fields, in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Decoded {
@@ -55,13 +57,12 @@ pub(crate) fn named<T: core::fmt::Debug>(
 }
 
 /// Reads a plain structure from `bytes` (zero-filled if short).
-pub(crate) fn read<T: Copy>(bytes: &[u8]) -> T {
+pub(crate) fn read<T: Pod>(bytes: &[u8]) -> T {
     let mut buf = vec![0u8; size_of::<T>()];
     let n = bytes.len().min(buf.len());
     buf[..n].copy_from_slice(&bytes[..n]);
-    // SAFETY: `buf` holds size_of::<T>() bytes; the layouts read here
-    // (hw-regs', pvrdma-regs') are plain integers and arrays, valid for
-    // any bytes.
+    // SAFETY: `buf` holds size_of::<T>() bytes, and a `Pod` type is valid
+    // for any bytes.
     unsafe { buf.as_ptr().cast::<T>().read_unaligned() }
 }
 

@@ -249,11 +249,7 @@ unsafe impl<H: Hal, B: Boundary> Hal for FaultHal<H, B> {
     fn mmio_read32(&self, bar: u8, offset: usize) -> u32 {
         let v = self.inner.mmio_read32(bar, offset);
         self.look();
-        {
-            let mut sh = self.shadow();
-            let (dma, device) = &mut *sh;
-            device.read(dma, bar, offset, v, &mut Vec::new());
-        }
+        self.shadow().1.learn_read(bar, offset, v);
         let mut f = self.shared();
         let forced = f
             .faults

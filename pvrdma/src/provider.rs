@@ -17,6 +17,7 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::sync::Arc;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU8, Ordering};
 
 use rnic_pvrdma_regs::bar1::IntrVector;
 use rnic_pvrdma_regs::cmd::{
@@ -584,6 +585,7 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
             },
             _srq: srq,
             state: Mutex::new((QpState::Reset, 0)),
+            post_state: AtomicU8::new(QpState::Reset.raw()),
             qp: Mutex::new(Some(qp)),
             sh: Arc::clone(sh),
             _pd: Arc::clone(&self.inner),
@@ -793,6 +795,8 @@ pub struct Qp<H: Hal> {
     cap: QpCap,
     /// The state and port as the driver set them; serializes `modify`.
     state: Mutex<(QpState, u8)>,
+    /// The state as posts read it, without waiting for a modify under way.
+    post_state: AtomicU8,
     /// Posting takes it: one poster of a QP at a time.
     qp: Mutex<Option<DevQp>>,
 }
@@ -906,6 +910,11 @@ fn verbs_attrs(w: &pv::QpAttr, cap: QpCap) -> Result<QpAttr> {
 }
 
 impl<H: Hal> Qp<H> {
+    /// The state the last modify set.
+    fn posting_state(&self) -> QpState {
+        QpState::from_raw(self.post_state.load(Ordering::Acquire)).unwrap_or(QpState::Err)
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut DevQp) -> T) -> T {
         f(self.qp.lock().as_mut().expect("a live QP"))
     }
@@ -957,6 +966,7 @@ impl<H: Hal> QueuePair for Qp<H> {
         let attrs = device_attrs(attr, m.mask, m.next, m.port);
         self.with(|qp| sh.dev.modify_qp(qp, m.mask, &attrs))?;
         *state = (m.next, m.port);
+        self.post_state.store(m.next.raw(), Ordering::Release);
         Ok(())
     }
 
@@ -974,14 +984,14 @@ impl<H: Hal> QueuePair for Qp<H> {
     }
 
     fn post_send(&self, wrs: &[SendWr<'_>]) -> core::result::Result<(), PostError> {
-        let state = self.state.lock().0;
-        check_post_send(self.qpn, state).map_err(|error| PostError { index: 0, error })?;
+        check_post_send(self.qpn, self.posting_state())
+            .map_err(|error| PostError { index: 0, error })?;
         self.with(|qp| self.sh.dev.post_send(qp, wrs))
     }
 
     fn post_recv(&self, wrs: &[RecvWr<'_>]) -> core::result::Result<(), PostError> {
-        let state = self.state.lock().0;
-        check_post_recv(self.qpn, state).map_err(|error| PostError { index: 0, error })?;
+        check_post_recv(self.qpn, self.posting_state())
+            .map_err(|error| PostError { index: 0, error })?;
         self.with(|qp| self.sh.dev.post_recv(qp, wrs))
     }
 

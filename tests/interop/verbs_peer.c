@@ -276,8 +276,30 @@ static void check_write_imm(const struct ibv_wc *w)
 
 static int imm_seen;
 
+/* Waits for the completions of work requests first .. first + n - 1, in
+ * that order, taking the peer's WRITE with immediate if it comes
+ * meanwhile. */
+static void await_wrs(uint64_t first, int n)
+{
+	for (int done = 0; done < n;) {
+		struct ibv_wc wc;
+		wait_wc(&wc, 1);
+		if (wc.status != IBV_WC_SUCCESS)
+			FAIL("wr_id %lu failed: %s", (unsigned long)wc.wr_id,
+			     ibv_wc_status_str(wc.status));
+		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+			check_write_imm(&wc);
+			imm_seen = 1;
+		} else if (wc.wr_id == first + done) {
+			done++;
+		} else if (wc.wr_id > first + done && wc.wr_id < first + n) {
+			FAIL("completion of wr_id %lu out of order", (unsigned long)wc.wr_id);
+		}
+	}
+}
+
 /* Posts one signalled work request on one SGE and waits for its
- * completion, taking the peer's WRITE with immediate if it comes first. */
+ * completion. */
 static void exec(struct ibv_send_wr *wr, void *addr, unsigned len, uint32_t lkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
@@ -288,19 +310,7 @@ static void exec(struct ibv_send_wr *wr, void *addr, unsigned len, uint32_t lkey
 	if (ibv_post_send(qp, wr, &bad))
 		FAIL("Couldn't post wr_id %lu (opcode %d): %s", (unsigned long)wr->wr_id,
 		     wr->opcode, strerror(errno));
-	for (;;) {
-		struct ibv_wc wc;
-		wait_wc(&wc, 1);
-		if (wc.status != IBV_WC_SUCCESS)
-			FAIL("wr_id %lu failed: %s", (unsigned long)wc.wr_id,
-			     ibv_wc_status_str(wc.status));
-		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-			check_write_imm(&wc);
-			imm_seen = 1;
-		} else if (wc.wr_id == wr->wr_id) {
-			return;
-		}
-	}
+	await_wrs(wr->wr_id, 1);
 }
 
 /* Posts a RDMA WRITE of len bytes from src and a READ of them back into
@@ -323,21 +333,7 @@ static void write_then_read(void *src, void *dst, unsigned len, uint32_t lkey,
 	rd.wr.rdma.rkey = rkey;
 	if (ibv_post_send(qp, &wr, &bad))
 		FAIL("Couldn't post the WRITE and the READ: %s", strerror(errno));
-	for (int done = 0; done < 2;) {
-		struct ibv_wc wc;
-		wait_wc(&wc, 1);
-		if (wc.status != IBV_WC_SUCCESS)
-			FAIL("wr_id %lu failed: %s", (unsigned long)wc.wr_id,
-			     ibv_wc_status_str(wc.status));
-		if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-			check_write_imm(&wc);
-			imm_seen = 1;
-		} else if (wc.wr_id == (uint64_t)8 + done) {
-			done++;
-		} else {
-			FAIL("completion of wr_id %lu out of order", (unsigned long)wc.wr_id);
-		}
-	}
+	await_wrs(8, 2);
 }
 
 /* An RDMA operation at raddr/rkey of the peer's memory. */

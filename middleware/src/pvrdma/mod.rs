@@ -86,13 +86,19 @@ impl Boundary for Pvrdma {
         if bar != REG {
             return;
         }
-        self.shadow.on_read(offset, value);
+        self.learn_read(bar, offset, value);
         seen.push(Seen {
             lane: crate::Lane::Driver,
             kind: "mmio_read",
             decoded: decode::register(offset, value, false),
             raw: Vec::new(),
         });
+    }
+
+    fn learn_read(&mut self, bar: u8, offset: usize, value: u32) {
+        if bar == REG {
+            self.shadow.on_read(offset, value);
+        }
     }
 
     fn write(
