@@ -34,11 +34,13 @@ impl CmdQueue {
 /// A `CMDQ_DB` write: run every entry from the consumer index up to the
 /// driver's producer index `v`.
 pub(crate) fn doorbell(st: &mut State, v: u32) {
-    if !st.running() {
+    if !st.dev.running() {
         log::warn!("CMDQ_DB {v:#x} ignored: device not running");
         return;
     }
-    let Some(q) = st.cmdq.as_ref() else { return };
+    let Some(q) = st.dev.cmdq.as_ref() else {
+        return;
+    };
     let pi = v as u16;
     let pending = pi.wrapping_sub(q.ci);
     if pending as u32 > 1 << q.log_size {
@@ -49,7 +51,7 @@ pub(crate) fn doorbell(st: &mut State, v: u32) {
         return;
     }
     for _ in 0..pending {
-        if !st.running() {
+        if !st.dev.running() {
             return;
         }
         run_one(st);
@@ -57,12 +59,14 @@ pub(crate) fn doorbell(st: &mut State, v: u32) {
 }
 
 fn run_one(st: &mut State) {
-    let Some(q) = st.cmdq.as_mut() else { return };
+    let Some(q) = st.dev.cmdq.as_mut() else {
+        return;
+    };
     let index = q.ci;
     let off = (index as usize & ((1 << q.log_size) - 1)) * CMD_ENTRY_SIZE;
     q.ci = q.ci.wrapping_add(1);
-    let Some(p) = q.ring.at(&st.iommu, off, CMD_ENTRY_SIZE) else {
-        return regs::fatal(st, FatalSyndrome::CmdqDma);
+    let Some(p) = q.ring.at(&st.dev.iommu, off, CMD_ENTRY_SIZE) else {
+        return regs::fatal(&mut st.dev, FatalSyndrome::CmdqDma);
     };
     // SAFETY: the owner byte lies inside the entry, which is inside a live
     // mapping (translated under the device lock); the driver accesses it
@@ -85,7 +89,7 @@ fn run_one(st: &mut State) {
     let uid = hdr.uid.to_ne();
     let (status, syndrome) = if hdr.op_mod.to_ne() != 0 {
         (CmdStatus::BadParam, 0)
-    } else if uid != 0 && st.uctxs.get(uid).is_none() {
+    } else if uid != 0 && st.dev.uctxs.get(uid).is_none() {
         // No such context: the command is refused whole.
         (CmdStatus::BadResource, 0)
     } else {
@@ -108,9 +112,11 @@ fn run_one(st: &mut State) {
     to_bytes(&out_hdr, &mut hdr_bytes);
     // `execute` needed the whole state, so look the entry up again (a cache
     // hit: commands never change the IOMMU).
-    let Some(q) = st.cmdq.as_mut() else { return };
-    let Some(p) = q.ring.at(&st.iommu, off, CMD_ENTRY_SIZE) else {
-        return regs::fatal(st, FatalSyndrome::CmdqDma);
+    let Some(q) = st.dev.cmdq.as_mut() else {
+        return;
+    };
+    let Some(p) = q.ring.at(&st.dev.iommu, off, CMD_ENTRY_SIZE) else {
+        return regs::fatal(&mut st.dev, FatalSyndrome::CmdqDma);
     };
     // SAFETY: the entry lies inside a live mapping (translated under the
     // device lock); the copies stay within its CMD_ENTRY_SIZE bytes and skip
@@ -131,7 +137,7 @@ fn run_one(st: &mut State) {
     // driver sees the owner byte clear.
     owner.store(0, Ordering::Release);
     regs::raise_cause(
-        st,
+        &mut st.dev,
         IntrCause::new().with_cmd_done(true),
         pci::MSIX_ASYNC_VECTOR,
     );

@@ -12,7 +12,7 @@ use rnic_queues::owner_bit;
 use rnic_verbs::WcStatus;
 
 use crate::eq;
-use crate::state::State;
+use crate::state::Dev;
 
 /// CQ indices are 24 bits wide.
 const INDEX_BITS: u32 = 24;
@@ -27,8 +27,8 @@ pub(crate) struct CqFailed;
 /// or its memory is unmapped; the last two put the CQ in the error state and
 /// report a `CqError` event. The caller moves the completing QP to the error
 /// state.
-pub(crate) fn write(st: &mut State, cqn: u32, cqe: &Cqe) -> Result<(), CqFailed> {
-    let Some(cq) = st.objs.cqs.get_mut(cqn) else {
+pub(crate) fn write(dev: &mut Dev, cqn: u32, cqe: &Cqe) -> Result<(), CqFailed> {
+    let Some(cq) = dev.objs.cqs.get_mut(cqn) else {
         return Err(CqFailed);
     };
     if cq.error {
@@ -39,26 +39,26 @@ pub(crate) fn write(st: &mut State, cqn: u32, cqe: &Cqe) -> Result<(), CqFailed>
     // of the driver's: the record is read again (with its acquire fence)
     // only when the ring looks full from it, not once per CQE.
     if ring_full(cq.pi, cq.ci_seen, log, INDEX_BITS) {
-        let Some(ci) = cq.dbrec.read_index(&st.iommu, 0) else {
+        let Some(ci) = cq.dbrec.read_index(&dev.iommu, 0) else {
             log::warn!("CQ {cqn}: doorbell record unmapped; CQ in error");
-            return Err(fail(st, cqn));
+            return Err(fail(dev, cqn));
         };
         cq.ci_seen = ci;
         if ring_full(cq.pi, ci, log, INDEX_BITS) {
             log::warn!("CQ {cqn}: overrun (pi {}, ci {ci}); CQ in error", cq.pi);
-            return Err(fail(st, cqn));
+            return Err(fail(dev, cqn));
         }
     }
     let slot = (cq.pi & ((1 << log) - 1)) as usize * CQE_SIZE;
     let ptr = cq
         .buf
-        .at(&st.iommu, slot, CQE_SIZE)
+        .at(&dev.iommu, slot, CQE_SIZE)
         .and_then(|p| NonNull::new(p.0));
     let ptr = match ptr {
         Some(p) if p.as_ptr() as usize % align_of::<Cqe>() == 0 => p,
         _ => {
             log::warn!("CQ {cqn}: CQE write faulted; CQ in error");
-            return Err(fail(st, cqn));
+            return Err(fail(dev, cqn));
         }
     };
     // SAFETY: the slot is CQE_SIZE bytes inside a live mapping (translated
@@ -77,26 +77,26 @@ pub(crate) fn write(st: &mut State, cqn: u32, cqe: &Cqe) -> Result<(), CqFailed>
     };
     if let Some(eqn) = cq.eqn.filter(|_| fire) {
         cq.arm = None;
-        eq::post_completion(st, eqn, cqn);
+        eq::post_completion(dev, eqn, cqn);
     }
     Ok(())
 }
 
-fn fail(st: &mut State, cqn: u32) -> CqFailed {
-    if let Some(cq) = st.objs.cqs.get_mut(cqn) {
+fn fail(dev: &mut Dev, cqn: u32) -> CqFailed {
+    if let Some(cq) = dev.objs.cqs.get_mut(cqn) {
         cq.error = true;
         cq.arm = None;
     }
-    eq::post(st, EventType::CqError, cqn, Syndrome::CqError as u32);
+    eq::post(dev, EventType::CqError, cqn, Syndrome::CqError as u32);
     CqFailed
 }
 
 /// A `CQ_DB` write on doorbell page `page`: arm CQ `cqn` for one
 /// completion event. The arm sequence number is accepted and not checked:
 /// doorbells reach the model in order, so an arm is never stale.
-pub(crate) fn arm(st: &mut State, page: u32, db: CqDoorbell) {
+pub(crate) fn arm(dev: &mut Dev, page: u32, db: CqDoorbell) {
     let cqn = db.cqn();
-    let Some(cq) = st.objs.cqs.get_mut(cqn) else {
+    let Some(cq) = dev.objs.cqs.get_mut(cqn) else {
         log::warn!("CQ_DB for unknown CQ {cqn} ignored");
         return;
     };
@@ -128,7 +128,7 @@ pub(crate) fn arm(st: &mut State, page: u32, db: CqDoorbell) {
     };
     if fire {
         cq.arm = None;
-        eq::post_completion(st, eqn, cqn);
+        eq::post_completion(dev, eqn, cqn);
     } else {
         cq.arm = Some(cmd);
     }

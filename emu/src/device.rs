@@ -41,7 +41,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use rnic_hw_regs::bar0::FatalSyndrome;
 use rnic_hw_regs::pci::{BAR_DOORBELL, BAR_REGS, BAR_REGS_SIZE};
 use rnic_hw_regs::uar::{
     CqDoorbell, EqArmDoorbell, RqDoorbell, SqDoorbell, WqDoorbell, BF, BF_WQE_BYTES, CQ_DB,
@@ -284,7 +283,7 @@ impl NicCore {
 
     pub(crate) fn read32(&self, bar: u8, off: usize) -> u32 {
         match bar {
-            BAR_REGS if off % 4 == 0 && off < BAR_REGS_SIZE => regs::read(&self.lock(), off),
+            BAR_REGS if off % 4 == 0 && off < BAR_REGS_SIZE => regs::read(&self.lock().dev, off),
             // Doorbell pages read as zero.
             BAR_DOORBELL => 0,
             _ => {
@@ -443,7 +442,7 @@ impl NicCore {
     fn guarded(&self, step: impl FnOnce() -> bool) -> bool {
         catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|_| {
             log::error!("panic in the device model: device fatal");
-            regs::fatal(&mut self.lock(), FatalSyndrome::Internal);
+            regs::internal_error(&mut self.lock());
             false
         })
     }
@@ -457,25 +456,25 @@ impl NicCore {
         turn: Turn,
     ) -> bool {
         let now = self.clock.now_ns();
-        let mut rx = std::mem::take(&mut st.port.rx);
+        let mut rx = std::mem::take(&mut st.dev.port.rx);
         let mut backlog = false;
         let mut wire_deadline;
         {
             let mut link = self.wire();
             let wire = &mut link.wire;
             // Buffers the wire is done with, for the frames of this step.
-            st.port.reclaim(wire.as_mut());
+            st.dev.port.reclaim(wire.as_mut());
             wire.poll(now);
             let up = wire.link_up();
-            if up != st.port.link_up {
-                st.port.link_up = up;
+            if up != st.dev.port.link_up {
+                st.dev.port.link_up = up;
                 log::debug!("port 1: link {}", if up { "up" } else { "down" });
                 let ty = if up {
                     rnic_hw_regs::eqe::EventType::PortActive
                 } else {
                     rnic_hw_regs::eqe::EventType::PortErr
                 };
-                crate::eq::post(&mut st, ty, 1, 0);
+                crate::eq::post(&mut st.dev, ty, 1, 0);
             }
             if turn == Turn::Run
                 && self.notify.rx_pending.swap(false, Ordering::AcqRel)
@@ -526,25 +525,25 @@ impl NicCore {
                 had_work
             }
         };
-        st.port.recycle(&mut rx);
+        st.dev.port.recycle(&mut rx);
         let timers = st.next_deadline();
-        if !st.port.tx.is_empty() || !rx.is_empty() {
+        if !st.dev.port.tx.is_empty() || !rx.is_empty() {
             let mut link = self.wire();
             // Buffers the pool has no room for: the wire may hand them to
             // a NIC that sends more than it receives.
             link.wire.spare(&mut rx);
-            st.port.rx = rx;
+            st.dev.port.rx = rx;
             // The frames go to the link's vector and the link's empty one
             // comes back, so that neither allocates.
             let Link { wire, spare, .. } = &mut *link;
-            std::mem::swap(&mut st.port.tx, spare);
+            std::mem::swap(&mut st.dev.port.tx, spare);
             drop(st);
             wire.send(spare);
             spare.clear();
             // Frames sent may wait in the wire (a fault injector's delay).
             wire_deadline = wire.next_deadline();
         } else {
-            st.port.rx = rx;
+            st.dev.port.rx = rx;
         }
         let d = timers.into_iter().chain(wire_deadline).min();
         self.deadline
@@ -857,7 +856,7 @@ type Bf<'a> = (usize, u64, &'a [u8; BF_WQE_BYTES]);
 
 /// A BlueFlame write at BAR 2 offset `off` (the page's [`BF`]).
 fn blueflame(st: &mut State, off: usize, v: u64, bytes: &[u8; BF_WQE_BYTES]) {
-    if !st.running() {
+    if !st.dev.running() {
         log::warn!("BlueFlame write at {off:#x} ignored: device not running");
         return;
     }
@@ -867,7 +866,7 @@ fn blueflame(st: &mut State, off: usize, v: u64, bytes: &[u8; BF_WQE_BYTES]) {
 
 /// A doorbell write at BAR 2 offset `off`.
 fn doorbell(st: &mut State, off: usize, v: u64) {
-    if !st.running() {
+    if !st.dev.running() {
         log::warn!("doorbell {v:#x} at {off:#x} ignored: device not running");
         return;
     }
@@ -875,9 +874,9 @@ fn doorbell(st: &mut State, off: usize, v: u64) {
     match off % UAR_PAGE_SIZE {
         SQ_DB => requester::sq_doorbell(st, page, SqDoorbell::from_bits(v)),
         RQ_DB => qp::rq_doorbell(st, page, RqDoorbell::from_bits(v)),
-        CQ_DB => cq::arm(st, page, CqDoorbell::from_bits(v)),
-        SRQ_DB => srq::doorbell(st, page, WqDoorbell::from_bits(v)),
-        UAR_EQ_DB => eq::arm_doorbell(st, page, EqArmDoorbell::from_bits(v)),
+        CQ_DB => cq::arm(&mut st.dev, page, CqDoorbell::from_bits(v)),
+        SRQ_DB => srq::doorbell(&mut st.dev, page, WqDoorbell::from_bits(v)),
+        UAR_EQ_DB => eq::arm_doorbell(&mut st.dev, page, EqArmDoorbell::from_bits(v)),
         other => log::warn!("doorbell write {v:#x} to undefined page offset {other:#x} ignored"),
     }
 }
@@ -1156,7 +1155,7 @@ impl EmuDevice {
     /// `Internal` syndrome, reporting a `DeviceFatal` event while its
     /// event queue works, and does nothing more until a reset.
     pub fn inject_internal_error(&self) {
-        regs::fatal(&mut self.shared.lock(), FatalSyndrome::Internal);
+        regs::internal_error(&mut self.shared.lock());
     }
 
     pub(crate) fn shared(&self) -> &Arc<NicCore> {

@@ -13,7 +13,7 @@ use rnic_queues::owner_bit;
 
 use crate::iommu::{DmaRange, Iommu};
 use crate::regs;
-use crate::state::State;
+use crate::state::Dev;
 
 /// EQ and CQ indices are 24 bits wide.
 const INDEX_BITS: u32 = 24;
@@ -85,22 +85,22 @@ fn eqe(ty: EventType, obj: u32, syndrome: u32) -> Eqe {
 
 /// Writes an event into EQ 0. A full EQ drops the event; an EQ whose memory
 /// was unmapped is a fatal device error.
-pub(crate) fn post(st: &mut State, ty: EventType, obj: u32, syndrome: u32) {
-    let Some(eq) = st.eq.as_mut() else {
+pub(crate) fn post(dev: &mut Dev, ty: EventType, obj: u32, syndrome: u32) {
+    let Some(eq) = dev.eq.as_mut() else {
         log::debug!("event {ty:?} on {obj} dropped: no event queue");
         return;
     };
     let index = eq.pi;
-    match write(eq, &st.iommu, &eqe(ty, obj, syndrome)) {
+    match write(eq, &dev.iommu, &eqe(ty, obj, syndrome)) {
         Ok(interrupt) => {
             log::debug!("event {ty:?} obj {obj} syndrome {syndrome} at eq index {index}");
             if interrupt {
                 let vector = eq.vector;
-                regs::raise_cause(st, IntrCause::new().with_async_eq(true), vector);
+                regs::raise_cause(dev, IntrCause::new().with_async_eq(true), vector);
             }
         }
         Err(Unwritten::Full) => log::warn!("event {ty:?} on {obj} dropped: event queue full"),
-        Err(Unwritten::Fault) => regs::fatal(st, FatalSyndrome::EqDma),
+        Err(Unwritten::Fault) => regs::fatal(dev, FatalSyndrome::EqDma),
     }
 }
 
@@ -108,32 +108,32 @@ pub(crate) fn post(st: &mut State, ty: EventType, obj: u32, syndrome: u32) {
 /// completion EQ, which interrupts on its own vector (no `INTR_CAUSE` bit)
 /// when armed. A completion EQ whose memory faults is a fatal error, as EQ
 /// 0's is.
-pub(crate) fn post_completion(st: &mut State, eqn: u32, cqn: u32) {
+pub(crate) fn post_completion(dev: &mut Dev, eqn: u32, cqn: u32) {
     if eqn == 0 {
-        return post(st, EventType::Completion, cqn, 0);
+        return post(dev, EventType::Completion, cqn, 0);
     }
-    let Some(ceq) = st.objs.eqs.get_mut(eqn) else {
+    let Some(ceq) = dev.objs.eqs.get_mut(eqn) else {
         return;
     };
-    match write(&mut ceq.eq, &st.iommu, &eqe(EventType::Completion, cqn, 0)) {
+    match write(&mut ceq.eq, &dev.iommu, &eqe(EventType::Completion, cqn, 0)) {
         Ok(interrupt) => {
             log::trace!("EQ {eqn}: completion event of CQ {cqn}");
             if interrupt {
-                st.irq.raise(ceq.eq.vector);
+                dev.irq.raise(ceq.eq.vector);
             }
         }
         Err(Unwritten::Full) => {
             log::warn!("EQ {eqn}: completion event of CQ {cqn} dropped: event queue full")
         }
-        Err(Unwritten::Fault) => regs::fatal(st, FatalSyndrome::EqDma),
+        Err(Unwritten::Fault) => regs::fatal(dev, FatalSyndrome::EqDma),
     }
 }
 
 /// A completion EQ's `EQ_DB` on doorbell page `page`: consumer index
 /// update and optional arm, as EQ 0's `EQ_DB` register.
-pub(crate) fn arm_doorbell(st: &mut State, page: u32, db: EqArmDoorbell) {
+pub(crate) fn arm_doorbell(dev: &mut Dev, page: u32, db: EqArmDoorbell) {
     let eqn = db.eqn();
-    let Some(ceq) = st.objs.eqs.get_mut(eqn) else {
+    let Some(ceq) = dev.objs.eqs.get_mut(eqn) else {
         log::warn!("EQ_DB for unknown EQ {eqn} ignored");
         return;
     };
@@ -148,7 +148,7 @@ pub(crate) fn arm_doorbell(st: &mut State, page: u32, db: EqArmDoorbell) {
     eq.ci = db.ci() & ((1 << INDEX_BITS) - 1);
     if db.arm() {
         if ring_pending(eq.pi, eq.ci, INDEX_BITS) != 0 {
-            st.irq.raise(eq.vector);
+            dev.irq.raise(eq.vector);
         } else {
             eq.armed = true;
         }
@@ -158,12 +158,12 @@ pub(crate) fn arm_doorbell(st: &mut State, page: u32, db: EqArmDoorbell) {
 /// An `EQ_DB` write: consumer index update and optional arm. Arming while
 /// events past the consumer index exist interrupts at once, so an event
 /// written between the driver's last poll and its arm is not missed.
-pub(crate) fn doorbell(st: &mut State, v: u32) {
-    if !st.running() {
+pub(crate) fn doorbell(dev: &mut Dev, v: u32) {
+    if !dev.running() {
         log::warn!("EQ_DB {v:#x} ignored: device not running");
         return;
     }
-    let Some(eq) = st.eq.as_mut() else {
+    let Some(eq) = dev.eq.as_mut() else {
         log::warn!("EQ_DB {v:#x} ignored: no event queue");
         return;
     };
@@ -172,7 +172,7 @@ pub(crate) fn doorbell(st: &mut State, v: u32) {
     if db.arm() {
         if ring_pending(eq.pi, eq.ci, INDEX_BITS) != 0 {
             let vector = eq.vector;
-            regs::raise_cause(st, IntrCause::new().with_async_eq(true), vector);
+            regs::raise_cause(dev, IntrCause::new().with_async_eq(true), vector);
         } else {
             eq.armed = true;
         }

@@ -36,7 +36,7 @@ impl EmuHal {
 // model's register file.
 unsafe impl Hal for EmuHal {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
-        let (host, iova) = self.dev.shared().lock().iommu.alloc(len)?;
+        let (host, iova) = self.dev.shared().lock().dev.iommu.alloc(len)?;
         // SAFETY: `host` is a fresh allocation of at least `len` bytes that
         // stays valid until dma_free (it is leaked, never freed, otherwise).
         Ok(unsafe { DmaRegion::new(host, iova, len) })
@@ -47,6 +47,7 @@ unsafe impl Hal for EmuHal {
             .dev
             .shared()
             .lock()
+            .dev
             .iommu
             .free(region.iova(), region.vaddr());
         if r.is_err() {
@@ -58,11 +59,11 @@ unsafe impl Hal for EmuHal {
     }
 
     unsafe fn dma_map(&self, vaddr: NonNull<u8>, len: usize) -> Result<u64, HalError> {
-        self.dev.shared().lock().iommu.map(vaddr, len)
+        self.dev.shared().lock().dev.iommu.map(vaddr, len)
     }
 
     unsafe fn dma_unmap(&self, iova: u64, len: usize) -> Result<(), HalError> {
-        self.dev.shared().lock().iommu.unmap(iova, len)
+        self.dev.shared().lock().dev.iommu.unmap(iova, len)
     }
 
     /// The IOMMU never hands an IOVA out twice, so unmapping retires it.

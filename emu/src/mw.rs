@@ -7,18 +7,18 @@ use rnic_hw_regs::wqe::BindSeg;
 use rnic_verbs::access;
 
 use crate::objects::Binding;
-use crate::state::State;
+use crate::state::Dev;
 
 /// Binds the window of `seg.mw_rkey` as `seg` says, for QP `qpn` of PD
 /// `pdn` (IBA 10.6.7: C10-72 to C10-75, o10-36.2, o10-37.2); the syndrome
 /// of the first check that fails, nothing changed. A type 1 window is
 /// rebound (a zero length unbinds it); a type 2 window must be free, and
 /// becomes this QP's.
-pub(crate) fn bind(st: &mut State, qpn: u32, pdn: u32, seg: &BindSeg) -> Result<(), Syndrome> {
+pub(crate) fn bind(dev: &mut Dev, qpn: u32, pdn: u32, seg: &BindSeg) -> Result<(), Syndrome> {
     let (mw_key, new_key) = (seg.mw_rkey.to_ne(), seg.new_rkey.to_ne());
     let (mr_key, acc) = (seg.mr_lkey.to_ne(), seg.access.to_ne());
     let (va, len) = (seg.va.to_ne(), seg.length.to_ne());
-    let mw = st.objs.mrs.get_mw(mw_key).ok_or(Syndrome::BadRkey)?;
+    let mw = dev.objs.mrs.get_mw(mw_key).ok_or(Syndrome::BadRkey)?;
     if mw.pdn != pdn {
         return Err(Syndrome::PdMismatch);
     }
@@ -35,7 +35,7 @@ pub(crate) fn bind(st: &mut State, qpn: u32, pdn: u32, seg: &BindSeg) -> Result<
         return Err(Syndrome::BadRkey);
     }
     if len > 0 {
-        let mr = st.objs.mrs.get_mut(mr_key).ok_or(Syndrome::BadLkey)?;
+        let mr = dev.objs.mrs.get_mut(mr_key).ok_or(Syndrome::BadLkey)?;
         if mr.pdn != pdn {
             return Err(Syndrome::PdMismatch);
         }
@@ -50,12 +50,12 @@ pub(crate) fn bind(st: &mut State, qpn: u32, pdn: u32, seg: &BindSeg) -> Result<
             return Err(Syndrome::OutOfBounds);
         }
     }
-    unbind(st, mw_key);
+    unbind(dev, mw_key);
     if len > 0 {
-        if let Some(mr) = st.objs.mrs.get_mut(mr_key) {
+        if let Some(mr) = dev.objs.mrs.get_mut(mr_key) {
             mr.windows += 1;
         }
-        if let Some(mw) = st.objs.mrs.get_mw(mw_key) {
+        if let Some(mw) = dev.objs.mrs.get_mw(mw_key) {
             mw.bound = Some(Binding {
                 mr_key,
                 va,
@@ -65,7 +65,7 @@ pub(crate) fn bind(st: &mut State, qpn: u32, pdn: u32, seg: &BindSeg) -> Result<
             });
         }
     }
-    st.objs.mrs.rekey(mw_key, new_key);
+    dev.objs.mrs.rekey(mw_key, new_key);
     log::debug!("MW {mw_key:#x} -> {new_key:#x}: bound to MR {mr_key:#x} {va:#x}+{len:#x}");
     Ok(())
 }
@@ -74,13 +74,13 @@ pub(crate) fn bind(st: &mut State, qpn: u32, pdn: u32, seg: &BindSeg) -> Result<
 /// (`remote` false) it must be in the poster's PD `pdn`; by a SEND with
 /// invalidate (`remote` true), bound to the receiving QP `qpn`.
 pub(crate) fn invalidate(
-    st: &mut State,
+    dev: &mut Dev,
     qpn: u32,
     pdn: u32,
     rkey: u32,
     remote: bool,
 ) -> Result<(), Syndrome> {
-    let mw = st.objs.mrs.get_mw(rkey).ok_or(Syndrome::BadRkey)?;
+    let mw = dev.objs.mrs.get_mw(rkey).ok_or(Syndrome::BadRkey)?;
     let Some(b) = mw.bound.filter(|_| mw.mw_type == 2) else {
         return Err(Syndrome::BadRkey);
     };
@@ -92,26 +92,26 @@ pub(crate) fn invalidate(
     if !ours {
         return Err(Syndrome::PdMismatch);
     }
-    unbind(st, rkey);
+    unbind(dev, rkey);
     log::debug!("MW {rkey:#x} invalidated");
     Ok(())
 }
 
 /// Unbinds the window of `rkey`, if bound.
-pub(crate) fn unbind(st: &mut State, rkey: u32) {
-    let Some(b) = st.objs.mrs.get_mw(rkey).and_then(|mw| mw.bound.take()) else {
+pub(crate) fn unbind(dev: &mut Dev, rkey: u32) {
+    let Some(b) = dev.objs.mrs.get_mw(rkey).and_then(|mw| mw.bound.take()) else {
         return;
     };
-    if let Some(mr) = st.objs.mrs.get_mut(b.mr_key) {
+    if let Some(mr) = dev.objs.mrs.get_mut(b.mr_key) {
         mr.windows -= 1;
     }
 }
 
 /// Frees every type 2 window bound to QP `qpn`, which leaves service
 /// (reset or destroyed): no later QP of its number may use them.
-pub(crate) fn release_qp(st: &mut State, qpn: u32) {
-    for key in st.objs.mrs.windows_of(qpn) {
-        unbind(st, key);
+pub(crate) fn release_qp(dev: &mut Dev, qpn: u32) {
+    for key in dev.objs.mrs.windows_of(qpn) {
+        unbind(dev, key);
     }
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn release_qp(st: &mut State, qpn: u32) {
 /// the window must be bound, in the QP's PD (type 1) or bound to the QP
 /// (type 2), grant `need`, and cover the range.
 pub(crate) fn reach(
-    st: &mut State,
+    dev: &mut Dev,
     qpn: u32,
     pdn: u32,
     rkey: u32,
@@ -128,7 +128,7 @@ pub(crate) fn reach(
     len: u64,
     need: u32,
 ) -> Result<u32, Syndrome> {
-    let mw = st.objs.mrs.get_mw(rkey).ok_or(Syndrome::BadRkey)?;
+    let mw = dev.objs.mrs.get_mw(rkey).ok_or(Syndrome::BadRkey)?;
     let b = mw.bound.ok_or(Syndrome::BadRkey)?;
     let ours = match mw.mw_type {
         1 => mw.pdn == pdn,

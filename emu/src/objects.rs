@@ -426,7 +426,7 @@ pub(crate) struct Qp {
     pub counters: Counters,
 }
 
-/// Every object of the device.
+/// Every object of the device but its QPs ([`crate::state::State::qps`]).
 #[derive(Debug)]
 pub(crate) struct Objects {
     pub pds: Table<Pd>,
@@ -434,7 +434,6 @@ pub(crate) struct Objects {
     pub cqs: Table<Cq>,
     pub srqs: Table<Srq>,
     pub eqs: Table<CompEq>,
-    pub qps: Table<Qp>,
 }
 
 impl Objects {
@@ -445,8 +444,6 @@ impl Objects {
             cqs: Table::new(1, cfg.max_cq + 1),
             srqs: Table::new(1, cfg.max_srq + 1),
             eqs: Table::new(1, cfg.max_eq + 1),
-            // QPNs 0 and 1 are reserved; CAP_MAX_QP counts them.
-            qps: Table::new(2, cfg.max_qp),
         }
     }
 
@@ -457,7 +454,6 @@ impl Objects {
         self.cqs.clear();
         self.srqs.clear();
         self.eqs.clear();
-        self.qps.clear();
     }
 }
 

@@ -25,7 +25,8 @@ use rnic_verbs::{QpState, QpType};
 
 use crate::counters::Counters;
 use crate::net::{Frame, Wire};
-use crate::state::State;
+use crate::objects::Qp;
+use crate::state::{Dev, State};
 use crate::transport::{completer, responder, uc, ud};
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::bth::DEFAULT_PKEY;
@@ -203,56 +204,57 @@ impl Port {
 }
 
 /// Whether `ip` is one of the port's valid GIDs' addresses.
-pub(crate) fn is_local(st: &State, ip: &IpAddress) -> bool {
+pub(crate) fn is_local(dev: &Dev, ip: &IpAddress) -> bool {
     let gid = ip.to_gid();
-    st.gids.iter().any(|g| g.valid && g.gid == gid)
+    dev.gids.iter().any(|g| g.valid && g.gid == gid)
 }
 
-/// The destination MAC of QP `qpn`'s path, resolving it if needed:
-/// `None` while the neighbour has not answered (the QP is then on the
-/// waiting list and asks again every [`RESOLVE_RETRY_NS`]).
-pub(crate) fn resolve(st: &mut State, qpn: u32, now: u64) -> Option<EthernetAddress> {
-    let path = st.objs.qps.get(qpn)?.path?;
-    let mac = lookup(st, qpn, &path, now)?;
-    if let Some(p) = st.objs.qps.get_mut(qpn).and_then(|q| q.path.as_mut()) {
+/// The destination MAC of `qp`'s path, resolving it if needed: `None`
+/// while the neighbour has not answered (the QP is then on the waiting
+/// list and asks again every [`RESOLVE_RETRY_NS`]).
+pub(crate) fn resolve(qp: &mut Qp, dev: &mut Dev) -> Option<EthernetAddress> {
+    let path = qp.path?;
+    let mac = lookup(qp, dev, &path)?;
+    if let Some(p) = qp.path.as_mut() {
         p.dmac = Some(mac);
     }
     Some(mac)
 }
 
-/// The destination MAC of `path` for QP `qpn`: the path's own, the port's
-/// for one of its GIDs, or the neighbour cache's; else `None`, and QP
-/// `qpn` waits for the neighbour as [`resolve`] says.
-pub(crate) fn lookup(st: &mut State, qpn: u32, path: &Path, now: u64) -> Option<EthernetAddress> {
+/// The destination MAC of `path` for `qp`: the path's own, the port's for
+/// one of its GIDs, or the neighbour cache's; else `None`, and `qp` waits
+/// for the neighbour as [`resolve`] says.
+pub(crate) fn lookup(qp: &mut Qp, dev: &mut Dev, path: &Path) -> Option<EthernetAddress> {
     if let Some(m) = path.dmac {
         return Some(m);
     }
-    let mac = if is_local(st, &path.dst_ip) {
-        Some(st.port.mac)
+    let mac = if is_local(dev, &path.dst_ip) {
+        Some(dev.port.mac)
     } else {
-        st.port.neighbours.get(&path.dst_ip).and_then(|n| n.mac)
+        dev.port.neighbours.get(&path.dst_ip).and_then(|n| n.mac)
     };
     if mac.is_some() {
         return mac;
     }
-    let n = st.port.neighbours.entry(path.dst_ip).or_insert(Neighbour {
+    let now = dev.now;
+    let n = dev.port.neighbours.entry(path.dst_ip).or_insert(Neighbour {
         mac: None,
         asked_ns: None,
     });
     if n.asked_ns.map_or(true, |t| now >= t + RESOLVE_RETRY_NS) {
         n.asked_ns = Some(now);
-        solicit(st, path);
+        solicit(dev, path);
     }
-    if !st.port.waiting.contains(&qpn) {
-        st.port.waiting.push(qpn);
+    if !dev.port.waiting.contains(&qp.qpn) {
+        dev.port.waiting.push(qp.qpn);
     }
-    crate::transport::timers::arm_resolve(st, qpn, now + RESOLVE_RETRY_NS);
+    crate::transport::timers::arm_resolve(qp, dev, now + RESOLVE_RETRY_NS);
     None
 }
 
 /// Sends an ARP request or a neighbour solicitation for `path.dst_ip`.
-fn solicit(st: &mut State, path: &Path) {
-    let me = st.port.mac;
+fn solicit(dev: &mut Dev, path: &Path) {
+    let me = dev.port.mac;
     let f = match (path.src_ip, path.dst_ip) {
         (IpAddress::V4(src), IpAddress::V4(dst)) => frame::arp_frame(
             me,
@@ -281,15 +283,15 @@ fn solicit(st: &mut State, path: &Path) {
         _ => return,
     };
     log::debug!("port: asking for {} from {}", path.dst_ip, path.src_ip);
-    st.port.counters.add(counter::NEIGH_REQUESTS_SENT, 1);
-    push(st, f);
+    dev.port.counters.add(counter::NEIGH_REQUESTS_SENT, 1);
+    push(dev, f);
 }
 
 /// Queues a frame for the wire, counting it.
-fn push(st: &mut State, f: Frame) {
-    st.port.counters.add(counter::TX_FRAMES, 1);
-    st.port.counters.add(counter::TX_BYTES, f.len() as u64);
-    st.port.tx.push(f);
+fn push(dev: &mut Dev, f: Frame) {
+    dev.port.counters.add(counter::TX_FRAMES, 1);
+    dev.port.counters.add(counter::TX_BYTES, f.len() as u64);
+    dev.port.tx.push(f);
 }
 
 /// Learns that `ip` is at `mac`; QPs waiting for a neighbour run again.
@@ -300,7 +302,7 @@ fn learn(st: &mut State, ip: IpAddress, mac: EthernetAddress, create: bool) {
     if mac.is_multicast() || mac.is_zero() {
         return;
     }
-    let cache = &mut st.port.neighbours;
+    let cache = &mut st.dev.port.neighbours;
     if !cache.contains_key(&ip) && (!create || cache.len() >= MAX_NEIGHBOURS) {
         return;
     }
@@ -313,50 +315,50 @@ fn learn(st: &mut State, ip: IpAddress, mac: EthernetAddress, create: bool) {
     }
     n.mac = Some(mac);
     log::debug!("port: {ip} is at {mac}");
-    for qpn in std::mem::take(&mut st.port.waiting) {
+    for qpn in std::mem::take(&mut st.dev.port.waiting) {
         st.kick(qpn);
     }
 }
 
-/// Builds the frame of transport packet `roce` on QP `qpn`'s path to MAC
+/// Builds the frame of transport packet `roce` on `qp`'s path to MAC
 /// `dmac` and queues it; `fill` writes the payload (`roce.payload_len`
 /// bytes). A `fill` error drops the frame and is returned.
 pub(crate) fn send<E>(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     dmac: EthernetAddress,
     roce: RoceRepr,
-    fill: impl FnOnce(&mut State, &mut [u8]) -> Result<(), E>,
+    fill: impl FnOnce(&mut Qp, &mut Dev, &mut [u8]) -> Result<(), E>,
 ) -> Result<(), E> {
-    let Some(path) = st.objs.qps.get(qpn).and_then(|q| q.path) else {
+    let Some(path) = qp.path else {
         return Ok(());
     };
-    send_on(st, qpn, &path, dmac, roce, fill)
+    send_on(qp, dev, &path, dmac, roce, fill)
 }
 
 /// [`send`] on a given path (a UD send's own).
 pub(crate) fn send_on<E>(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     path: &Path,
     dmac: EthernetAddress,
     roce: RoceRepr,
-    fill: impl FnOnce(&mut State, &mut [u8]) -> Result<(), E>,
+    fill: impl FnOnce(&mut Qp, &mut Dev, &mut [u8]) -> Result<(), E>,
 ) -> Result<(), E> {
     let eth_of = |ethertype| EthernetRepr {
-        src_addr: st.port.mac,
+        src_addr: dev.port.mac,
         dst_addr: dmac,
         vlan: None,
         ethertype,
     };
     let ip = match (path.src_ip, path.dst_ip) {
         (IpAddress::V4(src_addr), IpAddress::V4(dst_addr)) => {
-            st.port.ident = st.port.ident.wrapping_add(1);
+            dev.port.ident = dev.port.ident.wrapping_add(1);
             IpRepr::V4(Ipv4Repr {
                 src_addr,
                 dst_addr,
                 tos: path.traffic_class,
-                ident: st.port.ident,
+                ident: dev.port.ident,
                 dont_frag: true,
                 ttl: path.hop_limit,
                 protocol: protocol::UDP,
@@ -393,32 +395,28 @@ pub(crate) fn send_on<E>(
         },
         roce,
     };
-    let mut buf = st.port.buffer(repr.buffer_len());
+    let mut buf = dev.port.buffer(repr.buffer_len());
     let mut result = Ok(());
-    repr.emit(&mut buf, |p| result = fill(st, p));
+    repr.emit(&mut buf, |p| result = fill(qp, dev, p));
     if let Err(e) = result {
-        st.port.pool.push(buf);
+        dev.port.pool.push(buf);
         return Err(e);
     }
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.counters.add(counter::TX_FRAMES, 1);
-        qp.counters.add(counter::TX_BYTES, buf.len() as u64);
-    }
-    push(st, buf);
+    qp.counters.add(counter::TX_FRAMES, 1);
+    qp.counters.add(counter::TX_BYTES, buf.len() as u64);
+    push(dev, buf);
     Ok(())
 }
 
-/// Counts one event of transport counter `idx` for QP `qpn` and its port.
-pub(crate) fn count(st: &mut State, qpn: u32, idx: usize) {
-    st.port.counters.add(idx, 1);
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.counters.add(idx, 1);
-    }
+/// Counts one event of transport counter `idx` for `qp` and its port.
+pub(crate) fn count(qp: &mut Qp, dev: &mut Dev, idx: usize) {
+    dev.port.counters.add(idx, 1);
+    qp.counters.add(idx, 1);
 }
 
 /// Handles one received frame.
 pub(crate) fn receive(st: &mut State, f: &[u8]) {
-    let c = &mut st.port.counters;
+    let c = &mut st.dev.port.counters;
     c.add(counter::RX_FRAMES, 1);
     c.add(counter::RX_BYTES, f.len() as u64);
     let dst = frame::classify(f);
@@ -434,25 +432,25 @@ pub(crate) fn receive(st: &mut State, f: &[u8]) {
                 Error::Truncated | Error::Malformed | Error::Checksum => counter::RX_MALFORMED,
             };
             log::trace!("port: frame of {} bytes dropped: {e}", f.len());
-            st.port.counters.add(idx, 1);
+            st.dev.port.counters.add(idx, 1);
         }
     }
 }
 
 fn for_me(st: &State, eth: &EthernetRepr) -> bool {
-    eth.dst_addr == st.port.mac || eth.dst_addr.is_multicast()
+    eth.dst_addr == st.dev.port.mac || eth.dst_addr.is_multicast()
 }
 
 fn on_arp(st: &mut State, eth: &EthernetRepr, arp: &ArpRepr) {
     let target = IpAddress::V4(arp.target_ip);
-    if !for_me(st, eth) || !is_local(st, &target) {
-        st.port.counters.add(counter::RX_IGNORED, 1);
+    if !for_me(st, eth) || !is_local(&st.dev, &target) {
+        st.dev.port.counters.add(counter::RX_IGNORED, 1);
         return;
     }
     let request = arp.operation == ArpOperation::Request;
     learn(st, IpAddress::V4(arp.sender_ip), arp.sender_mac, request);
     if request {
-        let me = st.port.mac;
+        let me = st.dev.port.mac;
         let reply = ArpRepr {
             operation: ArpOperation::Reply,
             sender_mac: me,
@@ -460,13 +458,13 @@ fn on_arp(st: &mut State, eth: &EthernetRepr, arp: &ArpRepr) {
             target_mac: arp.sender_mac,
             target_ip: arp.sender_ip,
         };
-        push(st, frame::arp_frame(me, arp.sender_mac, &reply));
+        push(&mut st.dev, frame::arp_frame(me, arp.sender_mac, &reply));
     }
 }
 
 fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr) {
     if !for_me(st, eth) {
-        st.port.counters.add(counter::RX_IGNORED, 1);
+        st.dev.port.counters.add(counter::RX_IGNORED, 1);
         return;
     }
     match *nd {
@@ -474,8 +472,8 @@ fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr
             target,
             source_lladdr,
         } => {
-            if !is_local(st, &IpAddress::V6(target)) {
-                st.port.counters.add(counter::RX_IGNORED, 1);
+            if !is_local(&st.dev, &IpAddress::V6(target)) {
+                st.dev.port.counters.add(counter::RX_IGNORED, 1);
                 return;
             }
             let Some(mac) = source_lladdr else {
@@ -484,13 +482,13 @@ fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr
                 return;
             };
             learn(st, IpAddress::V6(src), mac, true);
-            let me = st.port.mac;
+            let me = st.dev.port.mac;
             let na = NdiscRepr::NeighborAdvert {
                 flags: na_flags::SOLICITED | na_flags::OVERRIDE,
                 target,
                 target_lladdr: Some(me),
             };
-            push(st, frame::ndisc_frame(me, mac, target, src, &na));
+            push(&mut st.dev, frame::ndisc_frame(me, mac, target, src, &na));
         }
         NdiscRepr::NeighborAdvert {
             target,
@@ -508,8 +506,8 @@ fn on_ndisc(st: &mut State, eth: &EthernetRepr, src: Ipv6Address, nd: &NdiscRepr
 /// it, then hands it to the QP's responder or completer.
 fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     let dst_ip = repr.ip.dst_addr();
-    if !for_me(st, &repr.eth) || !is_local(st, &dst_ip) {
-        st.port.counters.add(counter::RX_IGNORED, 1);
+    if !for_me(st, &repr.eth) || !is_local(&st.dev, &dst_ip) {
+        st.dev.port.counters.add(counter::RX_IGNORED, 1);
         return;
     }
     let bth = repr.roce.bth;
@@ -517,15 +515,15 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     // partition (low 15 bits), and full and limited members may talk to a
     // full member.
     if bth.pkey & 0x7fff != DEFAULT_PKEY & 0x7fff {
-        st.port.counters.add(counter::RX_BAD_PKEY, 1);
+        st.dev.port.counters.add(counter::RX_BAD_PKEY, 1);
         return;
     }
     let Some(info) = opcode::info(bth.opcode) else {
-        st.port.counters.add(counter::RX_IGNORED, 1);
+        st.dev.port.counters.add(counter::RX_IGNORED, 1);
         return;
     };
     let qpn = bth.dest_qp;
-    let accepted = st.objs.qps.get(qpn).is_some_and(|qp| {
+    let accepted = st.qps.get(qpn).is_some_and(|qp| {
         if info.transport == Transport::Ud {
             // Any source; a UD QP receives from RTR on.
             return qp.qp_type == QpType::Ud
@@ -553,31 +551,32 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     });
     if !accepted {
         log::trace!("port: {} for QP {qpn} dropped", info.name);
-        st.port.counters.add(counter::RX_UNKNOWN_QP, 1);
+        st.dev.port.counters.add(counter::RX_UNKNOWN_QP, 1);
         return;
     }
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.counters.add(counter::RX_FRAMES, 1);
-        qp.counters.add(counter::RX_BYTES, f.len() as u64);
-        // A connected QP's first packet in RTR establishes communication.
-        if qp.state == QpState::Rtr && qp.qp_type != QpType::Ud && !qp.comm_est {
-            qp.comm_est = true;
-            crate::eq::post(st, rnic_hw_regs::eqe::EventType::CommEst, qpn, 0);
-        }
+    let Some((qp, dev)) = st.parts(qpn) else {
+        return;
+    };
+    qp.counters.add(counter::RX_FRAMES, 1);
+    qp.counters.add(counter::RX_BYTES, f.len() as u64);
+    // A connected QP's first packet in RTR establishes communication.
+    if qp.state == QpState::Rtr && qp.qp_type != QpType::Ud && !qp.comm_est {
+        qp.comm_est = true;
+        crate::eq::post(dev, rnic_hw_regs::eqe::EventType::CommEst, qpn, 0);
     }
     if info.transport == Transport::Ud {
         // The IP header becomes the receive buffer's GRH.
         let at = 14 + if repr.eth.vlan.is_some() { 4 } else { 0 };
-        return ud::on_packet(st, qpn, &repr.roce, payload, &f[at.min(f.len())..]);
+        return ud::on_packet(qp, dev, &repr.roce, payload, &f[at.min(f.len())..]);
     }
     if info.transport == Transport::Uc {
-        return uc::on_request(st, qpn, info, &repr.roce, payload);
+        return uc::on_request(qp, dev, info, &repr.roce, payload);
     }
     match info.op {
         Op::Ack | Op::AtomicAck | Op::ReadResponse => {
-            completer::on_response(st, qpn, info, &repr.roce, payload)
+            completer::on_response(qp, dev, info, &repr.roce, payload)
         }
-        _ => responder::on_request(st, qpn, info, &repr.roce, payload),
+        _ => responder::on_request(qp, dev, info, &repr.roce, payload),
     }
 }
 
@@ -611,15 +610,15 @@ mod tests {
             let ip = (0x0a00_0000 + i).to_be_bytes();
             receive(&mut st, &arp(ArpOperation::Request, ip, i as u8, me));
         }
-        assert_eq!(st.port.neighbours.len(), MAX_NEIGHBOURS);
+        assert_eq!(st.dev.port.neighbours.len(), MAX_NEIGHBOURS);
         // Every request was answered all the same.
-        assert_eq!(st.port.tx.len(), 3 * MAX_NEIGHBOURS);
+        assert_eq!(st.dev.port.tx.len(), 3 * MAX_NEIGHBOURS);
         // A reply nobody asked for adds nothing; one to a question does.
         let asked = IpAddress::V4(Ipv4Address([192, 0, 2, 9]));
         let unasked = IpAddress::V4(Ipv4Address([192, 0, 2, 8]));
         receive(&mut st, &arp(ArpOperation::Reply, [192, 0, 2, 8], 8, me));
-        assert!(!st.port.neighbours.contains_key(&unasked));
-        st.port.neighbours.insert(
+        assert!(!st.dev.port.neighbours.contains_key(&unasked));
+        st.dev.port.neighbours.insert(
             asked,
             Neighbour {
                 mac: None,
@@ -628,7 +627,7 @@ mod tests {
         );
         receive(&mut st, &arp(ArpOperation::Reply, [192, 0, 2, 9], 9, me));
         assert_eq!(
-            st.port.neighbours[&asked].mac,
+            st.dev.port.neighbours[&asked].mac,
             Some(EthernetAddress([0x02, 0, 0, 0, 0x77, 9]))
         );
     }

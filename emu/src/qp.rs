@@ -11,7 +11,7 @@ use rnic_verbs::{QpState, WcOpcode, WcStatus};
 
 use crate::iommu::Iommu;
 use crate::objects::Qp;
-use crate::state::State;
+use crate::state::{Dev, State};
 use crate::transport::{completer, responder, InMsg, QpTimers, ReqState, RespState};
 use crate::{cq, eq, srq, wqe};
 
@@ -109,32 +109,29 @@ fn outstanding(qp: &mut Qp, iommu: &Iommu, wq: Wq) -> u32 {
     })
 }
 
-/// Moves QP `qpn` to the error state: its transport state goes, its
+/// Moves `qp` to the error state: its transport state goes, its
 /// outstanding WQEs of both queues are flushed (those in flight included),
 /// and `event` (if any) is reported. Nothing happens if the QP is already
 /// in the error state.
-pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrome)>) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn to_err(qp: &mut Qp, dev: &mut Dev, event: Option<(EventType, Syndrome)>) {
     if qp.state == QpState::Err {
         return;
     }
+    let qpn = qp.qpn;
     log::debug!("QP {qpn}: {:?} -> Err ({event:?})", qp.state);
     qp.state = QpState::Err;
-    let on_srq = qp.srqn.is_some();
     let begun = receiving(qp);
-    completer::clear(st, qpn);
-    srq::flush_held(st, qpn);
-    responder::clear(st, qpn);
-    flush_rq_begun(st, qpn, begun);
-    flush_sq(st, qpn);
+    completer::clear(qp, dev);
+    srq::flush_held(qp, dev);
+    responder::clear(qp);
+    flush_rq_begun(qp, dev, begun);
+    flush_sq(qp, dev);
     if let Some((ty, syndrome)) = event {
-        eq::post(st, ty, qpn, syndrome as u32);
+        eq::post(dev, ty, qpn, syndrome as u32);
     }
-    if on_srq {
+    if qp.srqn.is_some() {
         // It takes nothing more from the SRQ, and its WQE is back.
-        eq::post(st, EventType::QpLastWqeReached, qpn, 0);
+        eq::post(dev, EventType::QpLastWqeReached, qpn, 0);
     }
 }
 
@@ -144,19 +141,19 @@ pub(crate) fn to_err(st: &mut State, qpn: u32, event: Option<(EventType, Syndrom
 /// for work the device will never do.
 pub(crate) fn fail_all(st: &mut State) {
     let fatal = (WcStatus::FatalErr, Syndrome::DeviceFatal);
-    for qpn in st.objs.qps.numbers() {
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+    for qpn in st.qps.numbers() {
+        let Some((qp, dev)) = st.parts(qpn) else {
             continue;
         };
         if matches!(qp.state, QpState::Reset | QpState::Err) {
             continue;
         }
         qp.state = QpState::Err;
-        completer::clear(st, qpn);
-        srq::flush_held(st, qpn);
-        responder::clear(st, qpn);
-        flush_rq_as(st, qpn, fatal);
-        flush_sq_as(st, qpn, fatal);
+        completer::clear(qp, dev);
+        srq::flush_held(qp, dev);
+        responder::clear(qp);
+        flush_rq_as(qp, dev, fatal);
+        flush_sq_as(qp, dev, fatal);
     }
 }
 
@@ -170,50 +167,43 @@ pub(crate) fn receiving(qp: &Qp) -> bool {
 /// The status of a receive WQE flushed while a message was filling it.
 pub(crate) const ABORTED: (WcStatus, Syndrome) = (WcStatus::RemAbortErr, Syndrome::Aborted);
 
-/// Moves UC or UD QP `qpn` to the send queue error state after a send WQE
+/// Moves UC or UD `qp` to the send queue error state after a send WQE
 /// failed: its send queue is flushed (and every WQE posted until it is
 /// back in RTS), its receive side goes on.
-pub(crate) fn to_sqe(st: &mut State, qpn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn to_sqe(qp: &mut Qp, dev: &mut Dev) {
+    let qpn = qp.qpn;
     if matches!(qp.state, QpState::Err | QpState::Sqe | QpState::Reset) {
         return;
     }
     log::debug!("QP {qpn}: {:?} -> Sqe", qp.state);
     qp.state = QpState::Sqe;
-    completer::clear(st, qpn);
-    flush_sq(st, qpn);
+    completer::clear(qp, dev);
+    flush_sq(qp, dev);
 }
 
 /// A QP in SQD with nothing of its send queue in flight has drained: the
 /// first time, the `SqDrained` event it asked for.
-pub(crate) fn check_drained(st: &mut State, qpn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn check_drained(qp: &mut Qp, dev: &mut Dev) {
+    let qpn = qp.qpn;
     if qp.state != QpState::Sqd || qp.drained || !qp.req.inflight.is_empty() {
         return;
     }
     qp.drained = true;
     if qp.sqd_notify {
         log::debug!("QP {qpn}: send queue drained");
-        eq::post(st, EventType::SqDrained, qpn, 0);
+        eq::post(dev, EventType::SqDrained, qpn, 0);
     }
 }
 
-/// Moves QP `qpn` to the reset state: queued WQEs are discarded without
+/// Moves `qp` to the reset state: queued WQEs are discarded without
 /// completions (but an SRQ WQE it holds is completed, being the SRQ's),
 /// the type 2 windows bound to it are freed, the consumer indices restart
 /// at 0 and the transport state goes.
-pub(crate) fn to_reset(st: &mut State, qpn: u32) {
-    completer::clear(st, qpn);
-    srq::flush_held(st, qpn);
-    crate::mw::release_qp(st, qpn);
-    responder::clear(st, qpn);
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn to_reset(qp: &mut Qp, dev: &mut Dev) {
+    completer::clear(qp, dev);
+    srq::flush_held(qp, dev);
+    crate::mw::release_qp(dev, qp.qpn);
+    responder::clear(qp);
     qp.state = QpState::Reset;
     qp.comm_est = false;
     qp.sqd_notify = false;
@@ -238,23 +228,18 @@ pub(crate) fn to_reset(st: &mut State, qpn: u32) {
 /// accepted from it (so never more than the ring holds). A send queue whose
 /// memory is unmapped is dropped without completions: its WQEs cannot be
 /// read.
-pub(crate) fn flush_sq(st: &mut State, qpn: u32) {
-    flush_sq_as(st, qpn, (WcStatus::WrFlushErr, Syndrome::Flushed));
+pub(crate) fn flush_sq(qp: &mut Qp, dev: &mut Dev) {
+    flush_sq_as(qp, dev, (WcStatus::WrFlushErr, Syndrome::Flushed));
 }
 
 /// [`flush_sq`] with completions of `status` and `syndrome`.
-fn flush_sq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome)) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
-    let mut pending = outstanding(qp, &st.iommu, Wq::Sq);
+fn flush_sq_as(qp: &mut Qp, dev: &mut Dev, (status, syndrome): (WcStatus, Syndrome)) {
+    let qpn = qp.qpn;
+    let mut pending = outstanding(qp, &dev.iommu, Wq::Sq);
     while pending > 0 {
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return;
-        };
         let size = 1u32 << qp.log_sq_bbs;
         let slot = (qp.sq_ci & (size - 1)) as usize * SEND_WQE_BB;
-        let Some(ctrl) = qp.sq.read::<CtrlSeg>(&st.iommu, slot) else {
+        let Some(ctrl) = qp.sq.read::<CtrlSeg>(&dev.iommu, slot) else {
             log::warn!("QP {qpn}: send queue unmapped; {pending} BBs dropped unflushed");
             qp.sq_ci = qp.sq_ci.wrapping_add(pending);
             qp.sq_fetch = qp.sq_ci;
@@ -278,39 +263,40 @@ fn flush_sq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome
         let cqn = qp.send_cqn;
         // The QP is already in the error state: a failed write just drops
         // the CQE.
-        let _ = cq::write(st, cqn, &cqe);
+        let _ = cq::write(dev, cqn, &cqe);
     }
 }
 
 /// Completes every posted receive WQE with `WR_FLUSH_ERR`, in order (as
 /// many as [`flush_sq`] would: never more than the ring holds). A QP on
 /// an SRQ has no receive queue: the SRQ's WQEs are other QPs' too.
-pub(crate) fn flush_rq(st: &mut State, qpn: u32) {
-    flush_rq_as(st, qpn, (WcStatus::WrFlushErr, Syndrome::Flushed));
+pub(crate) fn flush_rq(qp: &mut Qp, dev: &mut Dev) {
+    flush_rq_as(qp, dev, (WcStatus::WrFlushErr, Syndrome::Flushed));
 }
 
 /// [`flush_rq`], the first WQE completing [`ABORTED`] if a message had
 /// begun to fill it.
-fn flush_rq_begun(st: &mut State, qpn: u32, begun: bool) {
+fn flush_rq_begun(qp: &mut Qp, dev: &mut Dev, begun: bool) {
     if begun {
-        flush_rq_first(st, qpn, ABORTED);
+        flush_rq_first(qp, dev, ABORTED);
     }
-    flush_rq(st, qpn);
+    flush_rq(qp, dev);
 }
 
 /// Completes the receive WQE at the consumer index alone, with `status`.
-fn flush_rq_first(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome)) {
-    let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.srqn.is_none()) else {
+fn flush_rq_first(qp: &mut Qp, dev: &mut Dev, (status, syndrome): (WcStatus, Syndrome)) {
+    let qpn = qp.qpn;
+    if qp.srqn.is_some() {
         return;
-    };
-    if outstanding(qp, &st.iommu, Wq::Rq) == 0 {
+    }
+    if outstanding(qp, &dev.iommu, Wq::Rq) == 0 {
         return;
     }
     let stride = 1usize << qp.log_rq_stride;
     let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
     let wr_id = qp
         .rq
-        .read::<RecvWqeHdr>(&st.iommu, slot)
+        .read::<RecvWqeHdr>(&dev.iommu, slot)
         .map_or(0, |h| h.wr_id.to_ne());
     qp.rq_ci = qp.rq_ci.wrapping_add(1);
     let cqe = cq::cqe(
@@ -322,22 +308,20 @@ fn flush_rq_first(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndr
         syndrome as u32,
     );
     let cqn = qp.recv_cqn;
-    let _ = cq::write(st, cqn, &cqe);
+    let _ = cq::write(dev, cqn, &cqe);
 }
 
 /// [`flush_rq`] with completions of `status` and `syndrome`.
-fn flush_rq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome)) {
-    let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.srqn.is_none()) else {
+fn flush_rq_as(qp: &mut Qp, dev: &mut Dev, (status, syndrome): (WcStatus, Syndrome)) {
+    let qpn = qp.qpn;
+    if qp.srqn.is_some() {
         return;
-    };
-    let mut pending = outstanding(qp, &st.iommu, Wq::Rq);
+    }
+    let mut pending = outstanding(qp, &dev.iommu, Wq::Rq);
     while pending > 0 {
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return;
-        };
         let stride = 1usize << qp.log_rq_stride;
         let slot = (qp.rq_ci & ((1 << qp.log_rq_wqes) - 1)) as usize * stride;
-        let Some(hdr) = qp.rq.read::<RecvWqeHdr>(&st.iommu, slot) else {
+        let Some(hdr) = qp.rq.read::<RecvWqeHdr>(&dev.iommu, slot) else {
             log::warn!("QP {qpn}: receive queue unmapped; {pending} WQEs dropped unflushed");
             qp.rq_ci = qp.rq_ci.wrapping_add(pending);
             return;
@@ -353,7 +337,7 @@ fn flush_rq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome
             syndrome as u32,
         );
         let cqn = qp.recv_cqn;
-        let _ = cq::write(st, cqn, &cqe);
+        let _ = cq::write(dev, cqn, &cqe);
     }
 }
 
@@ -364,7 +348,7 @@ fn flush_rq_as(st: &mut State, qpn: u32, (status, syndrome): (WcStatus, Syndrome
 /// timer, as on the wire.
 pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
     let qpn = db.qpn();
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+    let Some(qp) = st.qps.get_mut(qpn) else {
         log::warn!("RQ doorbell for unknown QP {qpn} ignored");
         return;
     };
@@ -377,12 +361,12 @@ pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
         return;
     }
     match qp.state {
-        QpState::Err => flush_rq(st, qpn),
+        QpState::Err => flush_rq(qp, &mut st.dev),
         // The doorbell record is not in use before the QP leaves RESET.
         QpState::Reset => {}
         _ => {
-            if let Err(e) = published(qp, &st.iommu, Wq::Rq) {
-                to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+            if let Err(e) = published(qp, &st.dev.iommu, Wq::Rq) {
+                to_err(qp, &mut st.dev, Some((EventType::QpFatal, e.syndrome())));
             }
         }
     }

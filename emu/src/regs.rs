@@ -8,7 +8,7 @@ use rnic_hw_regs::{pci, PAGE_SIZE};
 use crate::cmdq::CmdQueue;
 use crate::eq::EventQueue;
 use crate::iommu::DmaRange;
-use crate::state::State;
+use crate::state::{Dev, State};
 
 /// Register values that are not derived from the configuration.
 #[derive(Debug, Default)]
@@ -65,9 +65,9 @@ pub(crate) fn is_work(off: usize) -> bool {
 }
 
 /// Reads the register at `off`; undefined offsets read 0.
-pub(crate) fn read(st: &State, off: usize) -> u32 {
-    let c = &st.cfg;
-    let r = &st.regs;
+pub(crate) fn read(dev: &Dev, off: usize) -> u32 {
+    let c = &dev.cfg;
+    let r = &dev.regs;
     match off {
         ID => MAGIC,
         VERSION => Version::new()
@@ -129,10 +129,10 @@ pub(crate) fn write(st: &mut State, off: usize, v: u32) {
     match off {
         CTRL => return ctrl(st, v),
         CMDQ_DB => return crate::cmdq::doorbell(st, v),
-        EQ_DB => return crate::eq::doorbell(st, v),
+        EQ_DB => return crate::eq::doorbell(&mut st.dev, v),
         _ => {}
     }
-    let r = &mut st.regs;
+    let r = &mut st.dev.regs;
     let config = matches!(
         off,
         CMDQ_BASE_LO | CMDQ_BASE_HI | CMDQ_CTRL | EQ_BASE_LO | EQ_BASE_HI | EQ_CTRL
@@ -175,16 +175,16 @@ fn ctrl(st: &mut State, v: u32) {
         st.reset();
         return;
     }
-    st.regs.ctrl_enable = c.enable();
-    if st.regs.fatal {
+    st.dev.regs.ctrl_enable = c.enable();
+    if st.dev.regs.fatal {
         log::warn!("bar0: CTRL {v:#x} ignored in the fatal state (only reset leaves it)");
         return;
     }
-    match (c.enable(), st.regs.enabled) {
-        (true, false) => enable(st),
+    match (c.enable(), st.dev.regs.enabled) {
+        (true, false) => enable(&mut st.dev),
         (false, true) => {
             log::debug!("device disabled");
-            st.regs.enabled = false;
+            st.dev.regs.enabled = false;
         }
         _ => {}
     }
@@ -192,51 +192,68 @@ fn ctrl(st: &mut State, v: u32) {
 
 /// Validates the command queue and event queue configuration and starts the
 /// device, or enters the fatal state.
-fn enable(st: &mut State) {
-    let cmdq_ctrl = CmdqCtrl::from_bits(le(st.regs.cmdq_ctrl));
+fn enable(dev: &mut Dev) {
+    let cmdq_ctrl = CmdqCtrl::from_bits(le(dev.regs.cmdq_ctrl));
     let log = cmdq_ctrl.log_size();
-    let base = st.regs.cmdq_base;
-    if log > st.cfg.log_max_cmdq || base % PAGE_SIZE as u64 != 0 {
-        return fatal(st, FatalSyndrome::BadConfig);
+    let base = dev.regs.cmdq_base;
+    if log > dev.cfg.log_max_cmdq || base % PAGE_SIZE as u64 != 0 {
+        return fatal(dev, FatalSyndrome::BadConfig);
     }
-    let Some(ring) = DmaRange::new(&st.iommu, base, CMD_ENTRY_SIZE << log) else {
-        return fatal(st, FatalSyndrome::CmdqDma);
+    let Some(ring) = DmaRange::new(&dev.iommu, base, CMD_ENTRY_SIZE << log) else {
+        return fatal(dev, FatalSyndrome::CmdqDma);
     };
-    let eq_ctrl = EqCtrl::from_bits(le(st.regs.eq_ctrl));
+    let eq_ctrl = EqCtrl::from_bits(le(dev.regs.eq_ctrl));
     let eq = if eq_ctrl.enable() {
         let log = eq_ctrl.log_size();
-        let base = st.regs.eq_base;
-        if log > st.cfg.log_max_eq
+        let base = dev.regs.eq_base;
+        if log > dev.cfg.log_max_eq
             || base % PAGE_SIZE as u64 != 0
-            || eq_ctrl.vector() >= st.cfg.msix_vectors
+            || eq_ctrl.vector() >= dev.cfg.msix_vectors
         {
-            return fatal(st, FatalSyndrome::BadConfig);
+            return fatal(dev, FatalSyndrome::BadConfig);
         }
-        let Some(ring) = DmaRange::new(&st.iommu, base, EQE_SIZE << log) else {
-            return fatal(st, FatalSyndrome::EqDma);
+        let Some(ring) = DmaRange::new(&dev.iommu, base, EQE_SIZE << log) else {
+            return fatal(dev, FatalSyndrome::EqDma);
         };
         Some(EventQueue::new(ring, log, eq_ctrl.vector()))
     } else {
         None
     };
-    st.cmdq = Some(CmdQueue::new(ring, log));
-    st.eq = eq;
-    st.regs.enabled = true;
+    dev.cmdq = Some(CmdQueue::new(ring, log));
+    dev.eq = eq;
+    dev.regs.enabled = true;
     log::debug!("device enabled: cmdq 2^{log} at {base:#x}");
 }
 
-/// Enters the fatal state: the device stops until reset.
-pub(crate) fn fatal(st: &mut State, syndrome: FatalSyndrome) {
+/// Enters the fatal state: the device stops until reset. An internal
+/// error goes through [`internal_error`], which also completes the
+/// outstanding work.
+pub(crate) fn fatal(dev: &mut Dev, syndrome: FatalSyndrome) {
     log::error!("device fatal error: {syndrome:?}");
     // While the event queue still works, it carries the news too
     // (`IBV_EVENT_DEVICE_FATAL`); a failing EQ cannot.
-    if !st.regs.fatal && syndrome != FatalSyndrome::EqDma {
-        crate::eq::post(st, EventType::DeviceFatal, 0, syndrome as u32);
+    if !dev.regs.fatal && syndrome != FatalSyndrome::EqDma {
+        crate::eq::post(dev, EventType::DeviceFatal, 0, syndrome as u32);
     }
-    // An internal error leaves host memory reachable: outstanding work is
-    // completed with FATAL_ERR rather than left waiting. (A model that
-    // panicked may panic again doing it: then the work stays.)
-    if !st.regs.fatal && syndrome == FatalSyndrome::Internal {
+    dev.regs.fatal = true;
+    dev.regs.enabled = false;
+    dev.regs.fatal_syndrome = syndrome as u32;
+    raise_cause(
+        dev,
+        IntrCause::new().with_fatal(true),
+        pci::MSIX_ASYNC_VECTOR,
+    );
+}
+
+/// Enters the fatal state for an internal error (the model failed).
+/// Host memory is still reachable: outstanding work is completed with
+/// FATAL_ERR rather than left waiting. (A model that panicked may panic
+/// again doing it: then the work stays.)
+pub(crate) fn internal_error(st: &mut State) {
+    if !st.dev.regs.fatal {
+        log::error!("device fatal error: {:?}", FatalSyndrome::Internal);
+        let syndrome = FatalSyndrome::Internal as u32;
+        crate::eq::post(&mut st.dev, EventType::DeviceFatal, 0, syndrome);
         let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             crate::qp::fail_all(st);
         }));
@@ -244,26 +261,19 @@ pub(crate) fn fatal(st: &mut State, syndrome: FatalSyndrome) {
             log::error!("completing outstanding work after the fatal error failed");
         }
     }
-    st.regs.fatal = true;
-    st.regs.enabled = false;
-    st.regs.fatal_syndrome = syndrome as u32;
-    raise_cause(
-        st,
-        IntrCause::new().with_fatal(true),
-        pci::MSIX_ASYNC_VECTOR,
-    );
+    fatal(&mut st.dev, FatalSyndrome::Internal);
 }
 
 /// Sets interrupt cause bits and raises `vector` for an unmasked one. The
 /// command-done cause raises only when it becomes set, so that a driver that
 /// polls commands (and never clears it) costs no wake-up per command; the
 /// other causes are already rate-limited (EQ arm, fatal state).
-pub(crate) fn raise_cause(st: &mut State, cause: IntrCause, vector: u16) {
+pub(crate) fn raise_cause(dev: &mut Dev, cause: IntrCause, vector: u16) {
     let bits = cause.into_bits().to_ne();
-    let new = bits & !st.regs.intr_cause;
+    let new = bits & !dev.regs.intr_cause;
     let cmd_done = IntrCause::new().with_cmd_done(true).into_bits().to_ne();
-    st.regs.intr_cause |= bits;
-    if bits & !st.regs.intr_mask & (new | !cmd_done) != 0 {
-        st.irq.raise(vector);
+    dev.regs.intr_cause |= bits;
+    if bits & !dev.regs.intr_mask & (new | !cmd_done) != 0 {
+        dev.irq.raise(vector);
     }
 }

@@ -15,9 +15,10 @@ use rnic_queues::device::ring_pending;
 use rnic_verbs::{WcOpcode, WcStatus};
 
 use crate::iommu::Iommu;
+use crate::objects::Qp;
 use crate::objects::Srq;
 use crate::qp::WQ_INDEX_BITS;
-use crate::state::State;
+use crate::state::Dev;
 use crate::wqe::{self, RecvError, RecvWqe};
 use crate::{cq, eq};
 
@@ -56,14 +57,14 @@ fn known(srq: &Srq) -> u32 {
 }
 
 /// Puts SRQ `srqn` in error with an `SrqErr` event (once).
-fn fail(st: &mut State, srqn: u32, syn: Syndrome) {
-    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+fn fail(dev: &mut Dev, srqn: u32, syn: Syndrome) {
+    let Some(srq) = dev.objs.srqs.get_mut(srqn) else {
         return;
     };
     if !srq.error {
         log::warn!("SRQ {srqn}: {syn:?}: no more WQEs are given out");
         srq.error = true;
-        eq::post(st, EventType::SrqErr, srqn, syn as u32);
+        eq::post(dev, EventType::SrqErr, srqn, syn as u32);
     }
 }
 
@@ -71,35 +72,35 @@ fn fail(st: &mut State, srqn: u32, syn: Syndrome) {
 /// index. The doorbell record is read only once the WQEs known from it
 /// are taken, and again when the limit may have been crossed: fewer WQEs
 /// left than the armed limit raises `SrqLimitReached` and disarms it.
-pub(crate) fn take(st: &mut State, srqn: u32, w: &mut RecvWqe) -> Result<u32, TakeError> {
-    let max_sge = st.cfg.max_sge;
-    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+pub(crate) fn take(dev: &mut Dev, srqn: u32, w: &mut RecvWqe) -> Result<u32, TakeError> {
+    let max_sge = dev.cfg.max_sge;
+    let Some(srq) = dev.objs.srqs.get_mut(srqn) else {
         return Err(TakeError::Broken(Syndrome::BadWqe));
     };
     if srq.error {
         return Err(TakeError::Broken(Syndrome::BadWqe));
     }
     if known(srq) == 0 {
-        match published(srq, &st.iommu) {
+        match published(srq, &dev.iommu) {
             Ok(0) => return Err(TakeError::Empty),
             Ok(_) => {}
             Err(syn) => {
-                fail(st, srqn, syn);
+                fail(dev, srqn, syn);
                 return Err(TakeError::Broken(syn));
             }
         }
     }
     let index = srq.ci;
     let slot = index & ((1 << srq.log_wqes) - 1);
-    let r = wqe::fetch_recv(w, &mut srq.buf, &st.iommu, slot, srq.log_stride, max_sge);
+    let r = wqe::fetch_recv(w, &mut srq.buf, &dev.iommu, slot, srq.log_stride, max_sge);
     if let Err(RecvError::Fault) = r {
-        fail(st, srqn, Syndrome::DmaFault);
+        fail(dev, srqn, Syndrome::DmaFault);
         return Err(TakeError::Broken(Syndrome::DmaFault));
     }
     srq.ci = srq.ci.wrapping_add(1);
     if srq.limit > 0 && known(srq) < srq.limit {
         // The record may publish more than was known.
-        let left = published(srq, &st.iommu);
+        let left = published(srq, &dev.iommu);
         if let Ok(left) = left {
             if left < srq.limit {
                 log::debug!(
@@ -107,11 +108,11 @@ pub(crate) fn take(st: &mut State, srqn: u32, w: &mut RecvWqe) -> Result<u32, Ta
                     srq.limit
                 );
                 srq.limit = 0;
-                eq::post(st, EventType::SrqLimitReached, srqn, 0);
+                eq::post(dev, EventType::SrqLimitReached, srqn, 0);
             }
         } else if let Err(syn) = left {
             // The WQE taken stays good; the next take finds the error.
-            fail(st, srqn, syn);
+            fail(dev, srqn, syn);
         }
     }
     match r {
@@ -123,9 +124,9 @@ pub(crate) fn take(st: &mut State, srqn: u32, w: &mut RecvWqe) -> Result<u32, Ta
 /// An SRQ doorbell on page `page`: the producer index is checked at once
 /// (a malformed or unmapped record puts the SRQ in error). Requesters that
 /// met receiver-not-ready retry on their own RNR timers, as on the wire.
-pub(crate) fn doorbell(st: &mut State, page: u32, db: WqDoorbell) {
+pub(crate) fn doorbell(dev: &mut Dev, page: u32, db: WqDoorbell) {
     let srqn = db.qpn();
-    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+    let Some(srq) = dev.objs.srqs.get_mut(srqn) else {
         log::warn!("SRQ doorbell for unknown SRQ {srqn} ignored");
         return;
     };
@@ -133,19 +134,16 @@ pub(crate) fn doorbell(st: &mut State, page: u32, db: WqDoorbell) {
         log::warn!("SRQ doorbell for SRQ {srqn} on page {page} ignored");
         return;
     }
-    if let Err(syn) = published(srq, &st.iommu) {
-        fail(st, srqn, syn);
+    if let Err(syn) = published(srq, &dev.iommu) {
+        fail(dev, srqn, syn);
     }
 }
 
-/// Completes the SRQ WQE QP `qpn` holds, if any, with `WR_FLUSH_ERR`
+/// Completes the SRQ WQE `qp` holds, if any, with `WR_FLUSH_ERR`
 /// (`REM_ABORT_ERR` if a message was filling it): the QP leaves service
 /// (error, reset or destruction) and the WQE, taken from the SRQ, goes
 /// back to software through its completion.
-pub(crate) fn flush_held(st: &mut State, qpn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn flush_held(qp: &mut Qp, dev: &mut Dev) {
     let (status, syndrome) = if crate::qp::receiving(qp) {
         crate::qp::ABORTED
     } else {
@@ -158,12 +156,12 @@ pub(crate) fn flush_held(st: &mut State, qpn: u32) {
     let wr_id = qp.resp.rwqe.as_ref().map_or(0, |w| w.wr_id);
     let c = cq::cqe(
         wr_id,
-        qpn,
+        qp.qpn,
         index.wrapping_add(1),
         WcOpcode::Recv.raw(),
         status,
         syndrome as u32,
     );
     let cqn = qp.recv_cqn;
-    let _ = cq::write(st, cqn, &c);
+    let _ = cq::write(dev, cqn, &c);
 }

@@ -11,7 +11,7 @@ use crate::eq::EventQueue;
 use crate::iommu::Iommu;
 use crate::irq::IrqLines;
 use crate::net::Frame;
-use crate::objects::{Objects, Table, Uctx};
+use crate::objects::{Objects, Qp, Table, Uctx};
 use crate::port::{self, Port};
 use crate::regs::Regs;
 use crate::transport::requester;
@@ -30,8 +30,22 @@ pub(crate) struct GidEntry {
 /// Everything the device knows. One lock guards all of it: commands and the
 /// data path are serialized, and an unmap (which takes the same lock) can
 /// never race with a device access.
+///
+/// The QPs are apart from the rest of the device ([`Dev`]), so that a QP's
+/// state machines hold their QP and the device parts they reach (memory,
+/// CQs, SRQs, event queues, the port, timers) at once, and run on a QP and
+/// a `Dev` alone in unit tests.
 #[derive(Debug)]
 pub(crate) struct State {
+    pub qps: Table<Qp>,
+    pub dev: Dev,
+    /// Turns in a row that left received frames in the wire.
+    backlog_turns: u32,
+}
+
+/// The device apart from its QPs.
+#[derive(Debug)]
+pub(crate) struct Dev {
     pub cfg: EmuConfig,
     pub iommu: Iommu,
     pub regs: Regs,
@@ -51,8 +65,6 @@ pub(crate) struct State {
     pub timers: Timers,
     /// The device clock at the start of the current turn.
     pub now: u64,
-    /// Turns in a row that left received frames in the wire.
-    backlog_turns: u32,
     /// Buffers of completed send WQEs, for the next ones taken: an
     /// in-flight WQE's copy is moved by pointer and allocates nothing.
     // Boxed on purpose: the boxes move in and out of in-flight WQEs.
@@ -72,16 +84,10 @@ pub(crate) const WQE_POOL: usize = 1024;
 /// Turns a receive backlog may hold back due timers.
 const TIMER_DEFER: u32 = 16;
 
-impl State {
-    /// Keeps the buffer of a spent send WQE for the next one.
-    pub(crate) fn recycle_wqe(&mut self, w: Box<SendWqe>) {
-        if self.wqe_pool.len() < WQE_POOL {
-            self.wqe_pool.push(w);
-        }
-    }
-
+impl Dev {
+    /// The device apart from its QPs, as after a reset.
     pub(crate) fn new(cfg: EmuConfig, irq: Arc<IrqLines>) -> Self {
-        let mut st = Self {
+        let mut dev = Self {
             iommu: Iommu::new(),
             regs: Regs::default(),
             cmdq: None,
@@ -95,18 +101,23 @@ impl State {
             port: Port::new(cfg.mac),
             timers: Timers::default(),
             now: 0,
-            backlog_turns: 0,
             wqe_pool: Vec::new(),
             cfg,
         };
-        st.reset();
-        st
+        dev.reset();
+        dev
     }
 
-    /// Device reset: every object destroyed, registers, GID table, port
-    /// counters and neighbours back to their reset values. The IOMMU
-    /// belongs to the platform and stays.
-    pub(crate) fn reset(&mut self) {
+    /// Keeps the buffer of a spent send WQE for the next one.
+    pub(crate) fn recycle_wqe(&mut self, w: Box<SendWqe>) {
+        if self.wqe_pool.len() < WQE_POOL {
+            self.wqe_pool.push(w);
+        }
+    }
+
+    /// Everything but the QPs back to its reset value (see
+    /// [`State::reset`]).
+    fn reset(&mut self) {
         self.objs.clear();
         self.uctxs.clear();
         self.page_owner.iter_mut().for_each(|o| *o = 0);
@@ -148,32 +159,61 @@ impl State {
         self.regs.enabled && !self.regs.fatal
     }
 
+    /// Queues `qp` to send in the next turn.
+    pub(crate) fn kick(&mut self, qp: &mut Qp) {
+        if !qp.kicked {
+            qp.kicked = true;
+            self.kicked.push_back(qp.qpn);
+        }
+    }
+}
+
+impl State {
+    pub(crate) fn new(cfg: EmuConfig, irq: Arc<IrqLines>) -> Self {
+        Self {
+            // QPNs 0 and 1 are reserved; CAP_MAX_QP counts them.
+            qps: Table::new(2, cfg.max_qp),
+            dev: Dev::new(cfg, irq),
+            backlog_turns: 0,
+        }
+    }
+
+    /// Device reset: every object destroyed, registers, GID table, port
+    /// counters and neighbours back to their reset values. The IOMMU
+    /// belongs to the platform and stays.
+    pub(crate) fn reset(&mut self) {
+        self.qps.clear();
+        self.dev.reset();
+    }
+
+    /// QP `qpn`, if it exists, and the rest of the device.
+    pub(crate) fn parts(&mut self, qpn: u32) -> Option<(&mut Qp, &mut Dev)> {
+        Some((self.qps.get_mut(qpn)?, &mut self.dev))
+    }
+
     /// Queues QP `qpn` to send in the next turn.
     pub(crate) fn kick(&mut self, qpn: u32) {
-        if let Some(qp) = self.objs.qps.get_mut(qpn) {
-            if !qp.kicked {
-                qp.kicked = true;
-                self.kicked.push_back(qpn);
-            }
+        if let Some(qp) = self.qps.get_mut(qpn) {
+            self.dev.kick(qp);
         }
     }
 
     /// Gives every QP queued when it starts one quantum, re-queueing those
     /// with more to send; returns whether any QP is queued.
     fn run_kicked(&mut self) -> bool {
-        for _ in 0..self.kicked.len() {
-            let Some(qpn) = self.kicked.pop_front() else {
+        for _ in 0..self.dev.kicked.len() {
+            let Some(qpn) = self.dev.kicked.pop_front() else {
                 break;
             };
-            let Some(qp) = self.objs.qps.get_mut(qpn) else {
+            let Some((qp, dev)) = self.parts(qpn) else {
                 continue;
             };
             qp.kicked = false;
-            if requester::run(self, qpn) {
-                self.kick(qpn);
+            if requester::run(qp, dev) {
+                dev.kick(qp);
             }
         }
-        !self.kicked.is_empty()
+        !self.dev.kicked.is_empty()
     }
 
     /// One turn of the device at time `now`: the frames received, the
@@ -182,10 +222,10 @@ impl State {
     /// to send collect in `port.tx`. `backlog` says the wire holds more
     /// received frames. Returns whether work remains for another turn.
     pub(crate) fn turn(&mut self, rx: &[Frame], backlog: bool, now: u64) -> bool {
-        if !self.running() {
+        if !self.dev.running() {
             return false;
         }
-        self.now = now;
+        self.dev.now = now;
         for f in rx {
             port::receive(self, f);
         }
@@ -203,7 +243,7 @@ impl State {
         // frames in one call (a UDP wire: a few segmented messages, each
         // one system call for a whole run of a message's packets).
         let mut more = self.run_kicked();
-        while more && self.port.tx.len() < TX_BATCH {
+        while more && self.dev.port.tx.len() < TX_BATCH {
             more = self.run_kicked();
         }
         more
@@ -211,6 +251,6 @@ impl State {
 
     /// The earliest timer deadline.
     pub(crate) fn next_deadline(&self) -> Option<u64> {
-        self.timers.next()
+        self.dev.timers.next()
     }
 }

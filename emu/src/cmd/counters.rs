@@ -26,13 +26,12 @@ pub(super) fn query(
     let c: Counters = match i.scope.to_ne() {
         scope::PORT => {
             check(id == 1, CmdStatus::BadParam, off!(QueryCountersIn, id))?;
-            st.port.counters
+            st.dev.port.counters
         }
         scope::QP => {
-            st.objs
-                .qps
+            st.qps
                 .get(id)
-                .filter(|_| st.objs.qps.owned(id, uid))
+                .filter(|_| st.qps.owned(id, uid))
                 .ok_or(fail(CmdStatus::BadResource, off!(QueryCountersIn, id)))?
                 .counters
         }

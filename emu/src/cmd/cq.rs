@@ -18,19 +18,19 @@ pub(super) fn create(
     let i: CreateCqIn = from_bytes(input);
     let log = i.log_size.to_ne();
     check(
-        log <= st.cfg.log_max_cqe as u32,
+        log <= st.dev.cfg.log_max_cqe as u32,
         CmdStatus::BadParam,
         off!(CreateCqIn, log_size),
     )?;
     let page = i.uar_page.to_ne();
     check(
-        st.page_usable(page, uid),
+        st.dev.page_usable(page, uid),
         CmdStatus::BadParam,
         off!(CreateCqIn, uar_page),
     )?;
     let eqn = Some(i.eqn.to_ne()).filter(|&n| n != NONE);
     check(
-        eqn.map_or(true, |n| n == 0 || st.objs.eqs.owned(n, uid)),
+        eqn.map_or(true, |n| n == 0 || st.dev.objs.eqs.owned(n, uid)),
         CmdStatus::BadResource,
         off!(CreateCqIn, eqn),
     )?;
@@ -45,7 +45,7 @@ pub(super) fn create(
         CmdStatus::BadParam,
         off!(CreateCqIn, buf_iova),
     )?;
-    let buf = DmaRange::new(&st.iommu, buf_iova, CQE_SIZE << log)
+    let buf = DmaRange::new(&st.dev.iommu, buf_iova, CQE_SIZE << log)
         .ok_or(fail(CmdStatus::BadDma, off!(CreateCqIn, buf_iova)))?;
     let dbrec_iova = i.dbrec_iova.to_ne();
     check(
@@ -53,14 +53,15 @@ pub(super) fn create(
         CmdStatus::BadParam,
         off!(CreateCqIn, dbrec_iova),
     )?;
-    let dbrec = DmaRange::new(&st.iommu, dbrec_iova, 8)
+    let dbrec = DmaRange::new(&st.dev.iommu, dbrec_iova, 8)
         .ok_or(fail(CmdStatus::BadDma, off!(CreateCqIn, dbrec_iova)))?;
     let cqn = st
+        .dev
         .objs
         .cqs
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.cqs.insert(
+    st.dev.objs.cqs.insert(
         cqn,
         uid,
         Cq {
@@ -77,7 +78,7 @@ pub(super) fn create(
             users: 0,
         },
     );
-    if let Some(ceq) = eqn.and_then(|n| st.objs.eqs.get_mut(n)) {
+    if let Some(ceq) = eqn.and_then(|n| st.dev.objs.eqs.get_mut(n)) {
         ceq.users += 1;
     }
     log::debug!("CQ {cqn}: 2^{log} CQEs at {buf_iova:#x}, events to EQ {eqn:?}");
@@ -94,14 +95,15 @@ pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cm
     let i: ObjIn = from_bytes(input);
     let cqn = i.id.to_ne();
     let cq = st
+        .dev
         .objs
         .cqs
         .get(cqn)
-        .filter(|_| st.objs.cqs.owned(cqn, uid))
+        .filter(|_| st.dev.objs.cqs.owned(cqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(cq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
-    if let Some(cq) = st.objs.cqs.remove(cqn) {
-        if let Some(ceq) = cq.eqn.and_then(|n| st.objs.eqs.get_mut(n)) {
+    if let Some(cq) = st.dev.objs.cqs.remove(cqn) {
+        if let Some(ceq) = cq.eqn.and_then(|n| st.dev.objs.eqs.get_mut(n)) {
             ceq.users -= 1;
         }
     }
@@ -120,13 +122,13 @@ pub(super) fn resize(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
     let i: ResizeCqIn = from_bytes(input);
     let cqn = i.cqn.to_ne();
     check(
-        st.objs.cqs.owned(cqn, uid),
+        st.dev.objs.cqs.owned(cqn, uid),
         CmdStatus::BadResource,
         off!(ResizeCqIn, cqn),
     )?;
     let log = i.log_size.to_ne();
     check(
-        log <= st.cfg.log_max_cqe as u32,
+        log <= st.dev.cfg.log_max_cqe as u32,
         BadParam,
         off!(ResizeCqIn, log_size),
     )?;
@@ -136,18 +138,18 @@ pub(super) fn resize(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
         BadParam,
         off!(ResizeCqIn, buf_iova),
     )?;
-    let mut buf = DmaRange::new(&st.iommu, buf_iova, CQE_SIZE << log)
+    let mut buf = DmaRange::new(&st.dev.iommu, buf_iova, CQE_SIZE << log)
         .ok_or(fail(BadDma, off!(ResizeCqIn, buf_iova)))?;
     let dbrec_iova = i.dbrec_iova.to_ne();
     check(dbrec_iova % 8 == 0, BadParam, off!(ResizeCqIn, dbrec_iova))?;
-    let dbrec = DmaRange::new(&st.iommu, dbrec_iova, 8)
+    let dbrec = DmaRange::new(&st.dev.iommu, dbrec_iova, 8)
         .ok_or(fail(BadDma, off!(ResizeCqIn, dbrec_iova)))?;
-    let Some(cq) = st.objs.cqs.get_mut(cqn) else {
+    let Some(cq) = st.dev.objs.cqs.get_mut(cqn) else {
         return Err(fail(CmdStatus::Internal, 0));
     };
     let ci = cq
         .dbrec
-        .read_index(&st.iommu, 0)
+        .read_index(&st.dev.iommu, 0)
         .ok_or(fail(BadDma, off!(ResizeCqIn, cqn)))?;
     let unpolled = ring_pending(cq.pi, ci, 24);
     check(
@@ -159,7 +161,9 @@ pub(super) fn resize(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
     for k in 0..=new_mask {
         let idx = ci.wrapping_add(k);
         let entry = if k < unpolled {
-            let e: Option<Cqe> = cq.buf.read(&st.iommu, (idx & old_mask) as usize * CQE_SIZE);
+            let e: Option<Cqe> = cq
+                .buf
+                .read(&st.dev.iommu, (idx & old_mask) as usize * CQE_SIZE);
             e.ok_or(fail(BadDma, off!(ResizeCqIn, cqn)))?
         } else {
             Cqe::default()
@@ -169,7 +173,7 @@ pub(super) fn resize(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
         let owner = owner_bit(idx, log) == (k < unpolled);
         let at = (idx & new_mask) as usize * CQE_SIZE;
         let slot = buf
-            .at(&st.iommu, at, CQE_SIZE)
+            .at(&st.dev.iommu, at, CQE_SIZE)
             .and_then(|p| std::ptr::NonNull::new(p.0))
             .filter(|p| p.as_ptr() as usize % align_of::<Cqe>() == 0)
             .ok_or(fail(BadDma, off!(ResizeCqIn, buf_iova)))?;

@@ -18,7 +18,7 @@ pub(super) fn create(
 ) -> CmdResult {
     use CmdStatus::{BadDma, BadParam};
     let i: CreateEqIn = from_bytes(input);
-    let c = &st.cfg;
+    let c = &st.dev.cfg;
     let log = i.log_size.to_ne();
     check(
         log <= c.log_max_eq as u32,
@@ -33,7 +33,7 @@ pub(super) fn create(
     )?;
     let page = i.uar_page.to_ne();
     check(
-        st.page_usable(page, uid),
+        st.dev.page_usable(page, uid),
         BadParam,
         off!(CreateEqIn, uar_page),
     )?;
@@ -48,14 +48,15 @@ pub(super) fn create(
         BadParam,
         off!(CreateEqIn, buf_iova),
     )?;
-    let ring = DmaRange::new(&st.iommu, iova, EQE_SIZE << log)
+    let ring = DmaRange::new(&st.dev.iommu, iova, EQE_SIZE << log)
         .ok_or(fail(BadDma, off!(CreateEqIn, buf_iova)))?;
     let eqn = st
+        .dev
         .objs
         .eqs
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.eqs.insert(
+    st.dev.objs.eqs.insert(
         eqn,
         uid,
         CompEq {
@@ -78,12 +79,13 @@ pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cm
     let i: ObjIn = from_bytes(input);
     let eqn = i.id.to_ne();
     let ceq = st
+        .dev
         .objs
         .eqs
         .get(eqn)
-        .filter(|_| st.objs.eqs.owned(eqn, uid))
+        .filter(|_| st.dev.objs.eqs.owned(eqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(ceq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
-    st.objs.eqs.remove(eqn);
+    st.dev.objs.eqs.remove(eqn);
     Ok(())
 }

@@ -87,7 +87,7 @@ pub(crate) fn execute(
         QueryQp => qp::query(st, uid, input, out),
         DestroyQp => qp::destroy(st, uid, input),
         QueryCounters => counters::query(st, uid, input, out),
-        CreateSrq | DestroySrq | ModifySrq | QuerySrq if st.cfg.max_srq == 0 => {
+        CreateSrq | DestroySrq | ModifySrq | QuerySrq if st.dev.cfg.max_srq == 0 => {
             log::warn!("command {op:?}: this device has no SRQs");
             Err(CmdError {
                 status: CmdStatus::BadOpcode,

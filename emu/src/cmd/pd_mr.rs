@@ -12,11 +12,12 @@ use crate::state::State;
 
 pub(super) fn create_pd(st: &mut State, uid: u32, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResult {
     let pdn = st
+        .dev
         .objs
         .pds
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.pds.insert(pdn, uid, Pd::default());
+    st.dev.objs.pds.insert(pdn, uid, Pd::default());
     to_bytes(
         &CreatePdOut {
             pdn: le32::from_ne(pdn),
@@ -30,13 +31,14 @@ pub(super) fn destroy_pd(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) ->
     let i: ObjIn = from_bytes(input);
     let pdn = i.id.to_ne();
     let pd = st
+        .dev
         .objs
         .pds
         .get(pdn)
-        .filter(|_| st.objs.pds.owned(pdn, uid))
+        .filter(|_| st.dev.objs.pds.owned(pdn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(pd.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
-    st.objs.pds.remove(pdn);
+    st.dev.objs.pds.remove(pdn);
     Ok(())
 }
 
@@ -60,14 +62,18 @@ fn translation(
         CmdStatus::BadParam,
         fields[0],
     )?;
-    check(len <= st.cfg.max_mr_size, CmdStatus::BadParam, fields[1])?;
+    check(
+        len <= st.dev.cfg.max_mr_size,
+        CmdStatus::BadParam,
+        fields[1],
+    )?;
     check(
         iova.checked_add(len).is_some(),
         CmdStatus::BadParam,
         fields[2],
     )?;
     let size = usize::try_from(len).map_err(|_| fail(CmdStatus::BadParam, fields[1]))?;
-    DmaRange::new(&st.iommu, iova, size).ok_or(fail(CmdStatus::BadDma, fields[2]))
+    DmaRange::new(&st.dev.iommu, iova, size).ok_or(fail(CmdStatus::BadDma, fields[2]))
 }
 
 pub(super) fn reg_mr(
@@ -79,7 +85,7 @@ pub(super) fn reg_mr(
     let i: RegMrIn = from_bytes(input);
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, uid),
+        st.dev.objs.pds.owned(pdn, uid),
         CmdStatus::BadResource,
         off!(RegMrIn, pdn),
     )?;
@@ -108,11 +114,12 @@ pub(super) fn reg_mr(
         windows: 0,
     };
     let key = st
+        .dev
         .objs
         .mrs
         .insert(uid, Keyed::Mr(mr))
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    if let Some(pd) = st.objs.pds.get_mut(pdn) {
+    if let Some(pd) = st.dev.objs.pds.get_mut(pdn) {
         pd.users += 1;
     }
     log::debug!("MR {key:#x}: pd {pdn}, va {va:#x}+{len:#x} at iova {iova:#x}, access {acc:#x}");
@@ -129,19 +136,20 @@ pub(super) fn dereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> C
     let i: ObjIn = from_bytes(input);
     let key = i.id.to_ne();
     check(
-        st.objs.mrs.owned(key, uid),
+        st.dev.objs.mrs.owned(key, uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
     let mr = st
+        .dev
         .objs
         .mrs
         .get_mut(key)
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(mr.windows == 0, CmdStatus::Busy, off!(ObjIn, id))?;
     let pdn = mr.pdn;
-    st.objs.mrs.remove(key);
-    if let Some(pd) = st.objs.pds.get_mut(pdn) {
+    st.dev.objs.mrs.remove(key);
+    if let Some(pd) = st.dev.objs.pds.get_mut(pdn) {
         pd.users -= 1;
     }
     Ok(())
@@ -155,11 +163,12 @@ pub(super) fn rereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> C
     let i: ReregMrIn = from_bytes(input);
     let key = i.lkey.to_ne();
     check(
-        st.objs.mrs.owned(key, uid),
+        st.dev.objs.mrs.owned(key, uid),
         CmdStatus::BadResource,
         off!(ReregMrIn, lkey),
     )?;
     let mr = st
+        .dev
         .objs
         .mrs
         .get_mut(key)
@@ -176,7 +185,7 @@ pub(super) fn rereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> C
     let pdn = if flags & rereg::PD != 0 {
         let pdn = i.pdn.to_ne();
         check(
-            st.objs.pds.owned(pdn, uid),
+            st.dev.objs.pds.owned(pdn, uid),
             CmdStatus::BadResource,
             off!(ReregMrIn, pdn),
         )?;
@@ -203,7 +212,7 @@ pub(super) fn rereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> C
     } else {
         None
     };
-    let Some(mr) = st.objs.mrs.get_mut(key) else {
+    let Some(mr) = st.dev.objs.mrs.get_mut(key) else {
         return Err(fail(CmdStatus::Internal, 0));
     };
     if flags & rereg::ACCESS != 0 {
@@ -216,10 +225,10 @@ pub(super) fn rereg_mr(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> C
     }
     mr.pdn = pdn;
     if pdn != old_pdn {
-        if let Some(pd) = st.objs.pds.get_mut(old_pdn) {
+        if let Some(pd) = st.dev.objs.pds.get_mut(old_pdn) {
             pd.users -= 1;
         }
-        if let Some(pd) = st.objs.pds.get_mut(pdn) {
+        if let Some(pd) = st.dev.objs.pds.get_mut(pdn) {
             pd.users += 1;
         }
     }
@@ -237,7 +246,7 @@ pub(super) fn alloc_mw(
     let i: AllocMwIn = from_bytes(input);
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, uid),
+        st.dev.objs.pds.owned(pdn, uid),
         CmdStatus::BadResource,
         off!(AllocMwIn, pdn),
     )?;
@@ -253,11 +262,12 @@ pub(super) fn alloc_mw(
         bound: None,
     };
     let rkey = st
+        .dev
         .objs
         .mrs
         .insert(uid, Keyed::Mw(mw))
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    if let Some(pd) = st.objs.pds.get_mut(pdn) {
+    if let Some(pd) = st.dev.objs.pds.get_mut(pdn) {
         pd.users += 1;
     }
     log::debug!("MW {rkey:#x}: type {mw_type}, pd {pdn}");
@@ -274,15 +284,15 @@ pub(super) fn alloc_mw(
 pub(super) fn dealloc_mw(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     let i: ObjIn = from_bytes(input);
     let key = i.id.to_ne();
-    let mine = st.objs.mrs.owned(key, uid);
+    let mine = st.dev.objs.mrs.owned(key, uid);
     check(
-        mine && st.objs.mrs.get_mw(key).is_some(),
+        mine && st.dev.objs.mrs.get_mw(key).is_some(),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
-    crate::mw::unbind(st, key);
-    if let Some(Keyed::Mw(mw)) = st.objs.mrs.remove(key) {
-        if let Some(pd) = st.objs.pds.get_mut(mw.pdn) {
+    crate::mw::unbind(&mut st.dev, key);
+    if let Some(Keyed::Mw(mw)) = st.dev.objs.mrs.remove(key) {
+        if let Some(pd) = st.dev.objs.pds.get_mut(mw.pdn) {
             pd.users -= 1;
         }
     }

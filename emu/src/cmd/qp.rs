@@ -24,7 +24,7 @@ pub(super) fn create(
 ) -> CmdResult {
     use CmdStatus::{BadDma, BadParam, BadResource};
     let i: CreateQpIn = from_bytes(input);
-    let c = &st.cfg;
+    let c = &st.dev.cfg;
     let qp_type = QpType::from_raw(i.qp_type).ok_or(fail(BadParam, off!(CreateQpIn, qp_type)))?;
     check(i.sq_sig_all <= 1, BadParam, off!(CreateQpIn, sq_sig_all))?;
     // A QP on an SRQ has no receive queue: its fields are 0.
@@ -42,25 +42,30 @@ pub(super) fn create(
     check(i.reserved0 == 0, BadParam, off!(CreateQpIn, reserved0))?;
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, uid),
+        st.dev.objs.pds.owned(pdn, uid),
         BadResource,
         off!(CreateQpIn, pdn),
     )?;
     let send_cqn = i.send_cqn.to_ne();
     check(
-        st.objs.cqs.owned(send_cqn, uid),
+        st.dev.objs.cqs.owned(send_cqn, uid),
         BadResource,
         off!(CreateQpIn, send_cqn),
     )?;
     let recv_cqn = i.recv_cqn.to_ne();
     check(
-        st.objs.cqs.owned(recv_cqn, uid),
+        st.dev.objs.cqs.owned(recv_cqn, uid),
         BadResource,
         off!(CreateQpIn, recv_cqn),
     )?;
     let recv_pdn = match srqn {
         Some(n) => {
-            let srq = st.objs.srqs.get(n).filter(|_| st.objs.srqs.owned(n, uid));
+            let srq = st
+                .dev
+                .objs
+                .srqs
+                .get(n)
+                .filter(|_| st.dev.objs.srqs.owned(n, uid));
             srq.ok_or(fail(BadResource, off!(CreateQpIn, srqn)))?.pdn
         }
         None => pdn,
@@ -85,7 +90,7 @@ pub(super) fn create(
     )?;
     let page = i.uar_page.to_ne();
     check(
-        st.page_usable(page, uid),
+        st.dev.page_usable(page, uid),
         BadParam,
         off!(CreateQpIn, uar_page),
     )?;
@@ -96,7 +101,7 @@ pub(super) fn create(
     )?;
     let map = |iova: u64, len: usize, align: u64, field: usize| -> Result<DmaRange, CmdError> {
         check(iova % align == 0, BadParam, field)?;
-        DmaRange::new(&st.iommu, iova, len).ok_or(fail(BadDma, field))
+        DmaRange::new(&st.dev.iommu, iova, len).ok_or(fail(BadDma, field))
     };
     let page_align = PAGE_SIZE as u64;
     let sq = map(
@@ -118,11 +123,10 @@ pub(super) fn create(
     };
     let dbrec = map(i.dbrec_iova.to_ne(), 8, 8, off!(CreateQpIn, dbrec_iova))?;
     let qpn = st
-        .objs
         .qps
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.qps.insert(
+    st.qps.insert(
         qpn,
         uid,
         Qp {
@@ -189,14 +193,14 @@ fn adjust_users(
     add: bool,
 ) {
     let step = |n: &mut u32| *n = if add { *n + 1 } else { *n - 1 };
-    if let Some(pd) = st.objs.pds.get_mut(pdn) {
+    if let Some(pd) = st.dev.objs.pds.get_mut(pdn) {
         step(&mut pd.users);
     }
-    if let Some(srq) = srqn.and_then(|n| st.objs.srqs.get_mut(n)) {
+    if let Some(srq) = srqn.and_then(|n| st.dev.objs.srqs.get_mut(n)) {
         step(&mut srq.users);
     }
     for cqn in [send_cqn, recv_cqn] {
-        if let Some(cq) = st.objs.cqs.get_mut(cqn) {
+        if let Some(cq) = st.dev.objs.cqs.get_mut(cqn) {
             step(&mut cq.users);
         }
     }
@@ -227,10 +231,9 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
     let i: ModifyQpIn = from_bytes(input);
     let qpn = i.qpn.to_ne();
     let qp = st
-        .objs
         .qps
         .get(qpn)
-        .filter(|_| st.objs.qps.owned(qpn, uid))
+        .filter(|_| st.qps.owned(qpn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ModifyQpIn, qpn)))?;
     let mask = i.attr_mask.to_ne();
     let a = &i.attrs;
@@ -260,7 +263,7 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
         off!(ModifyQpIn, attr_mask),
     )?;
     let has = |bit: u32| mask & bit != 0;
-    let max_rd = st.cfg.max_rd_atomic;
+    let max_rd = st.dev.cfg.max_rd_atomic;
     let values: [(u32, bool, usize); 16] = [
         (
             qp_attr::ACCESS_FLAGS,
@@ -321,14 +324,14 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
     if has(qp_attr::AV) {
         check_av(st, &a.ah)?;
     }
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+    let Some(qp) = st.qps.get_mut(qpn) else {
         return Err(fail(CmdStatus::Internal, 0));
     };
     apply(&mut qp.attrs, a, mask);
     log::debug!("QP {qpn}: {cur:?} -> {next:?} (mask {mask:#x})");
     match next {
-        QpState::Err => crate::qp::to_err(st, qpn, None),
-        QpState::Reset => crate::qp::to_reset(st, qpn),
+        QpState::Err => crate::qp::to_err(qp, &mut st.dev, None),
+        QpState::Reset => crate::qp::to_reset(qp, &mut st.dev),
         _ => {
             let attrs = qp.attrs;
             if next == QpState::Sqd && cur != QpState::Sqd {
@@ -353,18 +356,15 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
                 qp.req.rnr_left = attrs.rnr_retry;
             }
             if qp_type != QpType::Ud && (has(qp_attr::AV) || has(qp_attr::DEST_QPN)) {
-                let sgid = st.gids[attrs.ah.sgid_index as usize].gid;
-                let Some(qp) = st.objs.qps.get_mut(qpn) else {
-                    return Err(fail(CmdStatus::Internal, 0));
-                };
+                let sgid = st.dev.gids[attrs.ah.sgid_index as usize].gid;
                 qp.path = Path::new(sgid, &attrs.ah, qpn, attrs.dest_qp_num.to_ne());
             }
             if next == QpState::Rts {
                 // WQEs posted before RTS (or during SQD or SQE) wait for it.
-                st.kick(qpn);
+                st.dev.kick(qp);
             }
             if next == QpState::Sqd {
-                crate::qp::check_drained(st, qpn);
+                crate::qp::check_drained(qp, &mut st.dev);
             }
         }
     }
@@ -375,7 +375,7 @@ fn check_av(st: &State, av: &AddressVector) -> CmdResult {
     use CmdStatus::BadParam;
     // RoCE always carries a GRH.
     check(av.is_global == 1, BadParam, av!(is_global))?;
-    let sgid = st.gids.get(av.sgid_index as usize).filter(|g| g.valid);
+    let sgid = st.dev.gids.get(av.sgid_index as usize).filter(|g| g.valid);
     check(sgid.is_some(), BadParam, av!(sgid_index))?;
     // Source and destination are both IPv4 (IPv4-mapped GIDs) or both
     // IPv6.
@@ -454,10 +454,9 @@ pub(super) fn query(
     let i: ObjIn = from_bytes(input);
     let qpn = i.id.to_ne();
     let qp = st
-        .objs
         .qps
         .get(qpn)
-        .filter(|_| st.objs.qps.owned(qpn, uid))
+        .filter(|_| st.qps.owned(qpn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     let o = QpAttrs {
         qp_state: qp.state.raw(),
@@ -474,14 +473,16 @@ pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cm
     let i: ObjIn = from_bytes(input);
     let qpn = i.id.to_ne();
     check(
-        st.objs.qps.owned(qpn, uid),
+        st.qps.owned(qpn, uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
     // An SRQ WQE it holds is the SRQ's: its completion gives it back.
-    crate::srq::flush_held(st, qpn);
-    crate::mw::release_qp(st, qpn);
-    if let Some(qp) = st.objs.qps.remove(qpn) {
+    if let Some((qp, dev)) = st.parts(qpn) {
+        crate::srq::flush_held(qp, dev);
+    }
+    crate::mw::release_qp(&mut st.dev, qpn);
+    if let Some(qp) = st.qps.remove(qpn) {
         adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, qp.srqn, false);
     }
     Ok(())

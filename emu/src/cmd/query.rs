@@ -21,7 +21,7 @@ const IBV_SPEED_EDR: u8 = 32;
 const PHYS_STATE_LINK_UP: u8 = 5;
 
 pub(super) fn device(st: &mut State, out: &mut [u8; CMD_OUT_SIZE]) -> CmdResult {
-    let c = &st.cfg;
+    let c = &st.dev.cfg;
     let guid = c.node_guid();
     let o = QueryDeviceOut {
         fw_ver: le64::from_ne(1 << 32),
@@ -67,9 +67,9 @@ pub(super) fn port(
 ) -> CmdResult {
     let i: QueryPortIn = from_bytes(input);
     check_port(i.port, off!(QueryPortIn, port))?;
-    let c = &st.cfg;
+    let c = &st.dev.cfg;
     let o = QueryPortOut {
-        state: if st.port.link_up {
+        state: if st.dev.port.link_up {
             PortState::Active
         } else {
             PortState::Down
@@ -83,8 +83,8 @@ pub(super) fn port(
         max_msg_sz: le32::from_ne(c.max_msg() as u32),
         // The IB port counters, from the port's own (saturating at 32
         // bits as IBA's do at their width).
-        bad_pkey_cntr: le32::from_ne(sat32(st.port.counters.0[counter::RX_BAD_PKEY])),
-        qkey_viol_cntr: le32::from_ne(sat32(st.port.counters.0[counter::RX_BAD_QKEY])),
+        bad_pkey_cntr: le32::from_ne(sat32(st.dev.port.counters.0[counter::RX_BAD_PKEY])),
+        qkey_viol_cntr: le32::from_ne(sat32(st.dev.port.counters.0[counter::RX_BAD_QKEY])),
         pkey_tbl_len: le16::from_ne(1),
         lid: le16::from_ne(0),
         sm_lid: le16::from_ne(0),
@@ -110,7 +110,7 @@ pub(super) fn gid(
 ) -> CmdResult {
     let i: QueryGidIn = from_bytes(input);
     check_port(i.port, off!(QueryGidIn, port))?;
-    let e = st.gids.get(i.index.to_ne() as usize);
+    let e = st.dev.gids.get(i.index.to_ne() as usize);
     let e = e.ok_or(super::fail(CmdStatus::BadParam, off!(QueryGidIn, index)))?;
     let o = QueryGidOut {
         gid: if e.valid { e.gid } else { [0; 16] },
@@ -127,7 +127,7 @@ pub(super) fn set_gid(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
     check_port(i.port, off!(SetGidIn, port))?;
     let index = i.index.to_ne() as usize;
     check(
-        index < st.gids.len(),
+        index < st.dev.gids.len(),
         CmdStatus::BadParam,
         off!(SetGidIn, index),
     )?;
@@ -145,10 +145,10 @@ pub(super) fn set_gid(st: &mut State, input: &[u8; CMD_IN_SIZE]) -> CmdResult {
         ty,
         valid: !clear,
     };
-    let changed = st.gids[index] != entry;
-    st.gids[index] = entry;
+    let changed = st.dev.gids[index] != entry;
+    st.dev.gids[index] = entry;
     if changed {
-        crate::eq::post(st, rnic_hw_regs::eqe::EventType::GidChange, 1, 0);
+        crate::eq::post(&mut st.dev, rnic_hw_regs::eqe::EventType::GidChange, 1, 0);
     }
     Ok(())
 }

@@ -19,10 +19,10 @@ pub(super) fn create(
 ) -> CmdResult {
     use CmdStatus::{BadDma, BadParam, BadResource};
     let i: CreateSrqIn = from_bytes(input);
-    let c = &st.cfg;
+    let c = &st.dev.cfg;
     let pdn = i.pdn.to_ne();
     check(
-        st.objs.pds.owned(pdn, uid),
+        st.dev.objs.pds.owned(pdn, uid),
         BadResource,
         off!(CreateSrqIn, pdn),
     )?;
@@ -46,7 +46,7 @@ pub(super) fn create(
     )?;
     let page = i.uar_page.to_ne();
     check(
-        st.page_usable(page, uid),
+        st.dev.page_usable(page, uid),
         BadParam,
         off!(CreateSrqIn, uar_page),
     )?;
@@ -64,14 +64,15 @@ pub(super) fn create(
     )?;
     let dbrec_iova = i.dbrec_iova.to_ne();
     check(dbrec_iova % 4 == 0, BadParam, off!(CreateSrqIn, dbrec_iova))?;
-    let dbrec = DmaRange::new(&st.iommu, dbrec_iova, 4)
+    let dbrec = DmaRange::new(&st.dev.iommu, dbrec_iova, 4)
         .ok_or(fail(BadDma, off!(CreateSrqIn, dbrec_iova)))?;
     let srqn = st
+        .dev
         .objs
         .srqs
         .free_number()
         .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.objs.srqs.insert(
+    st.dev.objs.srqs.insert(
         srqn,
         uid,
         Srq {
@@ -88,7 +89,7 @@ pub(super) fn create(
             users: 0,
         },
     );
-    if let Some(pd) = st.objs.pds.get_mut(pdn) {
+    if let Some(pd) = st.dev.objs.pds.get_mut(pdn) {
         pd.users += 1;
     }
     log::debug!("SRQ {srqn}: pd {pdn}, 2^{log_wqes} WQEs of 2^{log_stride} bytes");
@@ -110,7 +111,7 @@ fn ring(
     field: usize,
 ) -> Result<DmaRange, super::CmdError> {
     check(iova % PAGE_SIZE as u64 == 0, CmdStatus::BadParam, field)?;
-    DmaRange::new(&st.iommu, iova, 1 << (log_wqes + log_stride))
+    DmaRange::new(&st.dev.iommu, iova, 1 << (log_wqes + log_stride))
         .ok_or(fail(CmdStatus::BadDma, field))
 }
 
@@ -118,14 +119,15 @@ pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cm
     let i: ObjIn = from_bytes(input);
     let srqn = i.id.to_ne();
     let srq = st
+        .dev
         .objs
         .srqs
         .get(srqn)
-        .filter(|_| st.objs.srqs.owned(srqn, uid))
+        .filter(|_| st.dev.objs.srqs.owned(srqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     check(srq.users == 0, CmdStatus::Busy, off!(ObjIn, id))?;
-    if let Some(srq) = st.objs.srqs.remove(srqn) {
-        if let Some(pd) = st.objs.pds.get_mut(srq.pdn) {
+    if let Some(srq) = st.dev.objs.srqs.remove(srqn) {
+        if let Some(pd) = st.dev.objs.pds.get_mut(srq.pdn) {
             pd.users -= 1;
         }
     }
@@ -140,7 +142,7 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
     let i: ModifySrqIn = from_bytes(input);
     let srqn = i.srqn.to_ne();
     check(
-        st.objs.srqs.owned(srqn, uid),
+        st.dev.objs.srqs.owned(srqn, uid),
         CmdStatus::BadResource,
         off!(ModifySrqIn, srqn),
     )?;
@@ -150,8 +152,8 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
         BadParam,
         off!(ModifySrqIn, attr_mask),
     )?;
-    let log_max_wq = st.cfg.log_max_wq as u32;
-    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+    let log_max_wq = st.dev.cfg.log_max_wq as u32;
+    let Some(srq) = st.dev.objs.srqs.get_mut(srqn) else {
         return Err(fail(CmdStatus::Internal, 0));
     };
     let mut log_wqes = srq.log_wqes as u32;
@@ -165,7 +167,7 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
         )?;
         // Every WQE posted and not yet taken must fit the new ring: the
         // record is read now, so none published is left behind.
-        let pi = srq.dbrec.read_index(&st.iommu, 0).unwrap_or(srq.pi);
+        let pi = srq.dbrec.read_index(&st.dev.iommu, 0).unwrap_or(srq.pi);
         let mut posted = ring_pending(pi, srq.ci, WQ_INDEX_BITS);
         if posted > 1 << srq.log_wqes {
             posted = ring_pending(srq.pi, srq.ci, WQ_INDEX_BITS);
@@ -192,7 +194,7 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
             off!(ModifySrqIn, srq_limit),
         )?;
     }
-    let Some(srq) = st.objs.srqs.get_mut(srqn) else {
+    let Some(srq) = st.dev.objs.srqs.get_mut(srqn) else {
         return Err(fail(CmdStatus::Internal, 0));
     };
     if let Some(buf) = new_buf {
@@ -215,16 +217,17 @@ pub(super) fn query(
     let i: ObjIn = from_bytes(input);
     let srqn = i.id.to_ne();
     let srq = st
+        .dev
         .objs
         .srqs
         .get(srqn)
-        .filter(|_| st.objs.srqs.owned(srqn, uid))
+        .filter(|_| st.dev.objs.srqs.owned(srqn, uid))
         .ok_or(fail(CmdStatus::BadResource, off!(ObjIn, id)))?;
     let stride_sges = (1u32 << srq.log_stride) / SEG_SIZE as u32 - 1;
     to_bytes(
         &QuerySrqOut {
             max_wr: le32::from_ne(1 << srq.log_wqes),
-            max_sge: le32::from_ne(stride_sges.min(st.cfg.max_sge as u32)),
+            max_sge: le32::from_ne(stride_sges.min(st.dev.cfg.max_sge as u32)),
             srq_limit: le32::from_ne(srq.limit),
             reserved: le32::from_ne(0),
         },

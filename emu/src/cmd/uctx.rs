@@ -20,22 +20,22 @@ pub(super) fn alloc(
     check(uid == 0, CmdStatus::BadParam, 0)?;
     let n = i.uar_pages.to_ne();
     check(
-        n >= 1 && n <= st.cfg.uar_pages,
+        n >= 1 && n <= st.dev.cfg.uar_pages,
         CmdStatus::BadParam,
         off!(AllocUctxIn, uar_pages),
     )?;
     // The lowest run of `n` pages no context has.
     let mut run = 0;
-    let first = st.page_owner.iter().position(|&o| {
+    let first = st.dev.page_owner.iter().position(|&o| {
         run = if o == 0 { run + 1 } else { 0 };
         run == n
     });
     let first = first.map(|end| end as u32 + 1 - n);
-    let (Some(first), Some(uid)) = (first, st.uctxs.free_number()) else {
+    let (Some(first), Some(uid)) = (first, st.dev.uctxs.free_number()) else {
         return Err(fail(CmdStatus::NoResources, 0));
     };
-    st.uctxs.insert(uid, 0, Uctx);
-    st.page_owner[first as usize..(first + n) as usize].fill(uid);
+    st.dev.uctxs.insert(uid, 0, Uctx);
+    st.dev.page_owner[first as usize..(first + n) as usize].fill(uid);
     log::debug!("user context {uid}: doorbell pages {first}..{}", first + n);
     to_bytes(
         &AllocUctxOut {
@@ -55,37 +55,40 @@ pub(super) fn dealloc(st: &mut State, caller: u32, input: &[u8; CMD_IN_SIZE]) ->
     let uid = i.id.to_ne();
     // Issued by uid 0 or by that context itself.
     check(
-        uid != 0 && st.uctxs.get(uid).is_some() && (caller == 0 || caller == uid),
+        uid != 0 && st.dev.uctxs.get(uid).is_some() && (caller == 0 || caller == uid),
         CmdStatus::BadResource,
         off!(ObjIn, id),
     )?;
-    for qpn in st.objs.qps.numbers_of(uid) {
-        crate::srq::flush_held(st, qpn);
-        crate::mw::release_qp(st, qpn);
-        st.objs.qps.remove(qpn);
+    for qpn in st.qps.numbers_of(uid) {
+        if let Some((qp, dev)) = st.parts(qpn) {
+            crate::srq::flush_held(qp, dev);
+        }
+        crate::mw::release_qp(&mut st.dev, qpn);
+        st.qps.remove(qpn);
     }
-    for n in st.objs.srqs.numbers_of(uid) {
-        st.objs.srqs.remove(n);
+    for n in st.dev.objs.srqs.numbers_of(uid) {
+        st.dev.objs.srqs.remove(n);
     }
-    for n in st.objs.cqs.numbers_of(uid) {
-        st.objs.cqs.remove(n);
+    for n in st.dev.objs.cqs.numbers_of(uid) {
+        st.dev.objs.cqs.remove(n);
     }
-    for n in st.objs.eqs.numbers_of(uid) {
-        st.objs.eqs.remove(n);
+    for n in st.dev.objs.eqs.numbers_of(uid) {
+        st.dev.objs.eqs.remove(n);
     }
-    for key in st.objs.mrs.keys_of(uid) {
-        if let Some(Keyed::Mw(_)) = st.objs.mrs.get_keyed(key) {
-            crate::mw::unbind(st, key);
+    for key in st.dev.objs.mrs.keys_of(uid) {
+        if let Some(Keyed::Mw(_)) = st.dev.objs.mrs.get_keyed(key) {
+            crate::mw::unbind(&mut st.dev, key);
         }
     }
-    for key in st.objs.mrs.keys_of(uid) {
-        st.objs.mrs.remove(key);
+    for key in st.dev.objs.mrs.keys_of(uid) {
+        st.dev.objs.mrs.remove(key);
     }
-    for n in st.objs.pds.numbers_of(uid) {
-        st.objs.pds.remove(n);
+    for n in st.dev.objs.pds.numbers_of(uid) {
+        st.dev.objs.pds.remove(n);
     }
-    st.uctxs.remove(uid);
-    st.page_owner
+    st.dev.uctxs.remove(uid);
+    st.dev
+        .page_owner
         .iter_mut()
         .filter(|o| **o == uid)
         .for_each(|o| *o = 0);

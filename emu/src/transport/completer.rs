@@ -34,7 +34,7 @@ use crate::objects::Qp;
 use crate::port;
 use crate::qp;
 use crate::sgl;
-use crate::state::{State, WQE_POOL};
+use crate::state::Dev;
 use crate::wire::aeth::{rnr_timer_us, AckKind, NakCode};
 use crate::wire::bth::{psn_add, psn_diff, PSN_MASK};
 use crate::wire::opcode::{Op, OpcodeInfo};
@@ -119,38 +119,35 @@ fn response(req: &ReqState, info: &OpcodeInfo, roce: &RoceRepr) -> Response {
 
 /// A response packet for QP `qpn` (in RTS), from its responder.
 pub(crate) fn on_response(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
 ) {
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return;
-    };
+    let qpn = qp.qpn;
     let psn = roce.bth.psn;
     let before = qp.req.unacked;
     match response(&qp.req, info, roce) {
         Response::NotOutstanding => {
             log::trace!("QP {qpn}: {} for PSN {psn:#x} not outstanding", info.name);
-            return port::count(st, qpn, counter::RESPONSES_IGNORED);
+            return port::count(qp, dev, counter::RESPONSES_IGNORED);
         }
-        Response::Ack => ack_through(st, qpn, psn),
+        Response::Ack => ack_through(qp, dev, psn),
         Response::Rnr { timer } => {
-            port::count(st, qpn, counter::RNR_NAKS_RECEIVED);
-            ack_through(st, qpn, psn_add(psn, PSN_MASK));
-            rnr(st, qpn, psn, timer);
+            port::count(qp, dev, counter::RNR_NAKS_RECEIVED);
+            ack_through(qp, dev, psn_add(psn, PSN_MASK));
+            rnr(qp, dev, psn, timer);
         }
         Response::SeqNak => {
-            port::count(st, qpn, counter::SEQ_NAKS_RECEIVED);
-            ack_through(st, qpn, psn_add(psn, PSN_MASK));
+            port::count(qp, dev, counter::SEQ_NAKS_RECEIVED);
+            ack_through(qp, dev, psn_add(psn, PSN_MASK));
             // One rewind per loss: until progress (which the implicit ACK
             // may just have made), NAKs start no other rewind; the
             // retransmit timer covers a retry whose packets are lost
             // again.
-            let retrying = st.objs.qps.get(qpn).is_some_and(|q| q.req.retrying);
-            if !retrying {
-                retry(st, qpn, psn);
+            if !qp.req.retrying {
+                retry(qp, dev, psn);
             }
         }
         Response::Nak {
@@ -158,17 +155,17 @@ pub(crate) fn on_response(
             status,
             syndrome,
         } => {
-            port::count(st, qpn, counter);
-            ack_through(st, qpn, psn_add(psn, PSN_MASK));
-            fail_at(st, qpn, psn, status, syndrome);
+            port::count(qp, dev, counter);
+            ack_through(qp, dev, psn_add(psn, PSN_MASK));
+            fail_at(qp, dev, psn, status, syndrome);
         }
-        Response::ReadData => read_response(st, qpn, psn, payload),
-        Response::AtomicAck { orig } => atomic_ack(st, qpn, psn, orig),
+        Response::ReadData => read_response(qp, dev, psn, payload),
+        Response::AtomicAck { orig } => atomic_ack(qp, dev, psn, orig),
         Response::Bad => {
-            fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+            fail_at(qp, dev, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
         }
     }
-    progress(st, qpn, before);
+    progress(qp, dev, before);
 }
 
 /// Moves the oldest unacknowledged PSN to `psn`. Progress restores the
@@ -187,32 +184,25 @@ fn acked(qp: &mut Qp, psn: u32) {
 /// After a response: if the oldest unacknowledged PSN moved, the
 /// retransmit timer restarts (or stops when nothing is outstanding) and
 /// the requester runs again (the window moved).
-fn progress(st: &mut State, qpn: u32, before: u32) {
-    let now = st.now;
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn progress(qp: &mut Qp, dev: &mut Dev, before: u32) {
     if !sending(qp.state) || qp.req.unacked == before {
         return;
     }
     let req = &qp.req;
     let outstanding = psn_diff(req.frontier, req.unacked) > 0;
     if qp.timers.rnr.is_none() && outstanding {
-        timers::arm_retx(st, qpn, now);
+        timers::arm_retx(qp, dev);
     } else {
-        timers::stop_retx(st, qpn);
+        timers::stop_retx(qp);
     }
-    st.kick(qpn);
+    dev.kick(qp);
 }
 
 /// Completes, from the front, every WQE acknowledged by an ACK of PSN
 /// `a`. A READ or atomic that `a` covers without its response having
 /// arrived was answered and the answer lost: the requester asks again.
-fn ack_through(st: &mut State, qpn: u32, a: u32) {
+fn ack_through(qp: &mut Qp, dev: &mut Dev, a: u32) {
     loop {
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return;
-        };
         if !sending(qp.state) {
             return;
         }
@@ -220,7 +210,7 @@ fn ack_through(st: &mut State, qpn: u32, a: u32) {
             return;
         };
         if e.error.is_some() {
-            return fail_front(st, qpn);
+            return fail_front(qp, dev);
         }
         if psn_diff(a, e.first_psn) < 0 {
             return;
@@ -237,53 +227,46 @@ fn ack_through(st: &mut State, qpn: u32, a: u32) {
             let missing = psn_add(e.first_psn, e.recv);
             acked(qp, missing);
             if !qp.req.retrying {
-                retry(st, qpn, missing);
+                retry(qp, dev, missing);
             }
             return;
         }
         acked(qp, psn_add(last, 1));
-        complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
+        complete_front(qp, dev, WcStatus::Success, Syndrome::None, 0);
     }
 }
 
 /// A retransmit timer expiry.
-pub(crate) fn on_timeout(st: &mut State, qpn: u32, _now: u64) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn on_timeout(qp: &mut Qp, dev: &mut Dev) {
+    let qpn = qp.qpn;
     if !sending(qp.state) || psn_diff(qp.req.frontier, qp.req.unacked) <= 0 {
         return;
     }
     let unacked = qp.req.unacked;
     log::debug!("QP {qpn}: local ACK timeout at PSN {unacked:#x}");
-    port::count(st, qpn, counter::LOCAL_ACK_TIMEOUTS);
-    retry(st, qpn, unacked);
+    port::count(qp, dev, counter::LOCAL_ACK_TIMEOUTS);
+    retry(qp, dev, unacked);
 }
 
 /// Rewinds to PSN `psn` for a retry, or fails the WQE there when the
 /// retries ran out.
-fn retry(st: &mut State, qpn: u32, psn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn retry(qp: &mut Qp, dev: &mut Dev, psn: u32) {
     if !sending(qp.state) {
         return;
     }
     if qp.req.retry_left == 0 {
-        port::count(st, qpn, counter::RETRY_EXCEEDED);
-        return fail_at(st, qpn, psn, WcStatus::RetryExcErr, Syndrome::RetryExceeded);
+        port::count(qp, dev, counter::RETRY_EXCEEDED);
+        return fail_at(qp, dev, psn, WcStatus::RetryExcErr, Syndrome::RetryExceeded);
     }
     qp.req.retry_left -= 1;
     qp.req.retrying = true;
-    rewind(st, qpn, psn);
+    rewind(qp, dev, psn);
 }
 
 /// An RNR NAK for PSN `psn` with timer code `timer`.
-fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
-    let now = st.now;
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn rnr(qp: &mut Qp, dev: &mut Dev, psn: u32, timer: u8) {
+    let qpn = qp.qpn;
+    let now = dev.now;
     if !sending(qp.state) {
         return;
     }
@@ -291,19 +274,19 @@ fn rnr(st: &mut State, qpn: u32, psn: u32, timer: u8) {
     match rnr_verdict(&mut qp.req, waiting, qp.attrs.rnr_retry, psn) {
         Rnr::Duplicate => log::trace!("QP {qpn}: duplicate RNR NAK for PSN {psn:#x}"),
         Rnr::Exceeded => {
-            port::count(st, qpn, counter::RNR_RETRY_EXCEEDED);
+            port::count(qp, dev, counter::RNR_RETRY_EXCEEDED);
             fail_at(
-                st,
-                qpn,
+                qp,
+                dev,
                 psn,
                 WcStatus::RnrRetryExcErr,
                 Syndrome::RnrExceeded,
             );
         }
         Rnr::Wait => {
-            rewind(st, qpn, psn);
-            timers::stop_retx(st, qpn);
-            timers::arm_rnr(st, qpn, now + rnr_timer_us(timer) * 1000);
+            rewind(qp, dev, psn);
+            timers::stop_retx(qp);
+            timers::arm_rnr(qp, dev, now + rnr_timer_us(timer) * 1000);
         }
     }
 }
@@ -341,10 +324,8 @@ fn rnr_verdict(req: &mut ReqState, waiting: bool, rnr_retry: u8, psn: u32) -> Rn
 }
 
 /// Makes the requester send again from PSN `psn` (go-back-N).
-pub(crate) fn rewind(st: &mut State, qpn: u32, psn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+pub(crate) fn rewind(qp: &mut Qp, dev: &mut Dev, psn: u32) {
+    let qpn = qp.qpn;
     let req = &mut qp.req;
     let Some(at) = req
         .inflight
@@ -362,16 +343,13 @@ pub(crate) fn rewind(st: &mut State, qpn: u32, psn: u32) {
         };
     }
     req.send_at = req.send_at.min(at);
-    st.kick(qpn);
+    dev.kick(qp);
 }
 
 /// Fails the WQE holding PSN `psn` with `status`: at once if it is the
 /// oldest, else once every WQE before it has completed (nothing after it
 /// is sent again).
-fn fail_at(st: &mut State, qpn: u32, psn: u32, status: WcStatus, syndrome: Syndrome) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn fail_at(qp: &mut Qp, dev: &mut Dev, psn: u32, status: WcStatus, syndrome: Syndrome) {
     if !sending(qp.state) {
         return;
     }
@@ -386,36 +364,29 @@ fn fail_at(st: &mut State, qpn: u32, psn: u32, status: WcStatus, syndrome: Syndr
         req.send_at = req.send_at.min(at);
     }
     if at == 0 {
-        fail_front(st, qpn);
+        fail_front(qp, dev);
     }
 }
 
 /// Completes the oldest WQE with the error it carries; the QP moves to
 /// the error state.
-pub(crate) fn fail_front(st: &mut State, qpn: u32) {
-    let err = st
-        .objs
-        .qps
-        .get(qpn)
-        .and_then(|q| q.req.inflight.front())
-        .and_then(|e| e.error);
+pub(crate) fn fail_front(qp: &mut Qp, dev: &mut Dev) {
+    let err = qp.req.inflight.front().and_then(|e| e.error);
     if let Some((status, syndrome)) = err {
-        complete_front(st, qpn, status, syndrome, 0);
+        complete_front(qp, dev, status, syndrome, 0);
     }
 }
 
 /// Completes the oldest WQE with `status`: a CQE if it is signaled or
 /// failed; a failure moves the QP to the error state.
 pub(crate) fn complete_front(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     status: WcStatus,
     syndrome: Syndrome,
     byte_len: u32,
 ) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+    let qpn = qp.qpn;
     let Some(e) = qp.req.inflight.pop_front() else {
         return;
     };
@@ -438,30 +409,25 @@ pub(crate) fn complete_front(
         c.byte_len = le32::from_ne(byte_len);
         c.flags = CqeFlags::new().with_is_send(true);
         let cqn = qp.send_cqn;
-        if cq::write(st, cqn, &c).is_err() {
+        if cq::write(dev, cqn, &c).is_err() {
             event = Some((EventType::QpFatal, Syndrome::CqError));
         }
     }
-    st.recycle_wqe(e.wqe);
-    let unreliable = st
-        .objs
-        .qps
-        .get(qpn)
-        .is_some_and(|q| q.qp_type != QpType::Rc);
+    dev.recycle_wqe(e.wqe);
+    let unreliable = qp.qp_type != QpType::Rc;
     if event.is_some() || (!ok && !unreliable) {
-        qp::to_err(st, qpn, event);
+        qp::to_err(qp, dev, event);
     } else if !ok {
         // A UC or UD send error stops the send queue only.
-        qp::to_sqe(st, qpn);
+        qp::to_sqe(qp, dev);
     } else {
-        qp::check_drained(st, qpn);
+        qp::check_drained(qp, dev);
     }
 }
 
 /// The index of the WQE holding PSN `psn`, once the responses before it
 /// have acknowledged everything older: it must then be the oldest.
-fn front_holding(st: &mut State, qpn: u32, psn: u32) -> Option<usize> {
-    let qp = st.objs.qps.get(qpn)?;
+fn front_holding(qp: &mut Qp, dev: &mut Dev, psn: u32) -> Option<usize> {
     let at = qp
         .req
         .inflight
@@ -472,8 +438,7 @@ fn front_holding(st: &mut State, qpn: u32, psn: u32) -> Option<usize> {
         return None;
     }
     // A response acknowledges every request before its own.
-    ack_through(st, qpn, psn_add(first, PSN_MASK));
-    let qp = st.objs.qps.get(qpn)?;
+    ack_through(qp, dev, psn_add(first, PSN_MASK));
     (sending(qp.state)
         && qp
             .req
@@ -484,25 +449,22 @@ fn front_holding(st: &mut State, qpn: u32, psn: u32) -> Option<usize> {
 }
 
 /// A READ response packet.
-fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
-    let Some(at) = front_holding(st, qpn, psn) else {
-        return;
-    };
-    let Some(qp) = st.objs.qps.get(qpn) else {
+fn read_response(qp: &mut Qp, dev: &mut Dev, psn: u32, payload: &[u8]) {
+    let Some(at) = front_holding(qp, dev, psn) else {
         return;
     };
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu) as u64);
     let e = &qp.req.inflight[at];
     if e.op != ReqOp::Read {
-        return fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+        return fail_at(qp, dev, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
     }
     let expected = psn_add(e.first_psn, e.recv);
     if psn != expected {
         let retrying = qp.req.retrying;
-        port::count(st, qpn, counter::RESPONSES_IGNORED);
+        port::count(qp, dev, counter::RESPONSES_IGNORED);
         if psn_diff(psn, expected) > 0 && !retrying {
             // A response packet went missing: ask for the rest.
-            retry(st, qpn, expected);
+            retry(qp, dev, expected);
         }
         return;
     }
@@ -510,7 +472,7 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
     let last = e.recv + 1 == e.npkts;
     let want = if last { e.len - off } else { mtu };
     if payload.len() as u64 != want {
-        return fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+        return fail_at(qp, dev, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
     }
     let Ok(d) = e
         .wqe
@@ -521,8 +483,8 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
     // The WQE stays in the QP table while the MR table is borrowed.
     let r = sgl::scatter(
         sgl::Keys {
-            mrs: &mut st.objs.mrs,
-            iommu: &st.iommu,
+            mrs: &mut dev.objs.mrs,
+            iommu: &dev.iommu,
             pdn,
         },
         d.data.sges(),
@@ -531,32 +493,26 @@ fn read_response(st: &mut State, qpn: u32, psn: u32, payload: &[u8]) {
         access::LOCAL_WRITE,
     );
     if let Err(syn) = r {
-        return fail_at(st, qpn, psn, WcStatus::LocProtErr, syn);
+        return fail_at(qp, dev, psn, WcStatus::LocProtErr, syn);
     }
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
     let e = &mut qp.req.inflight[at];
     e.recv += 1;
     let (done, len) = (e.recv == e.npkts, e.len);
     acked(qp, psn_add(psn, 1));
     if done {
-        complete_front(st, qpn, WcStatus::Success, Syndrome::None, len as u32);
+        complete_front(qp, dev, WcStatus::Success, Syndrome::None, len as u32);
     }
 }
 
 /// An atomic ACK: the original value goes to the atomic's local SGE.
-fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
-    let Some(at) = front_holding(st, qpn, psn) else {
-        return;
-    };
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+fn atomic_ack(qp: &mut Qp, dev: &mut Dev, psn: u32, orig: u64) {
+    let Some(at) = front_holding(qp, dev, psn) else {
         return;
     };
     let pdn = qp.pdn;
     let e = &qp.req.inflight[at];
     if !e.op.is_atomic() {
-        return fail_at(st, qpn, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
+        return fail_at(qp, dev, psn, WcStatus::BadRespErr, Syndrome::BadResponse);
     }
     let Ok(d) = e
         .wqe
@@ -569,8 +525,8 @@ fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
     };
     let r = sgl::scatter(
         sgl::Keys {
-            mrs: &mut st.objs.mrs,
-            iommu: &st.iommu,
+            mrs: &mut dev.objs.mrs,
+            iommu: &dev.iommu,
             pdn,
         },
         [sge],
@@ -579,30 +535,24 @@ fn atomic_ack(st: &mut State, qpn: u32, psn: u32, orig: u64) {
         access::LOCAL_WRITE,
     );
     if let Err(syn) = r {
-        return fail_at(st, qpn, psn, WcStatus::LocProtErr, syn);
+        return fail_at(qp, dev, psn, WcStatus::LocProtErr, syn);
     }
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        acked(qp, psn_add(psn, 1));
-    }
-    complete_front(st, qpn, WcStatus::Success, Syndrome::None, 8);
+    acked(qp, psn_add(psn, 1));
+    complete_front(qp, dev, WcStatus::Success, Syndrome::None, 8);
 }
 
 /// Drops the requester's state (the QP left RTS for RESET or ERR): the
 /// in-flight WQEs are still in the send queue, where the flush finds them.
-pub(crate) fn clear(st: &mut State, qpn: u32) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        for e in qp.req.inflight.drain(..) {
-            if st.wqe_pool.len() < WQE_POOL {
-                st.wqe_pool.push(e.wqe);
-            }
-        }
-        qp.req.send_at = 0;
-        qp.req.rd_atomic = 0;
-        qp.bf = None;
-        qp.timers.retx = None;
-        qp.timers.rnr = None;
-        qp.sq_fetch = qp.sq_ci;
+pub(crate) fn clear(qp: &mut Qp, dev: &mut Dev) {
+    for e in qp.req.inflight.drain(..) {
+        dev.recycle_wqe(e.wqe);
     }
+    qp.req.send_at = 0;
+    qp.req.rd_atomic = 0;
+    qp.bf = None;
+    qp.timers.retx = None;
+    qp.timers.rnr = None;
+    qp.sq_fetch = qp.sq_ci;
 }
 
 /// Whether a QP in `state` completes and retransmits what it sent: in RTS,
@@ -712,5 +662,92 @@ mod tests {
         assert_eq!(rnr_verdict(&mut req, false, 2, 5), Rnr::Wait);
         assert_eq!(rnr_verdict(&mut req, true, 2, 6), Rnr::Wait, "another PSN");
         assert_eq!((req.rnr_left, req.rnr_psn), (0, Some(6)));
+    }
+}
+
+/// The completer on a QP and its device parts alone.
+#[cfg(test)]
+mod machine {
+    use rnic_hw_regs::counters::counter;
+    use rnic_verbs::{QpState, WcStatus};
+
+    use super::super::testbed::Bed;
+    use super::super::ReqOp;
+    use super::on_timeout;
+    use crate::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
+    use crate::wire::opcode::RC_ACKNOWLEDGE;
+
+    fn aeth(kind: AckKind) -> Option<AethRepr> {
+        Some(AethRepr { kind, msn: 0 })
+    }
+
+    const ACK: AckKind = AckKind::Ack {
+        credits: CREDITS_INVALID,
+    };
+
+    /// (wr_id, status) of every CQE.
+    fn completions(b: &mut Bed) -> Vec<(u64, u8)> {
+        b.cqes()
+            .iter()
+            .map(|c| (c.wr_id.to_ne(), c.status))
+            .collect()
+    }
+
+    #[test]
+    fn acks_complete_in_order_and_a_nak_fails_the_wqe_it_names() {
+        let mut b = Bed::rc(4);
+        b.qp.req.next_psn = 5;
+        b.qp.req.unacked = 5;
+        b.in_flight(ReqOp::Write, 1, 1, 1024);
+        b.in_flight(ReqOp::Write, 2, 2, 2048);
+        b.in_flight(ReqOp::Send, 3, 1, 8);
+        b.respond(RC_ACKNOWLEDGE, 6, aeth(ACK), &[]);
+        assert_eq!(completions(&mut b), [(1, WcStatus::Success.raw())]);
+        assert_eq!((b.qp.req.unacked, b.qp.sq_ci), (7, 1), "half of WQE 2");
+        let nak = AckKind::Nak(NakCode::RemoteAccess);
+        b.respond(RC_ACKNOWLEDGE, 7, aeth(nak), &[]);
+        let done = completions(&mut b);
+        assert_eq!(done[1], (2, WcStatus::RemAccessErr.raw()));
+        assert_eq!(done[2], (3, WcStatus::WrFlushErr.raw()), "flushed");
+        assert_eq!(b.qp.state, QpState::Err);
+        assert_eq!(b.qp.counters.0[counter::ACCESS_NAKS_RECEIVED], 1);
+    }
+
+    #[test]
+    fn a_timeout_rewinds_to_the_oldest_psn_not_acknowledged_until_retries_run_out() {
+        let mut b = Bed::rc(4);
+        b.qp.attrs.retry_cnt = 1;
+        b.qp.req.retry_left = 1;
+        b.in_flight(ReqOp::Write, 1, 3, 3072);
+        b.respond(RC_ACKNOWLEDGE, 0, aeth(ACK), &[]);
+        on_timeout(&mut b.qp, &mut b.dev);
+        let e = &b.qp.req.inflight[0];
+        assert_eq!((e.sent, b.qp.req.send_at), (1, 0), "from PSN 1");
+        assert!(b.qp.kicked, "the requester runs again");
+        assert_eq!(b.qp.counters.0[counter::LOCAL_ACK_TIMEOUTS], 1);
+        assert!(completions(&mut b).is_empty());
+        on_timeout(&mut b.qp, &mut b.dev);
+        assert_eq!(completions(&mut b), [(1, WcStatus::RetryExcErr.raw())]);
+        assert_eq!(b.qp.state, QpState::Err);
+    }
+
+    #[test]
+    fn an_ack_past_a_read_whose_data_never_came_asks_for_it_again() {
+        let mut b = Bed::rc(4);
+        b.qp.req.next_psn = 3;
+        b.qp.req.unacked = 3;
+        b.in_flight(ReqOp::Read, 1, 2, 2048);
+        b.in_flight(ReqOp::Write, 2, 1, 64);
+        // The responder executed both; the READ's response was lost.
+        b.respond(RC_ACKNOWLEDGE, 5, aeth(ACK), &[]);
+        assert!(completions(&mut b).is_empty(), "the READ has no data");
+        let req = &b.qp.req;
+        assert_eq!((req.unacked, req.send_at), (3, 0));
+        assert_eq!(req.inflight[0].sent, 0, "the READ is sent again");
+        assert!(req.retrying);
+        // A second such ACK starts no second retry.
+        let left = req.retry_left;
+        b.respond(RC_ACKNOWLEDGE, 5, aeth(ACK), &[]);
+        assert_eq!(b.qp.req.retry_left, left);
     }
 }

@@ -28,6 +28,8 @@ pub(crate) mod replay;
 pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod sequence;
+#[cfg(test)]
+mod testbed;
 pub(crate) mod timers;
 pub(crate) mod uc;
 pub(crate) mod ud;

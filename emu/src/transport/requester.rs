@@ -22,11 +22,11 @@ use super::{
     QUANTUM,
 };
 use crate::mw;
-use crate::objects::BfWqe;
+use crate::objects::{BfWqe, Qp};
 use crate::port;
 use crate::qp::{self, Wq};
 use crate::sgl;
-use crate::state::State;
+use crate::state::{Dev, State};
 use crate::wire::atomic_eth::AtomicEthRepr;
 use crate::wire::bth::{psn_add, psn_diff, BthRepr, DEFAULT_PKEY};
 use crate::wire::ethernet::EthernetAddress;
@@ -42,7 +42,7 @@ use crate::wqe::{self, Data, SendWqe, WqeError};
 /// event) and queues the send queue to run.
 pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
     let qpn = db.qpn();
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
+    let Some(qp) = st.qps.get_mut(qpn) else {
         log::warn!("SQ doorbell for unknown QP {qpn} ignored");
         return;
     };
@@ -56,12 +56,12 @@ pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
     // The doorbell record is not in use before the QP leaves RESET; in the
     // error state the flush reads it.
     if !matches!(qp.state, QpState::Reset | QpState::Err) {
-        if let Err(e) = qp::published(qp, &st.iommu, Wq::Sq) {
-            qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+        if let Err(e) = qp::published(qp, &st.dev.iommu, Wq::Sq) {
+            qp::to_err(qp, &mut st.dev, Some((EventType::QpFatal, e.syndrome())));
             return;
         }
     }
-    st.kick(qpn);
+    st.dev.kick(qp);
 }
 
 /// A BlueFlame write on doorbell page `page` (spec 8.1): the SQ doorbell
@@ -71,7 +71,7 @@ pub(crate) fn sq_doorbell(st: &mut State, page: u32, db: SqDoorbell) {
 /// published without reading the ring or the doorbell record; otherwise
 /// the write is an SQ doorbell.
 pub(crate) fn sq_blueflame(st: &mut State, page: u32, db: SqDoorbell, bytes: &[u8; BF_WQE_BYTES]) {
-    let taken = st.objs.qps.get_mut(db.qpn()).is_some_and(|qp| {
+    let taken = st.qps.get_mut(db.qpn()).is_some_and(|qp| {
         let ctrl = CtrlWord::from_bits(le32::from_ne(u32::from_le_bytes([
             bytes[0], bytes[1], bytes[2], bytes[3],
         ])));
@@ -102,46 +102,36 @@ pub(crate) fn sq_blueflame(st: &mut State, page: u32, db: SqDoorbell, bytes: &[u
 /// One turn of QP `qpn`'s send side: READ responses and ACKs its responder
 /// owes, then request packets. Returns whether the QP used its whole
 /// quantum (and so should run again).
-pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
+pub(crate) fn run(qp: &mut Qp, dev: &mut Dev) -> bool {
     let mut budget = QUANTUM;
-    super::responder::send_out(st, qpn, &mut budget);
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return false;
-    };
+    super::responder::send_out(qp, dev, &mut budget);
     match qp.state {
         // SQD takes no new WQE, but what is in flight goes on.
         QpState::Rts | QpState::Sqd => {}
         QpState::Err | QpState::Sqe => {
-            qp::flush_sq(st, qpn);
+            qp::flush_sq(qp, dev);
             return false;
         }
         _ => return budget == 0,
     }
     if qp.qp_type == QpType::Ud {
-        super::ud::send(st, qpn, &mut budget);
+        super::ud::send(qp, dev, &mut budget);
         return budget == 0;
     }
     if qp.timers.rnr.is_some() {
         return budget == 0;
     }
-    let now = st.now;
-    let Some(dmac) = port::resolve(st, qpn, now) else {
+    let Some(dmac) = port::resolve(qp, dev) else {
         return budget == 0;
     };
     while budget > 0 {
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return false;
-        };
         if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
             break;
         }
         let req = &qp.req;
-        if req.send_at == req.inflight.len() && (qp.state != QpState::Rts || !take(st, qpn)) {
+        if req.send_at == req.inflight.len() && (qp.state != QpState::Rts || !take(qp, dev)) {
             break;
         }
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return false;
-        };
         let req = &qp.req;
         let Some(e) = req.inflight.get(req.send_at) else {
             break;
@@ -149,25 +139,22 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
         if e.error.is_some() {
             // It completes with its error once every WQE before it has.
             if req.send_at == 0 {
-                super::completer::fail_front(st, qpn);
+                super::completer::fail_front(qp, dev);
             }
             break;
         }
         if e.op.is_local() {
             // Executed when taken, with nothing before it in flight.
-            super::completer::complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
+            super::completer::complete_front(qp, dev, WcStatus::Success, Syndrome::None, 0);
             continue;
         }
         let psn = next_psn(e);
         if psn_diff(psn, req.unacked) >= MAX_UNACKED_PSNS as i32 {
             break;
         }
-        send_packet(st, qpn, dmac);
+        send_packet(qp, dev, dmac);
         budget -= 1;
     }
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return false;
-    };
     // UC waits for no acknowledgement.
     let outstanding = psn_diff(qp.req.frontier, qp.req.unacked) > 0;
     if outstanding
@@ -175,7 +162,7 @@ pub(crate) fn run(st: &mut State, qpn: u32) -> bool {
         && matches!(qp.state, QpState::Rts | QpState::Sqd)
         && qp.qp_type == QpType::Rc
     {
-        timers::arm_retx(st, qpn, now);
+        timers::arm_retx(qp, dev);
     }
     budget == 0
 }
@@ -191,20 +178,17 @@ fn next_psn(e: &Inflight) -> u32 {
 
 /// Takes the next WQE from QP `qpn`'s send queue into its in-flight list,
 /// if there is one and the limits allow; returns whether one was taken.
-pub(super) fn take(st: &mut State, qpn: u32) -> bool {
-    let max_bbs = st.cfg.max_wqe_bbs;
-    let (max_sge, max_msg) = (st.cfg.max_sge, st.cfg.max_msg());
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return false;
-    };
+pub(super) fn take(qp: &mut Qp, dev: &mut Dev) -> bool {
+    let max_bbs = dev.cfg.max_wqe_bbs;
+    let (max_sge, max_msg) = (dev.cfg.max_sge, dev.cfg.max_msg());
     if psn_diff(qp.req.next_psn, qp.req.unacked) >= MAX_UNACKED_PSNS as i32 {
         return false;
     }
     // The doorbell record is read again only once the BBs published by
     // the last producer index accepted from it are taken.
     if qp::known(qp, Wq::Sq) == 0 {
-        if let Err(e) = qp::published(qp, &st.iommu, Wq::Sq) {
-            qp::to_err(st, qpn, Some((EventType::QpFatal, e.syndrome())));
+        if let Err(e) = qp::published(qp, &dev.iommu, Wq::Sq) {
+            qp::to_err(qp, dev, Some((EventType::QpFatal, e.syndrome())));
             return false;
         }
     }
@@ -212,18 +196,15 @@ pub(super) fn take(st: &mut State, qpn: u32) -> bool {
     if pending == 0 {
         return false;
     }
-    let mut w = st.wqe_pool.pop().unwrap_or_default();
-    let fetched = wqe::fetch(&mut w, qp, &st.iommu, pending, max_bbs);
+    let mut w = dev.wqe_pool.pop().unwrap_or_default();
+    let fetched = wqe::fetch(&mut w, qp, &dev.iommu, pending, max_bbs);
     let e = match fetched {
         Err(e) => errored(w, e),
-        Ok(()) => match admit(st, qpn, w, max_sge, max_msg) {
+        Ok(()) => match admit(qp, dev, w, max_sge, max_msg) {
             Some(e) => e,
             // The READ/atomic limit or a fence holds the WQE back for now.
             None => return false,
         },
-    };
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return false;
     };
     let req = &mut qp.req;
     qp.sq_fetch = qp.sq_fetch.wrapping_add(e.wqe.bbs);
@@ -257,12 +238,15 @@ fn errored(mut wqe: Box<SendWqe>, e: WqeError) -> Inflight {
 /// Checks a fetched WQE against the local rules and gives it its PSNs;
 /// `None` if the READ/atomic limit or a fence holds it back for now (its
 /// buffer goes back to the pool: it is fetched again).
-fn admit(st: &mut State, qpn: u32, w: Box<SendWqe>, max_sge: u8, max_msg: u64) -> Option<Inflight> {
-    let port_mtu = mtu_bytes(st.cfg.active_mtu.raw()) as u64;
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        st.recycle_wqe(w);
-        return None;
-    };
+fn admit(
+    qp: &mut Qp,
+    dev: &mut Dev,
+    w: Box<SendWqe>,
+    max_sge: u8,
+    max_msg: u64,
+) -> Option<Inflight> {
+    let qpn = qp.qpn;
+    let port_mtu = mtu_bytes(dev.cfg.active_mtu.raw()) as u64;
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu));
     let ud = qp.qp_type == QpType::Ud;
     let max_rd = qp.attrs.max_rd_atomic.max(1);
@@ -291,21 +275,21 @@ fn admit(st: &mut State, qpn: u32, w: Box<SendWqe>, max_sge: u8, max_msg: u64) -
                 || (d.op.is_local() && !qp.req.inflight.is_empty());
             e.op = d.op;
             (!held).then(|| match d.op {
-                ReqOp::BindMw => mw::bind(st, qpn, pdn, &d.bind)
+                ReqOp::BindMw => mw::bind(dev, qpn, pdn, &d.bind)
                     .map(|()| 0)
                     .map_err(|syn| (WcStatus::MwBindErr, syn)),
                 ReqOp::LocalInv => {
                     let rkey = u32::from_be_bytes(ctrl.imm);
-                    mw::invalidate(st, qpn, pdn, rkey, false)
+                    mw::invalidate(dev, qpn, pdn, rkey, false)
                         .map(|()| 0)
                         .map_err(|syn| (WcStatus::LocQpOpErr, syn))
                 }
-                _ => local_checks(st, pdn, &d, max_msg),
+                _ => local_checks(dev, pdn, &d, max_msg),
             })
         }
     };
     let Some(checked) = checked else {
-        st.recycle_wqe(e.wqe);
+        dev.recycle_wqe(e.wqe);
         return None;
     };
     match checked.and_then(|len| psns(e.op, len, mtu, ud.then_some(port_mtu)).map(|n| (len, n))) {
@@ -348,7 +332,7 @@ fn psns(
 
 /// The message length of a decoded WQE, after checking every local SGE.
 fn local_checks(
-    st: &mut State,
+    dev: &mut Dev,
     pdn: u32,
     d: &wqe::Decoded<'_>,
     max_msg: u64,
@@ -368,8 +352,8 @@ fn local_checks(
             };
             for s in d.data.sges() {
                 sgl::resolve(
-                    &mut st.objs.mrs,
-                    &st.iommu,
+                    &mut dev.objs.mrs,
+                    &dev.iommu,
                     pdn,
                     s.lkey.to_ne(),
                     s.addr.to_ne(),
@@ -384,10 +368,7 @@ fn local_checks(
 }
 
 /// Sends the next packet of the WQE at `send_at`.
-fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn send_packet(qp: &mut Qp, dev: &mut Dev, dmac: EthernetAddress) {
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu) as u64);
     let dest = qp.attrs.dest_qp_num.to_ne();
     let uc = qp.qp_type == QpType::Uc;
@@ -483,13 +464,10 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
     };
     // The payload is read from the WQE in place (decoded again: the frame
     // builder holds the device state), while the MR table is borrowed.
-    let sent = port::send(st, qpn, dmac, roce, |st, buf| {
+    let sent = port::send(qp, dev, dmac, roce, |qp, dev, buf| {
         if buf.is_empty() {
             return Ok(());
         }
-        let Some(qp) = st.objs.qps.get(qpn) else {
-            return Ok(());
-        };
         let Ok(d) = qp.req.inflight[at]
             .wqe
             .decode(qp.max_inline, MAX_SEND_WQE_DS as u8)
@@ -504,8 +482,8 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
             }
             Data::Sges(_) => sgl::gather(
                 sgl::Keys {
-                    mrs: &mut st.objs.mrs,
-                    iommu: &st.iommu,
+                    mrs: &mut dev.objs.mrs,
+                    iommu: &dev.iommu,
                     pdn,
                 },
                 d.data.sges(),
@@ -514,9 +492,6 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
             ),
         }
     });
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
     let req = &mut qp.req;
     let e = &mut req.inflight[at];
     if let Err(syn) = sent {
@@ -539,12 +514,12 @@ fn send_packet(st: &mut State, qpn: u32, dmac: EthernetAddress) {
         // Sent is done: a UC WQE completes with its last packet.
         req.unacked = req.frontier;
         if req.send_at > at {
-            completer::complete_front(st, qpn, WcStatus::Success, Syndrome::None, 0);
+            completer::complete_front(qp, dev, WcStatus::Success, Syndrome::None, 0);
         }
         return;
     }
     if retransmit {
-        port::count(st, qpn, counter::RETRANSMITS);
+        port::count(qp, dev, counter::RETRANSMITS);
     }
 }
 

@@ -39,11 +39,12 @@ use super::sequence::{self, Arrival};
 use super::{mtu_bytes, packets, InMsg, RdAtomic, ReadJob};
 use crate::cq;
 use crate::mw;
+use crate::objects::Qp;
 use crate::port;
 use crate::qp::{self, BadDbrec, Wq};
 use crate::sgl::{self, Seg};
 use crate::srq::{self, TakeError};
-use crate::state::State;
+use crate::state::Dev;
 use crate::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
 use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
 use crate::wire::bth::{psn_add, psn_diff, BthRepr, DEFAULT_PKEY, PSN_MASK};
@@ -89,75 +90,67 @@ pub(super) enum Refuse {
 
 /// A request packet for QP `qpn` (in RTR or RTS), from its requester.
 pub(crate) fn on_request(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
 ) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+    let qpn = qp.qpn;
     let psn = roce.bth.psn;
-    let resp = &mut qp.resp;
-    match sequence::arrival(resp, psn) {
+    match sequence::arrival(&mut qp.resp, psn) {
         Arrival::Expected => {}
         Arrival::Duplicate => {
-            port::count(st, qpn, counter::DUPLICATE_REQUESTS);
-            return duplicate(st, qpn, info, roce);
+            port::count(qp, dev, counter::DUPLICATE_REQUESTS);
+            return duplicate(qp, dev, info, roce);
         }
         Arrival::Gap { nak: false } => return,
         Arrival::Gap { nak: true } => {
-            let epsn = resp.epsn;
+            let epsn = qp.resp.epsn;
             log::trace!("QP {qpn}: PSN {psn:#x} past the expected {epsn:#x}: NAK");
-            port::count(st, qpn, counter::SEQ_NAKS_SENT);
-            return nak(st, qpn, epsn, AckKind::Nak(NakCode::PsnSeqError));
+            port::count(qp, dev, counter::SEQ_NAKS_SENT);
+            return nak(qp, dev, epsn, AckKind::Nak(NakCode::PsnSeqError));
         }
     }
-    if resp.out.len() >= MAX_OUT {
+    if qp.resp.out.len() >= MAX_OUT {
         log::debug!("QP {qpn}: PSN {psn:#x} dropped: {MAX_OUT} answers queued");
-        port::count(st, qpn, counter::RX_BUSY_DROPS);
+        port::count(qp, dev, counter::RX_BUSY_DROPS);
         return;
     }
     // A READ answered later would read memory this request may change:
     // requests execute in order, so what is queued goes first. (A request
     // behind a READ is within the requester's window, so this is at most
     // MAX_UNACKED_PSNS packets.)
-    let reads_queued = resp.out.iter().any(|o| matches!(o, Out::Read(_)));
-    if reads_queued {
+    let reads_queued = |qp: &Qp| qp.resp.out.iter().any(|o| matches!(o, Out::Read(_)));
+    if reads_queued(qp) {
         let mut all = u32::MAX;
-        send_out(st, qpn, &mut all);
+        send_out(qp, dev, &mut all);
         // Answers that could not leave (the requester's MAC not yet
         // resolved) would read memory after this request changed it: it
         // waits, dropped, for the requester to send it again.
-        let held = st
-            .objs
-            .qps
-            .get(qpn)
-            .is_some_and(|q| q.resp.out.iter().any(|o| matches!(o, Out::Read(_))));
-        if held {
+        if reads_queued(qp) {
             log::debug!("QP {qpn}: PSN {psn:#x} dropped: a READ before it is not answered yet");
-            port::count(st, qpn, counter::RX_BUSY_DROPS);
+            port::count(qp, dev, counter::RX_BUSY_DROPS);
             return;
         }
     }
-    match execute(st, qpn, info, roce, payload) {
+    match execute(qp, dev, info, roce, payload) {
         Ok(()) => {
             // A completion the receive CQ could not take moved the QP to
             // ERR: the message is not acknowledged (the requester must not
             // take it as delivered).
-            if let Some(qp) = st.objs.qps.get_mut(qpn).filter(|q| q.state != QpState::Err) {
+            if qp.state != QpState::Err {
                 qp.resp.nak_sent = false;
                 if roce.bth.ack_req && matches!(info.op, Op::Send | Op::Write) {
                     let msn = qp.resp.msn;
-                    queue_ack(st, qpn, psn, msn);
+                    queue_ack(qp, dev, psn, msn);
                 }
             }
         }
         Err(Refuse::Rnr) => {
-            let timer = st.objs.qps.get(qpn).map_or(0, |q| q.attrs.min_rnr_timer);
-            port::count(st, qpn, counter::RNR_NAKS_SENT);
-            nak(st, qpn, psn, AckKind::RnrNak { timer });
+            let timer = qp.attrs.min_rnr_timer;
+            port::count(qp, dev, counter::RNR_NAKS_SENT);
+            nak(qp, dev, psn, AckKind::RnrNak { timer });
         }
         Err(Refuse::Nak(code, event)) => {
             let idx = match code {
@@ -165,19 +158,16 @@ pub(crate) fn on_request(
                 NakCode::RemoteOperational => counter::OP_NAKS_SENT,
                 _ => counter::INV_REQ_NAKS_SENT,
             };
-            port::count(st, qpn, idx);
-            nak(st, qpn, psn, AckKind::Nak(code));
-            qp::to_err(st, qpn, event);
+            port::count(qp, dev, idx);
+            nak(qp, dev, psn, AckKind::Nak(code));
+            qp::to_err(qp, dev, event);
         }
     }
 }
 
 /// Queues an ACK of `psn`, merged into an ACK already at the back of the
 /// queue (coalescing).
-fn queue_ack(st: &mut State, qpn: u32, psn: u32, msn: u32) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn queue_ack(qp: &mut Qp, dev: &mut Dev, psn: u32, msn: u32) {
     match qp.resp.out.back_mut() {
         Some(Out::Ack { psn: p, msn: m }) => {
             *p = psn;
@@ -185,21 +175,19 @@ fn queue_ack(st: &mut State, qpn: u32, psn: u32, msn: u32) {
         }
         _ => qp.resp.out.push_back(Out::Ack { psn, msn }),
     }
-    st.kick(qpn);
+    dev.kick(qp);
 }
 
 /// A duplicate request (before the expected PSN): answered as
 /// [`replay::again`] says.
-fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn duplicate(qp: &mut Qp, dev: &mut Dev, info: &OpcodeInfo, roce: &RoceRepr) {
+    let qpn = qp.qpn;
     let mtu = mtu_bytes(qp.attrs.path_mtu);
     match replay::again(&qp.resp, mtu, info.op, roce) {
         // Duplicates until the next request executes all get the same
         // ACK: one queued is enough, however many a peer sends.
         Again::Answer(out @ Out::Ack { .. }) if qp.resp.out.contains(&out) => {}
-        Again::Answer(out) => answer_again(st, qpn, out),
+        Again::Answer(out) => answer_again(qp, dev, out),
         Again::Read {
             job,
             first_psn,
@@ -213,8 +201,8 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
                 _ => true,
             });
             let access = access::REMOTE_READ;
-            if check_rkey(st, qpn, job.va, job.rkey, job.bytes, access).is_ok() {
-                answer_again(st, qpn, Out::Read(job));
+            if check_rkey(qp, dev, job.va, job.rkey, job.bytes, access).is_ok() {
+                answer_again(qp, dev, Out::Read(job));
             }
         }
         Again::Drop(why) => {
@@ -229,7 +217,7 @@ fn duplicate(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) {
 
 /// Keeps a READ or atomic for its duplicates: the last
 /// `max_dest_rd_atomic` of them.
-fn hold(qp: &mut crate::objects::Qp, r: RdAtomic) {
+fn hold(qp: &mut Qp, r: RdAtomic) {
     let keep = qp.attrs.max_dest_rd_atomic.max(1) as usize;
     while qp.resp.resources.len() >= keep {
         qp.resp.resources.pop_front();
@@ -239,30 +227,25 @@ fn hold(qp: &mut crate::objects::Qp, r: RdAtomic) {
 
 /// Queues the answer to a duplicate request in PSN order, ahead of the
 /// answers to later requests.
-fn answer_again(st: &mut State, qpn: u32, out: Out) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+fn answer_again(qp: &mut Qp, dev: &mut Dev, out: Out) {
     let q = &mut qp.resp.out;
     let at = q
         .iter()
         .position(|o| psn_diff(o.psn(), out.psn()) > 0)
         .unwrap_or(q.len());
     q.insert(at, out);
-    st.kick(qpn);
+    dev.kick(qp);
 }
 
 /// Executes the request at the expected PSN.
 pub(super) fn execute(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
 ) -> Result<(), Refuse> {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
+    let qpn = qp.qpn;
     let mtu = mtu_bytes(qp.attrs.path_mtu) as usize;
     let invalid = Err(Refuse::Nak(
         NakCode::InvalidRequest,
@@ -278,41 +261,35 @@ pub(super) fn execute(
     }
     let psn = roce.bth.psn;
     match info.op {
-        Op::Send => send(st, qpn, info, roce, payload)?,
-        Op::Write => write(st, qpn, info, roce, payload)?,
-        Op::ReadRequest => read(st, qpn, roce)?,
-        Op::CompareSwap | Op::FetchAdd => atomic(st, qpn, info, roce)?,
+        Op::Send => send(qp, dev, info, roce, payload)?,
+        Op::Write => write(qp, dev, info, roce, payload)?,
+        Op::ReadRequest => read(qp, dev, roce)?,
+        Op::CompareSwap | Op::FetchAdd => atomic(qp, dev, info, roce)?,
         _ => return invalid,
     }
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        if info.op != Op::ReadRequest {
-            qp.resp.epsn = psn_add(psn, 1);
-            qp.resp.ack_psn = qp.resp.epsn;
-        }
+    if info.op != Op::ReadRequest {
+        qp.resp.epsn = psn_add(psn, 1);
+        qp.resp.ack_psn = qp.resp.epsn;
     }
     Ok(())
 }
 
 /// A SEND packet.
 fn send(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
 ) -> Result<(), Refuse> {
+    let qpn = qp.qpn;
     if info.pos.starts() {
-        let mut w = take_rwqe(st, qpn);
-        let r = next_recv(st, qpn, &mut w);
-        put_rwqe(st, qpn, w);
+        let mut w = take_rwqe(qp);
+        let r = next_recv(qp, dev, &mut w);
+        put_rwqe(qp, w);
         r?;
-        if let Some(qp) = st.objs.qps.get_mut(qpn) {
-            qp.resp.msg = Some(InMsg::Send { got: 0 });
-        }
+        qp.resp.msg = Some(InMsg::Send { got: 0 });
     }
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
     let Some(InMsg::Send { got }) = qp.resp.msg else {
         return Ok(());
     };
@@ -322,8 +299,8 @@ fn send(
     let end = got + payload.len() as u64;
     let r = if end > capacity {
         Err(recv_error(
-            st,
-            qpn,
+            qp,
+            dev,
             w.wr_id,
             (WcStatus::LocLenErr, Syndrome::RecvTooSmall),
             NakCode::InvalidRequest,
@@ -331,8 +308,8 @@ fn send(
     } else {
         sgl::scatter(
             sgl::Keys {
-                mrs: &mut st.objs.mrs,
-                iommu: &st.iommu,
+                mrs: &mut dev.objs.mrs,
+                iommu: &dev.iommu,
                 pdn,
             },
             w.sges().iter().copied(),
@@ -342,8 +319,8 @@ fn send(
         )
         .map_err(|syn| {
             recv_error(
-                st,
-                qpn,
+                qp,
+                dev,
                 w.wr_id,
                 (WcStatus::LocProtErr, syn),
                 NakCode::RemoteOperational,
@@ -351,11 +328,8 @@ fn send(
         })
     };
     let wr_id = w.wr_id;
-    put_rwqe(st, qpn, w);
+    put_rwqe(qp, w);
     r?;
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
     qp.resp.msg = Some(InMsg::Send { got: end });
     if info.pos.ends() {
         let pdn = qp.pdn;
@@ -363,14 +337,11 @@ fn send(
             // The window to invalidate must be a type 2 window bound to
             // this QP (IBA 9.4.1.1, 10.6.7.2.4): otherwise the receive
             // WQE fails and the request is refused, as rxe does.
-            if let Err(syn) = mw::invalidate(st, qpn, pdn, ieth.rkey, true) {
+            if let Err(syn) = mw::invalidate(dev, qpn, pdn, ieth.rkey, true) {
                 let err = (WcStatus::RemInvReqErr, syn);
-                return Err(recv_error(st, qpn, wr_id, err, NakCode::InvalidRequest));
+                return Err(recv_error(qp, dev, wr_id, err, NakCode::InvalidRequest));
             }
         }
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return Ok(());
-        };
         qp.resp.msg = None;
         qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
         let extra = match (roce.immdt, roce.ieth) {
@@ -379,8 +350,8 @@ fn send(
             (None, None) => Extra::None,
         };
         complete_recv(
-            st,
-            qpn,
+            qp,
+            dev,
             wr_id,
             WcOpcode::Recv,
             end,
@@ -394,8 +365,8 @@ fn send(
 
 /// A WRITE packet.
 fn write(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
@@ -404,31 +375,28 @@ fn write(
     // ready is found before the last packet's data lands.
     let mut rwqe = None;
     if info.imm {
-        let mut w = take_rwqe(st, qpn);
-        if let Err(r) = next_recv(st, qpn, &mut w) {
-            put_rwqe(st, qpn, w);
+        let mut w = take_rwqe(qp);
+        if let Err(r) = next_recv(qp, dev, &mut w) {
+            put_rwqe(qp, w);
             return Err(r);
         }
         rwqe = Some(w);
     }
-    let result = write_data(st, qpn, info, roce, payload, rwqe.as_deref());
+    let result = write_data(qp, dev, info, roce, payload, rwqe.as_deref());
     let Some(w) = rwqe else {
         return result;
     };
     let wr_id = w.wr_id;
-    put_rwqe(st, qpn, w);
+    put_rwqe(qp, w);
     result?;
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
     let Some(InMsg::Write { dma_len, .. }) = qp.resp.msg.take() else {
         return Ok(());
     };
     qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
     let imm = roce.immdt.map_or(Extra::None, |i| Extra::Imm(i.imm));
     complete_recv(
-        st,
-        qpn,
+        qp,
+        dev,
         wr_id,
         WcOpcode::RecvRdmaWithImm,
         dma_len,
@@ -443,21 +411,22 @@ fn write(
 /// WRITE with immediate took: a failed check consumes it with an error
 /// completion that reports the failure.
 fn write_data(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
     rwqe: Option<&RecvWqe>,
 ) -> Result<(), Refuse> {
-    let refuse = |st: &mut State, syn: Syndrome| match rwqe {
+    let qpn = qp.qpn;
+    let refuse = |qp: &mut Qp, dev: &mut Dev, syn: Syndrome| match rwqe {
         Some(w) => {
             let (status, code) = if syn == Syndrome::DmaFault {
                 (WcStatus::LocProtErr, NakCode::RemoteOperational)
             } else {
                 (WcStatus::LocAccessErr, NakCode::RemoteAccess)
             };
-            recv_error(st, qpn, w.wr_id, (status, syn), code)
+            recv_error(qp, dev, w.wr_id, (status, syn), code)
         }
         None => remote_refusal(qpn, syn),
     };
@@ -473,21 +442,16 @@ fn write_data(
             ));
         }
         let len = reth.dma_len as u64;
-        if let Err(syn) = check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_WRITE) {
-            return Err(refuse(st, syn));
+        if let Err(syn) = check_rkey(qp, dev, reth.va, reth.rkey, len, access::REMOTE_WRITE) {
+            return Err(refuse(qp, dev, syn));
         }
-        if let Some(qp) = st.objs.qps.get_mut(qpn) {
-            qp.resp.msg = Some(InMsg::Write {
-                va: reth.va,
-                rkey: reth.rkey,
-                dma_len: len,
-                got: 0,
-            });
-        }
+        qp.resp.msg = Some(InMsg::Write {
+            va: reth.va,
+            rkey: reth.rkey,
+            dma_len: len,
+            got: 0,
+        });
     }
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
     let Some(InMsg::Write {
         va,
         rkey,
@@ -507,8 +471,8 @@ fn write_data(
     }
     if !payload.is_empty() {
         let dst = check_rkey(
-            st,
-            qpn,
+            qp,
+            dev,
             va.wrapping_add(got),
             rkey,
             payload.len() as u64,
@@ -516,22 +480,20 @@ fn write_data(
         );
         match dst {
             Ok(seg) => sgl::copy_in(seg, payload),
-            Err(syn) => return Err(refuse(st, syn)),
+            Err(syn) => return Err(refuse(qp, dev, syn)),
         }
     }
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.resp.msg = if info.pos.ends() && rwqe.is_none() {
-            qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
-            None
-        } else {
-            Some(InMsg::Write {
-                va,
-                rkey,
-                dma_len,
-                got: end,
-            })
-        };
-    }
+    qp.resp.msg = if info.pos.ends() && rwqe.is_none() {
+        qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+        None
+    } else {
+        Some(InMsg::Write {
+            va,
+            rkey,
+            dma_len,
+            got: end,
+        })
+    };
     Ok(())
 }
 
@@ -540,15 +502,12 @@ fn write_data(
 const MAX_DMA_LEN: u32 = 1 << 31;
 
 /// A READ request: checked, then answered from the outgoing queue.
-fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
+fn read(qp: &mut Qp, dev: &mut Dev, roce: &RoceRepr) -> Result<(), Refuse> {
+    let qpn = qp.qpn;
     let Some(reth) = roce.reth else {
         return Err(Refuse::Nak(NakCode::InvalidRequest, None));
     };
-    let mtu = st
-        .objs
-        .qps
-        .get(qpn)
-        .map_or(256, |q| mtu_bytes(q.attrs.path_mtu));
+    let mtu = mtu_bytes(qp.attrs.path_mtu);
     // Longer than a message, or answered in half the PSN space or more.
     if reth.dma_len > MAX_DMA_LEN
         || packets(u64::from(reth.dma_len), mtu) >= super::requester::MAX_READ_PSNS
@@ -559,19 +518,16 @@ fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
             Some((EventType::QpReqErr, Syndrome::TooLong)),
         ));
     }
-    if !accepts_rd_atomic(st, qpn) {
+    if !accepts_rd_atomic(qp) {
         return Err(Refuse::Nak(
             NakCode::InvalidRequest,
             Some((EventType::QpReqErr, Syndrome::NoRdAtomic)),
         ));
     }
     let len = reth.dma_len as u64;
-    if let Err(syn) = check_rkey(st, qpn, reth.va, reth.rkey, len, access::REMOTE_READ) {
+    if let Err(syn) = check_rkey(qp, dev, reth.va, reth.rkey, len, access::REMOTE_READ) {
         return Err(remote_refusal(qpn, syn));
     }
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
     let psn = roce.bth.psn;
     let n = packets(len, mtu_bytes(qp.attrs.path_mtu));
     qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
@@ -597,17 +553,18 @@ fn read(st: &mut State, qpn: u32, roce: &RoceRepr) -> Result<(), Refuse> {
         bytes: len,
         msn,
     }));
-    st.kick(qpn);
+    dev.kick(qp);
     Ok(())
 }
 
 /// Compare-and-swap and fetch-and-add on the 8 bytes at the AtomicETH's
 /// address (a little-endian u64), atomic with respect to the host CPU too.
-fn atomic(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) -> Result<(), Refuse> {
+fn atomic(qp: &mut Qp, dev: &mut Dev, info: &OpcodeInfo, roce: &RoceRepr) -> Result<(), Refuse> {
+    let qpn = qp.qpn;
     let Some(a) = roce.atomic_eth else {
         return Err(Refuse::Nak(NakCode::InvalidRequest, None));
     };
-    if !accepts_rd_atomic(st, qpn) {
+    if !accepts_rd_atomic(qp) {
         return Err(Refuse::Nak(
             NakCode::InvalidRequest,
             Some((EventType::QpReqErr, Syndrome::NoRdAtomic)),
@@ -619,7 +576,7 @@ fn atomic(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) -> Resul
             Some((EventType::QpReqErr, Syndrome::Misaligned)),
         ));
     }
-    let seg = check_rkey(st, qpn, a.va, a.rkey, 8, access::REMOTE_ATOMIC)
+    let seg = check_rkey(qp, dev, a.va, a.rkey, 8, access::REMOTE_ATOMIC)
         .map_err(|syn| remote_refusal(qpn, syn))?;
     let p = seg.ptr.0.cast::<u64>();
     if p as usize % 8 != 0 {
@@ -649,38 +606,31 @@ fn atomic(st: &mut State, qpn: u32, info: &OpcodeInfo, roce: &RoceRepr) -> Resul
         }
     };
     let orig = u64::from_le(orig);
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Ok(());
-    };
     let psn = roce.bth.psn;
     qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
     let msn = qp.resp.msn;
     hold(qp, RdAtomic::Atomic { psn, orig });
     qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
-    st.kick(qpn);
+    dev.kick(qp);
     Ok(())
 }
 
 /// Sends what QP `qpn`'s outgoing queue holds, at most `budget` packets.
-pub(crate) fn send_out(st: &mut State, qpn: u32, budget: &mut u32) {
+pub(crate) fn send_out(qp: &mut Qp, dev: &mut Dev, budget: &mut u32) {
     while *budget > 0 {
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
-            return;
-        };
         let Some(&head) = qp.resp.out.front() else {
             return;
         };
-        let now = st.now;
-        let Some(dmac) = port::resolve(st, qpn, now) else {
+        let Some(dmac) = port::resolve(qp, dev) else {
             return;
         };
         match head {
             Out::Ack { psn, msn } => {
-                pop_out(st, qpn);
-                port::count(st, qpn, counter::ACKS_SENT);
+                qp.resp.out.pop_front();
+                port::count(qp, dev, counter::ACKS_SENT);
                 emit_ack(
-                    st,
-                    qpn,
+                    qp,
+                    dev,
                     dmac,
                     psn,
                     AckKind::Ack {
@@ -690,9 +640,9 @@ pub(crate) fn send_out(st: &mut State, qpn: u32, budget: &mut u32) {
                 );
             }
             Out::AtomicAck { psn, msn, orig } => {
-                pop_out(st, qpn);
+                qp.resp.out.pop_front();
                 let roce = RoceRepr {
-                    bth: bth(st, qpn, opcode::RC_ATOMIC_ACKNOWLEDGE, psn),
+                    bth: bth(qp, opcode::RC_ATOMIC_ACKNOWLEDGE, psn),
                     aeth: Some(AethRepr {
                         kind: AckKind::Ack {
                             credits: CREDITS_INVALID,
@@ -702,10 +652,10 @@ pub(crate) fn send_out(st: &mut State, qpn: u32, budget: &mut u32) {
                     atomic_ack_eth: Some(AtomicAckEthRepr { orig }),
                     ..RoceRepr::default()
                 };
-                let _ = port::send(st, qpn, dmac, roce, |_, _| Ok::<(), ()>(()));
+                let _ = port::send(qp, dev, dmac, roce, |_, _, _| Ok::<(), ()>(()));
             }
             Out::Read(job) => {
-                if !send_read_packet(st, qpn, dmac, job) {
+                if !send_read_packet(qp, dev, dmac, job) {
                     return;
                 }
             }
@@ -714,66 +664,53 @@ pub(crate) fn send_out(st: &mut State, qpn: u32, budget: &mut u32) {
     }
 }
 
-fn pop_out(st: &mut State, qpn: u32) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.resp.out.pop_front();
-    }
-}
-
-/// The BTH of a response on QP `qpn`.
-fn bth(st: &State, qpn: u32, opcode: u8, psn: u32) -> BthRepr {
+/// The BTH of a response on `qp`.
+fn bth(qp: &Qp, opcode: u8, psn: u32) -> BthRepr {
     BthRepr {
         opcode,
         pkey: DEFAULT_PKEY,
-        dest_qp: st
-            .objs
-            .qps
-            .get(qpn)
-            .map_or(0, |q| q.attrs.dest_qp_num.to_ne()),
+        dest_qp: qp.attrs.dest_qp_num.to_ne(),
         psn,
         ..BthRepr::default()
     }
 }
 
 fn emit_ack(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     dmac: crate::wire::ethernet::EthernetAddress,
     psn: u32,
     kind: AckKind,
     msn: u32,
 ) {
     let roce = RoceRepr {
-        bth: bth(st, qpn, opcode::RC_ACKNOWLEDGE, psn),
+        bth: bth(qp, opcode::RC_ACKNOWLEDGE, psn),
         aeth: Some(AethRepr { kind, msn }),
         ..RoceRepr::default()
     };
-    let _ = port::send(st, qpn, dmac, roce, |_, _| Ok::<(), ()>(()));
+    let _ = port::send(qp, dev, dmac, roce, |_, _, _| Ok::<(), ()>(()));
 }
 
 /// Sends everything queued, then a NAK (or RNR NAK) for `psn`.
-fn nak(st: &mut State, qpn: u32, psn: u32, kind: AckKind) {
+fn nak(qp: &mut Qp, dev: &mut Dev, psn: u32, kind: AckKind) {
     let mut all = u32::MAX;
-    send_out(st, qpn, &mut all);
-    let now = st.now;
-    let Some(dmac) = port::resolve(st, qpn, now) else {
+    send_out(qp, dev, &mut all);
+    let Some(dmac) = port::resolve(qp, dev) else {
         return;
     };
-    let msn = st.objs.qps.get(qpn).map_or(0, |q| q.resp.msn);
-    emit_ack(st, qpn, dmac, psn, kind, msn);
+    let msn = qp.resp.msn;
+    emit_ack(qp, dev, dmac, psn, kind, msn);
 }
 
 /// Sends the next packet of the READ response at the head of the queue;
 /// false if the QP failed instead.
 fn send_read_packet(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     dmac: crate::wire::ethernet::EthernetAddress,
     job: ReadJob,
 ) -> bool {
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return false;
-    };
+    let qpn = qp.qpn;
     let mtu = mtu_bytes(qp.attrs.path_mtu) as u64;
     let n = job.bytes.min(mtu);
     let pos = match (job.first, job.left == 1) {
@@ -788,7 +725,7 @@ fn send_read_packet(
     let src = if n == 0 {
         Ok(Seg::EMPTY)
     } else {
-        check_rkey(st, qpn, job.va, job.rkey, n, access::REMOTE_READ)
+        check_rkey(qp, dev, job.va, job.rkey, n, access::REMOTE_READ)
     };
     let seg = match src {
         Ok(seg) => seg,
@@ -797,14 +734,14 @@ fn send_read_packet(
             let Refuse::Nak(code, event) = remote_refusal(qpn, syn) else {
                 return false;
             };
-            pop_out(st, qpn);
-            nak(st, qpn, job.psn, AckKind::Nak(code));
-            qp::to_err(st, qpn, event);
+            qp.resp.out.pop_front();
+            nak(qp, dev, job.psn, AckKind::Nak(code));
+            qp::to_err(qp, dev, event);
             return false;
         }
     };
     let roce = RoceRepr {
-        bth: bth(st, qpn, code, job.psn),
+        bth: bth(qp, code, job.psn),
         aeth: (pos != Position::Middle).then_some(AethRepr {
             kind: AckKind::Ack {
                 credits: CREDITS_INVALID,
@@ -814,33 +751,28 @@ fn send_read_packet(
         payload_len: n as usize,
         ..RoceRepr::default()
     };
-    let _ = port::send(st, qpn, dmac, roce, |_, buf| {
+    let _ = port::send(qp, dev, dmac, roce, |_, _, buf| {
         sgl::copy_out(seg, buf);
         Ok::<(), ()>(())
     });
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        if let Some(Out::Read(j)) = qp.resp.out.front_mut() {
-            j.psn = psn_add(j.psn, 1);
-            j.left -= 1;
-            j.first = false;
-            j.va = j.va.wrapping_add(n);
-            j.bytes -= n;
-            if j.left == 0 {
-                qp.resp.out.pop_front();
-            }
+    if let Some(Out::Read(j)) = qp.resp.out.front_mut() {
+        j.psn = psn_add(j.psn, 1);
+        j.left -= 1;
+        j.first = false;
+        j.va = j.va.wrapping_add(n);
+        j.bytes -= n;
+        if j.left == 0 {
+            qp.resp.out.pop_front();
         }
     }
     true
 }
 
-/// Whether QP `qpn` accepts RDMA READ and atomic requests: a responder
-/// with no resources for them (`max_dest_rd_atomic` 0) rejects them as
-/// invalid requests, as the InfiniBand spec requires.
-fn accepts_rd_atomic(st: &State, qpn: u32) -> bool {
-    st.objs
-        .qps
-        .get(qpn)
-        .is_some_and(|qp| qp.attrs.max_dest_rd_atomic > 0)
+/// Whether `qp` accepts RDMA READ and atomic requests: a responder with
+/// no resources for them (`max_dest_rd_atomic` 0) rejects them as invalid
+/// requests, as the InfiniBand spec requires.
+fn accepts_rd_atomic(qp: &Qp) -> bool {
+    qp.attrs.max_dest_rd_atomic > 0
 }
 
 /// Checks `rkey` for `len` bytes at `raddr` with `need` access at QP
@@ -848,35 +780,33 @@ fn accepts_rd_atomic(st: &State, qpn: u32) -> bool {
 /// check. A zero-length RDMA operation checks no key, as the InfiniBand
 /// spec says.
 fn check_rkey(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     raddr: u64,
     rkey: u32,
     len: u64,
     need: u32,
 ) -> Result<Seg, Syndrome> {
+    let qpn = qp.qpn;
     if len == 0 {
         return Ok(Seg::EMPTY);
     }
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return Err(Syndrome::BadDestQp);
-    };
     let (pdn, qp_access) = (qp.pdn, qp.attrs.qp_access_flags.to_ne());
     // A window grants the rights itself, over the MR it is bound to.
-    if let Some(crate::objects::Keyed::Mw(_)) = st.objs.mrs.get_keyed(rkey) {
-        let mr_key = mw::reach(st, qpn, pdn, rkey, raddr, len, need)?;
+    if let Some(crate::objects::Keyed::Mw(_)) = dev.objs.mrs.get_keyed(rkey) {
+        let mr_key = mw::reach(dev, qpn, pdn, rkey, raddr, len, need)?;
         if qp_access & need != need {
             return Err(Syndrome::QpAccessDenied);
         }
-        let mr = st.objs.mrs.get_mut(mr_key).ok_or(Syndrome::BadRkey)?;
-        return sgl::mr_range(mr, &st.iommu, raddr, len);
+        let mr = dev.objs.mrs.get_mut(mr_key).ok_or(Syndrome::BadRkey)?;
+        return sgl::mr_range(mr, &dev.iommu, raddr, len);
     }
-    match st.objs.mrs.get_mut(rkey) {
+    match dev.objs.mrs.get_mut(rkey) {
         None => Err(Syndrome::BadRkey),
         Some(mr) if mr.pdn != pdn => Err(Syndrome::PdMismatch),
         Some(mr) if mr.access & need != need => Err(Syndrome::AccessDenied),
         Some(_) if qp_access & need != need => Err(Syndrome::QpAccessDenied),
-        Some(mr) => sgl::mr_range(mr, &st.iommu, raddr, len),
+        Some(mr) => sgl::mr_range(mr, &dev.iommu, raddr, len),
     }
 }
 
@@ -896,51 +826,38 @@ fn remote_refusal(qpn: u32, syn: Syndrome) -> Refuse {
 }
 
 /// The QP's receive WQE buffer (allocated once per QP).
-pub(super) fn take_rwqe(st: &mut State, qpn: u32) -> Box<RecvWqe> {
-    st.objs
-        .qps
-        .get_mut(qpn)
-        .and_then(|q| q.resp.rwqe.take())
-        .unwrap_or_default()
+pub(super) fn take_rwqe(qp: &mut Qp) -> Box<RecvWqe> {
+    qp.resp.rwqe.take().unwrap_or_default()
 }
 
-pub(super) fn put_rwqe(st: &mut State, qpn: u32, w: Box<RecvWqe>) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.resp.rwqe = Some(w);
-    }
+pub(super) fn put_rwqe(qp: &mut Qp, w: Box<RecvWqe>) {
+    qp.resp.rwqe = Some(w);
 }
 
 /// Copies the receive WQE the next message on QP `qpn` fills into `w`:
 /// the one at its receive consumer index, not yet consumed, or, on an SRQ,
 /// the one it holds or else the next one the SRQ gives out;
 /// receiver-not-ready if there is none.
-pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(), Refuse> {
-    let max_sge = st.cfg.max_sge;
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return Err(Refuse::Rnr);
-    };
+pub(super) fn next_recv(qp: &mut Qp, dev: &mut Dev, w: &mut RecvWqe) -> Result<(), Refuse> {
+    let max_sge = dev.cfg.max_sge;
     let fatal = |syn| Refuse::Nak(NakCode::RemoteOperational, Some((EventType::QpFatal, syn)));
     if let Some(srqn) = qp.srqn {
         if qp.resp.srq_held.is_some() {
             // `w` is the QP's buffer: it still holds that WQE.
             return Ok(());
         }
-        return match srq::take(st, srqn, w) {
+        return match srq::take(dev, srqn, w) {
             Ok(index) => {
-                if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                    qp.resp.srq_held = Some(index);
-                }
+                qp.resp.srq_held = Some(index);
                 Ok(())
             }
             Err(TakeError::Empty) => Err(Refuse::Rnr),
             Err(TakeError::Broken(syn)) => Err(fatal(syn)),
             Err(TakeError::Malformed { wr_id, index }) => {
-                if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                    qp.resp.srq_held = Some(index);
-                }
+                qp.resp.srq_held = Some(index);
                 Err(recv_error(
-                    st,
-                    qpn,
+                    qp,
+                    dev,
                     wr_id,
                     (WcStatus::LocQpOpErr, Syndrome::BadWqe),
                     NakCode::RemoteOperational,
@@ -951,7 +868,7 @@ pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(),
     // The doorbell record is read only once the receive WQEs known from it
     // are consumed.
     if qp::known(qp, Wq::Rq) == 0 {
-        match qp::published(qp, &st.iommu, Wq::Rq) {
+        match qp::published(qp, &dev.iommu, Wq::Rq) {
             Ok(0) => return Err(Refuse::Rnr),
             Ok(_) => {}
             Err(e @ BadDbrec::Unmapped) | Err(e @ BadDbrec::Malformed) => {
@@ -960,12 +877,12 @@ pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(),
         }
     }
     let slot = qp.rq_ci & ((1 << qp.log_rq_wqes) - 1);
-    match wqe::fetch_recv(w, &mut qp.rq, &st.iommu, slot, qp.log_rq_stride, max_sge) {
+    match wqe::fetch_recv(w, &mut qp.rq, &dev.iommu, slot, qp.log_rq_stride, max_sge) {
         Ok(()) => Ok(()),
         Err(RecvError::Fault) => Err(fatal(Syndrome::DmaFault)),
         Err(RecvError::Malformed(wr_id)) => Err(recv_error(
-            st,
-            qpn,
+            qp,
+            dev,
             wr_id,
             (WcStatus::LocQpOpErr, Syndrome::BadWqe),
             NakCode::RemoteOperational,
@@ -976,7 +893,7 @@ pub(super) fn next_recv(st: &mut State, qpn: u32, w: &mut RecvWqe) -> Result<(),
 /// Retires the receive WQE a message on `qp` filled and returns the
 /// `wqe_counter` of its completion: the SRQ WQE it held, or the one at
 /// its receive consumer index.
-fn retire_recv(qp: &mut crate::objects::Qp) -> u32 {
+fn retire_recv(qp: &mut Qp) -> u32 {
     match qp.resp.srq_held.take() {
         Some(index) => index.wrapping_add(1),
         None => {
@@ -990,29 +907,28 @@ fn retire_recv(qp: &mut crate::objects::Qp) -> u32 {
 /// the request with `code`; the completion reports the error, so there is
 /// an event only if it cannot be written.
 pub(super) fn recv_error(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     wr_id: u64,
     (status, syndrome): (WcStatus, Syndrome),
     code: NakCode,
 ) -> Refuse {
+    let qpn = qp.qpn;
     log::debug!("QP {qpn}: receive WQE {wr_id:#x} failed: {status:?} ({syndrome:?})");
     let mut event = None;
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        let counter = retire_recv(qp);
-        qp.resp.msg = None;
-        let c = cq::cqe(
-            wr_id,
-            qpn,
-            counter,
-            WcOpcode::Recv.raw(),
-            status,
-            syndrome as u32,
-        );
-        let cqn = qp.recv_cqn;
-        if cq::write(st, cqn, &c).is_err() {
-            event = Some((EventType::QpFatal, Syndrome::CqError));
-        }
+    let counter = retire_recv(qp);
+    qp.resp.msg = None;
+    let c = cq::cqe(
+        wr_id,
+        qpn,
+        counter,
+        WcOpcode::Recv.raw(),
+        status,
+        syndrome as u32,
+    );
+    let cqn = qp.recv_cqn;
+    if cq::write(dev, cqn, &c).is_err() {
+        event = Some((EventType::QpFatal, Syndrome::CqError));
     }
     Refuse::Nak(code, event)
 }
@@ -1033,8 +949,8 @@ pub(super) enum Extra {
 /// message comes from the connected QP.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn complete_recv(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     wr_id: u64,
     opcode: WcOpcode,
     len: u64,
@@ -1042,9 +958,7 @@ pub(super) fn complete_recv(
     solicited: bool,
     ud: Option<u32>,
 ) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+    let qpn = qp.qpn;
     let counter = retire_recv(qp);
     let mut c = cq::cqe(wr_id, qpn, counter, opcode.raw(), WcStatus::Success, 0);
     c.byte_len = le32::from_ne(len as u32);
@@ -1060,18 +974,160 @@ pub(super) fn complete_recv(
         .with_solicited(solicited)
         .with_grh(ud.is_some());
     let cqn = qp.recv_cqn;
-    if cq::write(st, cqn, &c).is_err() {
-        qp::to_err(st, qpn, Some((EventType::QpFatal, Syndrome::CqError)));
+    if cq::write(dev, cqn, &c).is_err() {
+        qp::to_err(qp, dev, Some((EventType::QpFatal, Syndrome::CqError)));
     }
 }
 
 /// Drops the responder's state (the QP left service).
-pub(crate) fn clear(st: &mut State, qpn: u32) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.resp.msg = None;
-        qp.resp.out.clear();
-        qp.resp.resources.clear();
-        qp.resp.nak_sent = false;
-        qp.resp.drop_msg = false;
+pub(crate) fn clear(qp: &mut Qp) {
+    qp.resp.msg = None;
+    qp.resp.out.clear();
+    qp.resp.resources.clear();
+    qp.resp.nak_sent = false;
+    qp.resp.drop_msg = false;
+}
+
+#[cfg(test)]
+mod tests {
+    use rnic_hw_regs::counters::counter;
+    use rnic_verbs::{QpState, WcStatus};
+
+    use super::super::testbed::{Bed, MR_LEN, PEER_QPN};
+    use super::*;
+    use crate::wire::opcode::*;
+
+    /// Sends what the responder has queued.
+    fn flush(b: &mut Bed) {
+        let mut all = u32::MAX;
+        send_out(&mut b.qp, &mut b.dev, &mut all);
+    }
+
+    fn acked(b: &mut Bed) -> Vec<u32> {
+        flush(b);
+        b.sent()
+            .iter()
+            .filter(|s| s.roce.bth.opcode == RC_ACKNOWLEDGE)
+            .map(|s| s.roce.bth.psn)
+            .collect()
+    }
+
+    #[test]
+    fn a_duplicate_write_after_a_read_is_acked_at_the_write() {
+        let mut b = Bed::rc(4);
+        b.qp.resp.epsn = 30;
+        b.request(RC_RDMA_WRITE_ONLY, 30, b.reth(0, 1024), &[7; 1024]);
+        b.request(RC_RDMA_READ_REQUEST, 31, b.reth(0, 2048), &[]);
+        flush(&mut b);
+        let answers: Vec<_> = b.sent().iter().map(|s| s.op_psn()).collect();
+        assert_eq!(
+            answers,
+            [
+                (RC_ACKNOWLEDGE, 30),
+                (RC_RDMA_READ_RESPONSE_FIRST, 31),
+                (RC_RDMA_READ_RESPONSE_LAST, 32)
+            ]
+        );
+        assert_eq!(b.qp.resp.epsn, 33);
+        // The ACK and the READ's answer were lost: the WRITE comes again.
+        b.request(RC_RDMA_WRITE_ONLY, 30, b.reth(0, 1024), &[7; 1024]);
+        assert_eq!(acked(&mut b), [30], "never the READ's last PSN, 32");
+        assert_eq!(b.qp.counters.0[counter::DUPLICATE_REQUESTS], 1);
+    }
+
+    #[test]
+    fn a_read_asked_again_from_its_middle_goes_on_with_middle_and_last() {
+        let mut b = Bed::rc(4);
+        for (i, x) in b.mem()[..3072].iter_mut().enumerate() {
+            *x = (i / 1024) as u8 + 1;
+        }
+        b.request(RC_RDMA_READ_REQUEST, 0, b.reth(0, 3072), &[]);
+        flush(&mut b);
+        assert_eq!(b.sent().len(), 3);
+        // The requester lost the second packet and asks for the rest.
+        b.request(RC_RDMA_READ_REQUEST, 1, b.reth(1024, 2048), &[]);
+        flush(&mut b);
+        let again = b.sent();
+        let ops: Vec<_> = again.iter().map(|s| s.op_psn()).collect();
+        assert_eq!(
+            ops,
+            [
+                (RC_RDMA_READ_RESPONSE_MIDDLE, 1),
+                (RC_RDMA_READ_RESPONSE_LAST, 2)
+            ]
+        );
+        assert!(again[0].payload.iter().all(|&x| x == 2));
+        assert!(again[1].payload.iter().all(|&x| x == 3));
+        // Not a part of that READ: another key, or past its end.
+        let mut other = b.reth(1024, 1024);
+        if let Some(r) = other.as_mut() {
+            r.rkey ^= 1;
+        }
+        b.request(RC_RDMA_READ_REQUEST, 1, other, &[]);
+        b.request(RC_RDMA_READ_REQUEST, 2, b.reth(2048, 2048), &[]);
+        flush(&mut b);
+        assert!(b.sent().is_empty(), "dropped");
+        assert_eq!(b.qp.state, QpState::Rts);
+    }
+
+    #[test]
+    fn a_request_behind_a_read_that_cannot_leave_waits_for_it() {
+        let mut b = Bed::rc(4);
+        b.mem()[..1024].fill(0xaa);
+        // The requester's MAC is not known yet: the READ's answer waits.
+        let dmac = b.qp.path.and_then(|p| p.dmac);
+        if let Some(p) = b.qp.path.as_mut() {
+            p.dmac = None;
+        }
+        b.request(RC_RDMA_READ_REQUEST, 0, b.reth(0, 1024), &[]);
+        b.request(RC_RDMA_WRITE_ONLY, 1, b.reth(0, 1024), &[0xbb; 1024]);
+        assert!(b.sent().is_empty(), "only an ARP request left");
+        assert_eq!(b.qp.counters.0[counter::RX_BUSY_DROPS], 1);
+        assert!(b.mem()[..1024].iter().all(|&x| x == 0xaa), "not written");
+        assert_eq!(b.qp.resp.epsn, 1);
+        // The neighbour answers; the requester sends the WRITE again.
+        if let Some(p) = b.qp.path.as_mut() {
+            p.dmac = dmac;
+        }
+        b.request(RC_RDMA_WRITE_ONLY, 1, b.reth(0, 1024), &[0xbb; 1024]);
+        flush(&mut b);
+        let sent = b.sent();
+        assert_eq!(sent[0].op_psn(), (RC_RDMA_READ_RESPONSE_ONLY, 0));
+        assert!(sent[0].payload.iter().all(|&x| x == 0xaa), "read first");
+        assert_eq!(sent[1].op_psn(), (RC_ACKNOWLEDGE, 1));
+        assert!(b.mem()[..1024].iter().all(|&x| x == 0xbb));
+    }
+
+    #[test]
+    fn a_message_whose_completion_overran_the_cq_is_not_acked() {
+        let mut b = Bed::rc(1);
+        for i in 0..3 {
+            b.post_recv(i, i * 64, 64);
+        }
+        b.request(RC_SEND_ONLY, 0, None, b"one");
+        b.request(RC_SEND_ONLY, 1, None, b"two");
+        assert_eq!(acked(&mut b), [1], "coalesced");
+        b.request(RC_SEND_ONLY, 2, None, b"three");
+        assert_eq!(b.qp.state, QpState::Err, "the CQ overran");
+        assert!(acked(&mut b).is_empty());
+        let cqes = b.cqes();
+        assert_eq!(cqes.len(), 2);
+        assert_eq!(cqes[1].status, WcStatus::Success.raw());
+        assert_eq!(cqes[1].src_qp.to_ne(), PEER_QPN);
+        assert_eq!(&b.mem()[64..67], b"two");
+    }
+
+    #[test]
+    fn a_write_past_its_key_s_range_is_a_remote_access_error() {
+        let mut b = Bed::rc(4);
+        let past = MR_LEN as u64 - 512;
+        b.request(RC_RDMA_WRITE_ONLY, 0, b.reth(past, 1024), &[1; 1024]);
+        let sent = b.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].op_psn(), (RC_ACKNOWLEDGE, 0));
+        let nak = sent[0].roce.aeth.map(|a| a.kind);
+        assert_eq!(nak, Some(AckKind::Nak(NakCode::RemoteAccess)));
+        assert_eq!(b.qp.state, QpState::Err);
+        assert_eq!(b.qp.counters.0[counter::ACCESS_NAKS_SENT], 1);
     }
 }

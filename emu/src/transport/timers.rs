@@ -9,7 +9,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::state::State;
+use crate::objects::Qp;
+use crate::state::{Dev, State};
 
 use super::{ack_timeout_ns, completer};
 
@@ -30,65 +31,54 @@ impl Timers {
     }
 }
 
-/// Makes sure QP `qpn` has an entry queued no later than `at`.
-fn queue(st: &mut State, qpn: u32, at: u64) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+/// Makes sure `qp` has an entry queued no later than `at`.
+fn queue(qp: &mut Qp, dev: &mut Dev, at: u64) {
     if qp.timers.queued.is_some_and(|q| q <= at) {
         return;
     }
     qp.timers.queued = Some(at);
-    st.timers.heap.push(Reverse((at, qpn)));
+    dev.timers.heap.push(Reverse((at, qp.qpn)));
 }
 
-/// (Re)starts QP `qpn`'s retransmit timer: it fires one local ACK timeout
-/// from `now`. A QP whose `timeout` is 0 waits forever.
-pub(crate) fn arm_retx(st: &mut State, qpn: u32, now: u64) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+/// (Re)starts `qp`'s retransmit timer: it fires one local ACK timeout
+/// from now. A QP whose `timeout` is 0 waits forever.
+pub(crate) fn arm_retx(qp: &mut Qp, dev: &mut Dev) {
     let Some(t) = ack_timeout_ns(qp.attrs.timeout) else {
         qp.timers.retx = None;
         return;
     };
-    qp.timers.retx = Some(now + t);
-    queue(st, qpn, now + t);
+    let at = dev.now + t;
+    qp.timers.retx = Some(at);
+    queue(qp, dev, at);
 }
 
-/// Stops QP `qpn`'s retransmit timer.
-pub(crate) fn stop_retx(st: &mut State, qpn: u32) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.timers.retx = None;
-    }
+/// Stops `qp`'s retransmit timer.
+pub(crate) fn stop_retx(qp: &mut Qp) {
+    qp.timers.retx = None;
 }
 
-/// Holds QP `qpn`'s requester until `at` (an RNR NAK's wait).
-pub(crate) fn arm_rnr(st: &mut State, qpn: u32, at: u64) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        qp.timers.rnr = Some(at);
-        queue(st, qpn, at);
-    }
+/// Holds `qp`'s requester until `at` (an RNR NAK's wait).
+pub(crate) fn arm_rnr(qp: &mut Qp, dev: &mut Dev, at: u64) {
+    qp.timers.rnr = Some(at);
+    queue(qp, dev, at);
 }
 
-/// Runs QP `qpn`'s requester again at `at` to ask its neighbour again.
-pub(crate) fn arm_resolve(st: &mut State, qpn: u32, at: u64) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        if qp.timers.resolve.map_or(true, |r| r > at) {
-            qp.timers.resolve = Some(at);
-        }
-        queue(st, qpn, at);
+/// Runs `qp`'s requester again at `at` to ask its neighbour again.
+pub(crate) fn arm_resolve(qp: &mut Qp, dev: &mut Dev, at: u64) {
+    if qp.timers.resolve.map_or(true, |r| r > at) {
+        qp.timers.resolve = Some(at);
     }
+    queue(qp, dev, at);
 }
 
 /// Fires every deadline due at `now`.
 pub(crate) fn run_due(st: &mut State, now: u64) {
-    while let Some(&Reverse((at, qpn))) = st.timers.heap.peek() {
+    while let Some(&Reverse((at, qpn))) = st.dev.timers.heap.peek() {
         if at > now {
             return;
         }
-        st.timers.heap.pop();
-        let Some(qp) = st.objs.qps.get_mut(qpn) else {
+        st.dev.timers.heap.pop();
+        let Some((qp, dev)) = st.parts(qpn) else {
             continue;
         };
         if qp.timers.queued != Some(at) {
@@ -99,26 +89,20 @@ pub(crate) fn run_due(st: &mut State, now: u64) {
         let t = qp.timers;
         if t.rnr.is_some_and(|d| d <= now) {
             qp.timers.rnr = None;
-            st.kick(qpn);
+            dev.kick(qp);
         }
-        if let Some(qp) = st.objs.qps.get_mut(qpn) {
-            if t.resolve.is_some_and(|d| d <= now) {
-                qp.timers.resolve = None;
-                st.kick(qpn);
-            }
+        if t.resolve.is_some_and(|d| d <= now) {
+            qp.timers.resolve = None;
+            dev.kick(qp);
         }
         if t.retx.is_some_and(|d| d <= now) {
-            if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                qp.timers.retx = None;
-            }
-            completer::on_timeout(st, qpn, now);
+            qp.timers.retx = None;
+            completer::on_timeout(qp, dev);
         }
         // Queue whatever is still ahead.
-        if let Some(qp) = st.objs.qps.get(qpn) {
-            let t = qp.timers;
-            if let Some(next) = [t.retx, t.rnr, t.resolve].into_iter().flatten().min() {
-                queue(st, qpn, next);
-            }
+        let t = qp.timers;
+        if let Some(next) = [t.retx, t.rnr, t.resolve].into_iter().flatten().min() {
+            queue(qp, dev, next);
         }
     }
 }

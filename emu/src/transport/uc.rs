@@ -19,24 +19,23 @@
 use rnic_hw_regs::counters::counter;
 
 use super::responder::{self, Refuse};
+use crate::objects::Qp;
 use crate::port;
 use crate::qp;
-use crate::state::State;
+use crate::state::Dev;
 use crate::wire::bth::psn_diff;
 use crate::wire::opcode::OpcodeInfo;
 use crate::wire::roce::RoceRepr;
 
 /// A UC request packet for QP `qpn` (in RTR or RTS, from its peer).
 pub(crate) fn on_request(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     info: &OpcodeInfo,
     roce: &RoceRepr,
     payload: &[u8],
 ) {
-    let Some(qp) = st.objs.qps.get_mut(qpn) else {
-        return;
-    };
+    let qpn = qp.qpn;
     let psn = roce.bth.psn;
     let resp = &mut qp.resp;
     if resp.drop_msg || psn_diff(psn, resp.epsn) != 0 {
@@ -44,7 +43,7 @@ pub(crate) fn on_request(
             log::trace!("QP {qpn}: UC {} at PSN {psn:#x} dropped", info.name);
             resp.drop_msg = true;
             resp.msg = None;
-            port::count(st, qpn, counter::UC_DROPPED);
+            port::count(qp, dev, counter::UC_DROPPED);
             return;
         }
         // A new message: what was in progress is abandoned.
@@ -52,20 +51,18 @@ pub(crate) fn on_request(
         resp.msg = None;
         resp.epsn = psn;
     }
-    match responder::execute(st, qpn, info, roce, payload) {
+    match responder::execute(qp, dev, info, roce, payload) {
         Ok(()) => {}
         // A receive CQE reported it, or nothing can: the QP fails.
-        Err(Refuse::Nak(_, event)) if reported_or_fatal(&event) => qp::to_err(st, qpn, event),
+        Err(Refuse::Nak(_, event)) if reported_or_fatal(&event) => qp::to_err(qp, dev, event),
         Err(_) => {
             log::debug!(
                 "QP {qpn}: UC {} at PSN {psn:#x} refused: message dropped",
                 info.name
             );
-            if let Some(qp) = st.objs.qps.get_mut(qpn) {
-                qp.resp.drop_msg = true;
-                qp.resp.msg = None;
-            }
-            port::count(st, qpn, counter::UC_DROPPED);
+            qp.resp.drop_msg = true;
+            qp.resp.msg = None;
+            port::count(qp, dev, counter::UC_DROPPED);
         }
     }
 }

@@ -25,10 +25,11 @@ use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
 
 use super::responder::{self, Refuse};
 use super::{completer, requester, ReqOp};
+use crate::objects::Qp;
 use crate::port::{self, Path};
 use crate::qp;
 use crate::sgl;
-use crate::state::State;
+use crate::state::Dev;
 use crate::wire::bth::{psn_add, BthRepr, DEFAULT_PKEY};
 use crate::wire::deth::DethRepr;
 use crate::wire::immdt::ImmDtRepr;
@@ -43,33 +44,30 @@ pub(crate) const GRH_LEN: usize = 40;
 const CONTROLLED_QKEY: u32 = 1 << 31;
 
 /// Sends QP `qpn`'s UD WQEs, one packet each, while `budget` lasts.
-pub(crate) fn send(st: &mut State, qpn: u32, budget: &mut u32) {
+pub(crate) fn send(qp: &mut Qp, dev: &mut Dev, budget: &mut u32) {
     while *budget > 0 {
-        let Some(qp) = st.objs.qps.get(qpn) else {
-            return;
-        };
         if qp.state != QpState::Rts {
             return;
         }
-        if qp.req.inflight.is_empty() && !requester::take(st, qpn) {
+        if qp.req.inflight.is_empty() && !requester::take(qp, dev) {
             return;
         }
-        let Some(e) = st.objs.qps.get(qpn).and_then(|q| q.req.inflight.front()) else {
+        let Some(e) = qp.req.inflight.front() else {
             return;
         };
         if e.error.is_some() {
-            completer::fail_front(st, qpn);
+            completer::fail_front(qp, dev);
             continue;
         }
         if e.npkts == 0 {
-            port::count(st, qpn, counter::UD_TOO_LONG);
-            done(st, qpn, WcStatus::Success, Syndrome::None);
+            port::count(qp, dev, counter::UD_TOO_LONG);
+            done(qp, dev, WcStatus::Success, Syndrome::None);
             continue;
         }
-        match send_one(st, qpn) {
+        match send_one(qp, dev) {
             Sent::Yes => *budget -= 1,
             Sent::Waiting => return,
-            Sent::Failed(status, syndrome) => done(st, qpn, status, syndrome),
+            Sent::Failed(status, syndrome) => done(qp, dev, status, syndrome),
         }
     }
 }
@@ -82,11 +80,9 @@ enum Sent {
 }
 
 /// Sends the packet of the oldest WQE of QP `qpn`, and completes it.
-fn send_one(st: &mut State, qpn: u32) -> Sent {
+fn send_one(qp: &mut Qp, dev: &mut Dev) -> Sent {
+    let qpn = qp.qpn;
     let bad = Sent::Failed(WcStatus::LocQpOpErr, Syndrome::BadWqe);
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return bad;
-    };
     let Some(e) = qp.req.inflight.front() else {
         return bad;
     };
@@ -104,7 +100,7 @@ fn send_one(st: &mut State, qpn: u32) -> Sent {
         e.wqe.ctrl.word.solicited(),
     );
     let pdn = qp.pdn;
-    let Some(sgid) = st
+    let Some(sgid) = dev
         .gids
         .get(dg.sgid_index as usize)
         .filter(|g| g.valid)
@@ -115,8 +111,7 @@ fn send_one(st: &mut State, qpn: u32) -> Sent {
     let Some(path) = Path::of_datagram(sgid, &dg, qpn) else {
         return bad;
     };
-    let now = st.now;
-    let Some(dmac) = port::lookup(st, qpn, &path, now) else {
+    let Some(dmac) = port::lookup(qp, dev, &path) else {
         return Sent::Waiting;
     };
     let wr_qkey = dg.qkey.to_ne();
@@ -148,13 +143,10 @@ fn send_one(st: &mut State, qpn: u32) -> Sent {
         payload_len: len as usize,
         ..RoceRepr::default()
     };
-    let sent = port::send_on(st, qpn, &path, dmac, roce, |st, buf| {
+    let sent = port::send_on(qp, dev, &path, dmac, roce, |qp, dev, buf| {
         if buf.is_empty() {
             return Ok(());
         }
-        let Some(qp) = st.objs.qps.get(qpn) else {
-            return Ok(());
-        };
         let Some(e) = qp.req.inflight.front() else {
             return Ok(());
         };
@@ -168,8 +160,8 @@ fn send_one(st: &mut State, qpn: u32) -> Sent {
             }
             Data::Sges(_) => sgl::gather(
                 sgl::Keys {
-                    mrs: &mut st.objs.mrs,
-                    iommu: &st.iommu,
+                    mrs: &mut dev.objs.mrs,
+                    iommu: &dev.iommu,
                     pdn,
                 },
                 d.data.sges(),
@@ -180,7 +172,7 @@ fn send_one(st: &mut State, qpn: u32) -> Sent {
     });
     match sent {
         Ok(()) => {
-            done(st, qpn, WcStatus::Success, Syndrome::None);
+            done(qp, dev, WcStatus::Success, Syndrome::None);
             Sent::Yes
         }
         // The memory went away under an accepted WQE.
@@ -190,28 +182,24 @@ fn send_one(st: &mut State, qpn: u32) -> Sent {
 
 /// Completes the oldest WQE; no acknowledgement will come, so nothing
 /// stays outstanding.
-fn done(st: &mut State, qpn: u32, status: WcStatus, syndrome: Syndrome) {
-    if let Some(qp) = st.objs.qps.get_mut(qpn) {
-        let r = &mut qp.req;
-        if let Some(e) = r.inflight.front() {
-            r.unacked = psn_add(e.first_psn, e.npkts);
-            r.frontier = r.unacked;
-        }
+fn done(qp: &mut Qp, dev: &mut Dev, status: WcStatus, syndrome: Syndrome) {
+    let r = &mut qp.req;
+    if let Some(e) = r.inflight.front() {
+        r.unacked = psn_add(e.first_psn, e.npkts);
+        r.frontier = r.unacked;
     }
-    completer::complete_front(st, qpn, status, syndrome, 0);
+    completer::complete_front(qp, dev, status, syndrome, 0);
 }
 
 /// A UD packet for QP `qpn`; `ip` is the frame from its IP header on.
-pub(crate) fn on_packet(st: &mut State, qpn: u32, roce: &RoceRepr, payload: &[u8], ip: &[u8]) {
-    let Some(qp) = st.objs.qps.get(qpn) else {
-        return;
-    };
+pub(crate) fn on_packet(qp: &mut Qp, dev: &mut Dev, roce: &RoceRepr, payload: &[u8], ip: &[u8]) {
+    let qpn = qp.qpn;
     let Some(deth) = roce.deth else {
         return;
     };
     if deth.qkey != qp.attrs.qkey.to_ne() {
         log::trace!("QP {qpn}: UD packet with Q_Key {:#x} dropped", deth.qkey);
-        port::count(st, qpn, counter::RX_BAD_QKEY);
+        port::count(qp, dev, counter::RX_BAD_QKEY);
         return;
     }
     let mut grh = [0u8; GRH_LEN];
@@ -220,42 +208,42 @@ pub(crate) fn on_packet(st: &mut State, qpn: u32, roce: &RoceRepr, payload: &[u8
         Some(6) if ip.len() >= GRH_LEN => grh.copy_from_slice(&ip[..GRH_LEN]),
         _ => return,
     }
-    let mut w = responder::take_rwqe(st, qpn);
-    let r = receive(st, qpn, &mut w, roce, &grh, payload, deth.src_qp);
-    responder::put_rwqe(st, qpn, w);
+    let mut w = responder::take_rwqe(qp);
+    let r = receive(qp, dev, &mut w, roce, &grh, payload, deth.src_qp);
+    responder::put_rwqe(qp, w);
     match r {
         Ok(()) => {}
         Err(Refuse::Rnr) => {
             log::trace!("QP {qpn}: UD message dropped: no receive WQE");
-            port::count(st, qpn, counter::RX_NO_RECV_WQE);
+            port::count(qp, dev, counter::RX_NO_RECV_WQE);
         }
-        Err(Refuse::Nak(_, event)) => qp::to_err(st, qpn, event),
+        Err(Refuse::Nak(_, event)) => qp::to_err(qp, dev, event),
     }
 }
 
 /// Places one UD message in the next receive WQE and completes it.
 fn receive(
-    st: &mut State,
-    qpn: u32,
+    qp: &mut Qp,
+    dev: &mut Dev,
     w: &mut wqe::RecvWqe,
     roce: &RoceRepr,
     grh: &[u8; GRH_LEN],
     payload: &[u8],
     src_qp: u32,
 ) -> Result<(), Refuse> {
-    responder::next_recv(st, qpn, w)?;
+    responder::next_recv(qp, dev, w)?;
     let code = crate::wire::aeth::NakCode::RemoteOperational;
     let room: u64 = w.sges().iter().map(wqe::sge_len).sum();
     let len = (GRH_LEN + payload.len()) as u64;
     if len > room {
         let err = (WcStatus::LocLenErr, Syndrome::RecvTooSmall);
-        return Err(responder::recv_error(st, qpn, w.wr_id, err, code));
+        return Err(responder::recv_error(qp, dev, w.wr_id, err, code));
     }
-    let pdn = st.objs.qps.get(qpn).map_or(0, |q| q.recv_pdn);
+    let pdn = qp.recv_pdn;
     for (offset, bytes) in [(0, &grh[..]), (GRH_LEN as u64, payload)] {
         let k = sgl::Keys {
-            mrs: &mut st.objs.mrs,
-            iommu: &st.iommu,
+            mrs: &mut dev.objs.mrs,
+            iommu: &dev.iommu,
             pdn,
         };
         if let Err(syn) = sgl::scatter(
@@ -266,8 +254,8 @@ fn receive(
             access::LOCAL_WRITE,
         ) {
             return Err(responder::recv_error(
-                st,
-                qpn,
+                qp,
+                dev,
                 w.wr_id,
                 (WcStatus::LocProtErr, syn),
                 code,
@@ -279,8 +267,8 @@ fn receive(
         .map_or(responder::Extra::None, |i| responder::Extra::Imm(i.imm));
     let opcode = WcOpcode::Recv;
     responder::complete_recv(
-        st,
-        qpn,
+        qp,
+        dev,
         w.wr_id,
         opcode,
         len,
