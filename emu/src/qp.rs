@@ -371,3 +371,64 @@ pub(crate) fn rq_doorbell(st: &mut State, page: u32, db: RqDoorbell) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rnic_hw_regs::cqe::Cqe;
+    use rnic_verbs::{QpState, WcStatus, WrOpcode};
+
+    use super::*;
+    use crate::transport::testbed::Bed;
+    use crate::transport::ReqOp;
+    use crate::wire::opcode::RC_SEND_FIRST;
+
+    fn of(c: &Cqe) -> (u64, u8, bool) {
+        (c.wr_id.to_ne(), c.status, c.flags.is_send())
+    }
+
+    #[test]
+    fn the_error_state_flushes_both_queues_in_order_and_aborts_a_message_under_way() {
+        let mut b = Bed::rc(4);
+        for i in 0..3 {
+            b.post_recv(10 + i, i * 2048, 2048);
+        }
+        // A SEND has begun to fill the first receive WQE.
+        b.request(RC_SEND_FIRST, 0, None, &[1; 1024]);
+        b.in_flight(ReqOp::Write, 1, 1, 64);
+        b.post_send(WrOpcode::RdmaWrite.raw(), 2, 0, 64, 0);
+        to_err(&mut b.qp, &mut b.dev, None);
+        let flush = WcStatus::WrFlushErr.raw();
+        let got: Vec<_> = b.cqes().iter().map(of).collect();
+        assert_eq!(
+            got,
+            [
+                (10, WcStatus::RemAbortErr.raw(), false),
+                (11, flush, false),
+                (12, flush, false),
+                (1, flush, true),
+                (2, flush, true),
+            ],
+            "in flight or not yet taken, every WQE completes"
+        );
+        assert_eq!(b.qp.state, QpState::Err);
+        assert!(b.qp.req.inflight.is_empty() && b.qp.resp.msg.is_none());
+        // Already in error: nothing is flushed twice.
+        to_err(&mut b.qp, &mut b.dev, None);
+        assert_eq!(b.cqes().len(), 5);
+    }
+
+    #[test]
+    fn reset_discards_without_completions_and_restarts_the_indices() {
+        let mut b = Bed::rc(4);
+        b.post_recv(1, 0, 64);
+        b.in_flight(ReqOp::Write, 2, 1, 64);
+        b.qp.timers.retx = Some(5);
+        to_reset(&mut b.qp, &mut b.dev);
+        assert!(b.cqes().is_empty());
+        let qp = &b.qp;
+        assert_eq!(qp.state, QpState::Reset);
+        assert_eq!((qp.sq_ci, qp.sq_fetch, qp.rq_ci, qp.sq_pi), (0, 0, 0, 0));
+        assert!(qp.req.inflight.is_empty() && qp.path.is_none());
+        assert!(qp.timers.retx.is_none());
+    }
+}

@@ -29,7 +29,7 @@ pub(crate) mod requester;
 pub(crate) mod responder;
 pub(crate) mod sequence;
 #[cfg(test)]
-mod testbed;
+pub(crate) mod testbed;
 pub(crate) mod timers;
 pub(crate) mod uc;
 pub(crate) mod ud;

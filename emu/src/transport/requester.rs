@@ -556,3 +556,106 @@ mod tests {
         assert_eq!(psns(ReqOp::Send, 4096, 1024, Some(4096)), Ok(1));
     }
 }
+
+/// The requester on a QP and its device parts alone.
+#[cfg(test)]
+mod machine {
+    use rnic_verbs::WrOpcode;
+
+    use super::super::testbed::{Bed, REMOTE_RKEY};
+    use super::*;
+    use crate::wire::aeth::{AckKind, AethRepr, CREDITS_INVALID};
+    use crate::wire::opcode::*;
+
+    /// Runs the QP's send side until it sends nothing more.
+    fn drain(b: &mut Bed) -> Vec<super::super::testbed::Sent> {
+        let mut all = Vec::new();
+        loop {
+            run(&mut b.qp, &mut b.dev);
+            let sent = b.sent();
+            if sent.is_empty() {
+                return all;
+            }
+            all.extend(sent);
+        }
+    }
+
+    #[test]
+    fn a_write_leaves_segmented_with_its_data_and_asks_for_one_ack() {
+        let mut b = Bed::rc(4);
+        for (i, x) in b.mem()[..2500].iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        b.post_send(WrOpcode::RdmaWrite.raw(), 9, 0, 2500, 0x8000);
+        let sent = drain(&mut b);
+        let ops: Vec<_> = sent.iter().map(|s| s.op_psn()).collect();
+        assert_eq!(
+            ops,
+            [
+                (RC_RDMA_WRITE_FIRST, 0),
+                (RC_RDMA_WRITE_MIDDLE, 1),
+                (RC_RDMA_WRITE_LAST, 2)
+            ]
+        );
+        let reth = sent[0].roce.reth.expect("a RETH on the first");
+        assert_eq!(
+            (reth.va, reth.rkey, reth.dma_len),
+            (0x8000, REMOTE_RKEY, 2500)
+        );
+        let asks: Vec<_> = sent.iter().map(|s| s.roce.bth.ack_req).collect();
+        assert_eq!(asks, [false, false, true]);
+        let data: Vec<u8> = sent.iter().flat_map(|s| s.payload.clone()).collect();
+        assert_eq!(data, b.mem()[..2500]);
+        assert_eq!(b.qp.req.frontier, 3);
+        assert!(b.qp.timers.retx.is_some(), "waiting for the ACK");
+    }
+
+    #[test]
+    fn the_window_holds_packets_past_max_unacked_psns_until_an_ack_moves_it() {
+        let mut b = Bed::rc(4);
+        b.qp.attrs.path_mtu = rnic_verbs::Mtu::Mtu256.raw();
+        b.post_send(WrOpcode::RdmaWrite.raw(), 1, 0, 64 * 1024, 0);
+        let first = drain(&mut b);
+        assert_eq!(first.len(), MAX_UNACKED_PSNS as usize);
+        // Every MAX_PKTS_PER_ACK-th packet asks for an ACK.
+        assert!(first[MAX_PKTS_PER_ACK as usize - 1].roce.bth.ack_req);
+        assert!(!first[MAX_PKTS_PER_ACK as usize].roce.bth.ack_req);
+        let ack = Some(AethRepr {
+            kind: AckKind::Ack {
+                credits: CREDITS_INVALID,
+            },
+            msn: 0,
+        });
+        b.respond(RC_ACKNOWLEDGE, 63, ack, &[]);
+        let more = drain(&mut b);
+        assert_eq!(more.len(), 64);
+        assert_eq!(more[0].op_psn(), (RC_RDMA_WRITE_MIDDLE, 128));
+    }
+
+    #[test]
+    fn a_read_asks_once_and_its_responses_land_in_place() {
+        let mut b = Bed::rc(4);
+        b.post_send(WrOpcode::RdmaRead.raw(), 4, 0x1000, 2048, 0x8000);
+        let sent = drain(&mut b);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].op_psn(), (RC_RDMA_READ_REQUEST, 0));
+        let reth = sent[0].roce.reth.expect("a RETH");
+        assert_eq!((reth.va, reth.dma_len), (0x8000, 2048));
+        assert_eq!(b.qp.req.frontier, 2, "both response PSNs");
+        let aeth = Some(AethRepr {
+            kind: AckKind::Ack {
+                credits: CREDITS_INVALID,
+            },
+            msn: 1,
+        });
+        b.respond(RC_RDMA_READ_RESPONSE_FIRST, 0, aeth, &[5; 1024]);
+        assert!(b.cqes().is_empty());
+        b.respond(RC_RDMA_READ_RESPONSE_LAST, 1, aeth, &[6; 1024]);
+        let cqes = b.cqes();
+        assert_eq!(cqes.len(), 1);
+        assert_eq!(cqes[0].byte_len.to_ne(), 2048);
+        assert!(b.mem()[0x1000..0x1400].iter().all(|&x| x == 5));
+        assert!(b.mem()[0x1400..0x1800].iter().all(|&x| x == 6));
+        assert!(b.qp.timers.retx.is_none(), "nothing outstanding");
+    }
+}

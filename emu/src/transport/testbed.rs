@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rnic_hw_regs::cmd::AddressVector;
 use rnic_hw_regs::cqe::{Cqe, CQE_SIZE};
 use rnic_hw_regs::uar::QP_DBREC_SQ;
-use rnic_hw_regs::wqe::{CtrlSeg, CtrlWord, DataSeg, RecvWqeHdr, SEND_WQE_BB};
+use rnic_hw_regs::wqe::{CtrlSeg, CtrlWord, DataSeg, RaddrSeg, RecvWqeHdr, SEND_WQE_BB};
 use rnic_hw_regs::{le32, le64};
 use rnic_verbs::{access, QpState, QpType};
 
@@ -38,6 +38,8 @@ pub(crate) const PEER_QPN: u32 = 0x22;
 pub(crate) const VA: u64 = 0x10_0000;
 /// Bytes of the MR.
 pub(crate) const MR_LEN: usize = 64 * 1024;
+/// The key of the peer's memory that requests name.
+pub(crate) const REMOTE_RKEY: u32 = 0x4242;
 /// The CQ both queues complete into.
 const CQN: u32 = 1;
 /// Receive WQEs the receive queue holds (its stride: 32 bytes, one SGE).
@@ -59,6 +61,8 @@ pub(crate) struct Bed {
     cq: NonNull<u8>,
     /// Receive WQEs posted.
     posted: u32,
+    /// Send BBs posted by [`Bed::post_send`].
+    sq_posted: u32,
 }
 
 /// A packet the QP sent.
@@ -194,6 +198,7 @@ impl Bed {
             dbrec,
             cq,
             posted: 0,
+            sq_posted: 0,
         }
     }
 
@@ -297,13 +302,52 @@ impl Bed {
         super::completer::on_response(&mut self.qp, &mut self.dev, info, &roce, payload);
     }
 
+    /// Posts a send WQE of `opcode` (an `IBV_WR_*` value) for `len` bytes
+    /// of the MR at `off`, to remote address `raddr` under `rkey`, and
+    /// publishes it in the doorbell record.
+    pub(crate) fn post_send(&mut self, opcode: u8, wr_id: u64, off: u64, len: u32, raddr: u64) {
+        let bb = self.sq_posted;
+        self.sq_posted += 1;
+        let ctrl = CtrlSeg {
+            word: CtrlWord::new()
+                .with_opcode(opcode)
+                .with_ds(3)
+                .with_signaled(true)
+                .with_wqe_index(bb as u8),
+            wr_id: le64::from_ne(wr_id),
+            ..CtrlSeg::default()
+        };
+        let remote = RaddrSeg {
+            raddr: le64::from_ne(raddr),
+            rkey: le32::from_ne(REMOTE_RKEY),
+            reserved: le32::from_ne(0),
+        };
+        let sge = DataSeg {
+            byte_count: le32::from_ne(len),
+            lkey: le32::from_ne(self.rkey),
+            addr: le64::from_ne(VA + off),
+        };
+        // SAFETY: BB `bb` of the 4 KiB SQ ring (64 BBs of 64 bytes: the
+        // three segments fit one) and the doorbell record's SQ index, both
+        // allocated by the IOMMU and alive with `dev`, written unaligned.
+        unsafe {
+            let slot = self.sq.as_ptr().add((bb % 64) as usize * SEND_WQE_BB);
+            slot.cast::<CtrlSeg>().write_unaligned(ctrl);
+            slot.add(16).cast::<RaddrSeg>().write_unaligned(remote);
+            slot.add(32).cast::<DataSeg>().write_unaligned(sge);
+            let pi = self.dbrec.as_ptr().add(QP_DBREC_SQ).cast::<le32>();
+            pi.write_unaligned(le32::from_ne(bb + 1));
+        }
+    }
+
     /// Posts a WQE of `op` taking `npkts` PSNs (one BB, its control
     /// segment only) and puts it in flight, its request packets sent, as
     /// the requester would have.
     pub(crate) fn in_flight(&mut self, op: ReqOp, wr_id: u64, npkts: u32, len: u64) {
         let mut wqe = Box::<SendWqe>::default();
         wqe.bbs = 1;
-        let bb = self.qp.sq_fetch;
+        let bb = self.sq_posted;
+        self.sq_posted += 1;
         wqe.ctrl = CtrlSeg {
             word: CtrlWord::new().with_ds(1).with_wqe_index(bb as u8),
             wr_id: le64::from_ne(wr_id),
