@@ -17,6 +17,11 @@
 //!   RDMA WRITE, READ responses, atomics with their replay cache, ACK
 //!   coalescing, and the NAKs of class C errors.
 //!
+//! Each machine works on one QP and the rest of the device,
+//! `(qp: &mut Qp, dev: &mut Dev, ..)`: it queues what it sends on
+//! `dev.port`, writes completions through `dev`, and changes only its own
+//! QP, so that the `testbed` (tests only) runs it on one QP and a `Dev`.
+//!
 //! [`timers`] keeps every deadline of the device on one heap against the
 //! device clock. [`ud`] is the Unreliable Datagram transport on the same
 //! per-QP state: one packet per message, no ACKs, no retries; [`uc`] the
