@@ -15,6 +15,8 @@ mod pd_mr;
 mod qp;
 mod query;
 mod srq;
+#[cfg(test)]
+mod tests;
 mod uctx;
 
 /// A failed command.
