@@ -671,19 +671,15 @@ mod machine {
     use rnic_hw_regs::counters::counter;
     use rnic_verbs::{QpState, WcStatus};
 
-    use super::super::testbed::Bed;
+    use super::super::testbed::{ack, Bed};
     use super::super::ReqOp;
     use super::on_timeout;
-    use crate::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
+    use crate::wire::aeth::{AckKind, AethRepr, NakCode};
     use crate::wire::opcode::RC_ACKNOWLEDGE;
 
     fn aeth(kind: AckKind) -> Option<AethRepr> {
         Some(AethRepr { kind, msn: 0 })
     }
-
-    const ACK: AckKind = AckKind::Ack {
-        credits: CREDITS_INVALID,
-    };
 
     /// (wr_id, status) of every CQE.
     fn completions(b: &mut Bed) -> Vec<(u64, u8)> {
@@ -701,7 +697,7 @@ mod machine {
         b.in_flight(ReqOp::Write, 1, 1, 1024);
         b.in_flight(ReqOp::Write, 2, 2, 2048);
         b.in_flight(ReqOp::Send, 3, 1, 8);
-        b.respond(RC_ACKNOWLEDGE, 6, aeth(ACK), &[]);
+        b.respond(RC_ACKNOWLEDGE, 6, ack(0), &[]);
         assert_eq!(completions(&mut b), [(1, WcStatus::Success.raw())]);
         assert_eq!((b.qp.req.unacked, b.qp.sq_ci), (7, 1), "half of WQE 2");
         let nak = AckKind::Nak(NakCode::RemoteAccess);
@@ -719,7 +715,7 @@ mod machine {
         b.qp.attrs.retry_cnt = 1;
         b.qp.req.retry_left = 1;
         b.in_flight(ReqOp::Write, 1, 3, 3072);
-        b.respond(RC_ACKNOWLEDGE, 0, aeth(ACK), &[]);
+        b.respond(RC_ACKNOWLEDGE, 0, ack(0), &[]);
         on_timeout(&mut b.qp, &mut b.dev);
         let e = &b.qp.req.inflight[0];
         assert_eq!((e.sent, b.qp.req.send_at), (1, 0), "from PSN 1");
@@ -739,7 +735,7 @@ mod machine {
         b.in_flight(ReqOp::Read, 1, 2, 2048);
         b.in_flight(ReqOp::Write, 2, 1, 64);
         // The responder executed both; the READ's response was lost.
-        b.respond(RC_ACKNOWLEDGE, 5, aeth(ACK), &[]);
+        b.respond(RC_ACKNOWLEDGE, 5, ack(0), &[]);
         assert!(completions(&mut b).is_empty(), "the READ has no data");
         let req = &b.qp.req;
         assert_eq!((req.unacked, req.send_at), (3, 0));
@@ -747,7 +743,7 @@ mod machine {
         assert!(req.retrying);
         // A second such ACK starts no second retry.
         let left = req.retry_left;
-        b.respond(RC_ACKNOWLEDGE, 5, aeth(ACK), &[]);
+        b.respond(RC_ACKNOWLEDGE, 5, ack(0), &[]);
         assert_eq!(b.qp.req.retry_left, left);
     }
 }

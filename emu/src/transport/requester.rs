@@ -562,9 +562,8 @@ mod tests {
 mod machine {
     use rnic_verbs::WrOpcode;
 
-    use super::super::testbed::{Bed, REMOTE_RKEY};
+    use super::super::testbed::{ack, Bed, REMOTE_RKEY};
     use super::*;
-    use crate::wire::aeth::{AckKind, AethRepr, CREDITS_INVALID};
     use crate::wire::opcode::*;
 
     /// Runs the QP's send side until it sends nothing more.
@@ -620,13 +619,7 @@ mod machine {
         // Every MAX_PKTS_PER_ACK-th packet asks for an ACK.
         assert!(first[MAX_PKTS_PER_ACK as usize - 1].roce.bth.ack_req);
         assert!(!first[MAX_PKTS_PER_ACK as usize].roce.bth.ack_req);
-        let ack = Some(AethRepr {
-            kind: AckKind::Ack {
-                credits: CREDITS_INVALID,
-            },
-            msn: 0,
-        });
-        b.respond(RC_ACKNOWLEDGE, 63, ack, &[]);
+        b.respond(RC_ACKNOWLEDGE, 63, ack(0), &[]);
         let more = drain(&mut b);
         assert_eq!(more.len(), 64);
         assert_eq!(more[0].op_psn(), (RC_RDMA_WRITE_MIDDLE, 128));
@@ -642,12 +635,7 @@ mod machine {
         let reth = sent[0].roce.reth.expect("a RETH");
         assert_eq!((reth.va, reth.dma_len), (0x8000, 2048));
         assert_eq!(b.qp.req.frontier, 2, "both response PSNs");
-        let aeth = Some(AethRepr {
-            kind: AckKind::Ack {
-                credits: CREDITS_INVALID,
-            },
-            msn: 1,
-        });
+        let aeth = ack(1);
         b.respond(RC_RDMA_READ_RESPONSE_FIRST, 0, aeth, &[5; 1024]);
         assert!(b.cqes().is_empty());
         b.respond(RC_RDMA_READ_RESPONSE_LAST, 1, aeth, &[6; 1024]);

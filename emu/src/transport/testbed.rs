@@ -21,7 +21,7 @@ use crate::irq::IrqLines;
 use crate::objects::{Cq, Keyed, Mr, Qp};
 use crate::port::Path;
 use crate::state::Dev;
-use crate::wire::aeth::AethRepr;
+use crate::wire::aeth::{AckKind, AethRepr, CREDITS_INVALID};
 use crate::wire::bth::{psn_add, BthRepr, DEFAULT_PKEY};
 use crate::wire::frame::{classify, Received};
 use crate::wire::opcode::info;
@@ -393,6 +393,16 @@ impl Bed {
             dma_len: len,
         })
     }
+}
+
+/// The AETH of an ACK carrying `msn`.
+pub(crate) fn ack(msn: u32) -> Option<AethRepr> {
+    Some(AethRepr {
+        kind: AckKind::Ack {
+            credits: CREDITS_INVALID,
+        },
+        msn,
+    })
 }
 
 /// The BTH of a request to [`QPN`] asking for an ACK.
