@@ -1,5 +1,6 @@
 //! [`EmuHal`]: the platform trait implemented on the device model.
 
+use std::os::fd::OwnedFd;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -23,6 +24,31 @@ impl EmuHal {
     /// The device behind this handle.
     pub fn device(&self) -> &Arc<EmuDevice> {
         &self.dev
+    }
+
+    /// Maps `host .. host + len` at `iova`, an address the platform chose
+    /// (a vfio-user client's `DMA_MAP`). Refused (`NoIova`) if the range
+    /// is empty, wraps or overlaps a mapping.
+    ///
+    /// # Safety
+    ///
+    /// The memory must stay valid for reads and writes by the device until
+    /// [`EmuHal::unmap_at`] of the same range returns.
+    pub unsafe fn map_at(&self, iova: u64, host: NonNull<u8>, len: usize) -> Result<(), HalError> {
+        self.dev.shared().lock().dev.iommu.map_at(iova, host, len)
+    }
+
+    /// Removes a mapping of [`EmuHal::map_at`]: when it returns, the device
+    /// can no longer reach the memory.
+    pub fn unmap_at(&self, iova: u64, len: usize) -> Result<(), HalError> {
+        self.dev.shared().lock().dev.iommu.unmap(iova, len)
+    }
+
+    /// Signals `fd` (an eventfd) on every raise of MSI-X `vector` as well,
+    /// or stops with `None`: a platform's client waits on its own eventfds,
+    /// as VFIO's `SET_IRQS` asks.
+    pub fn forward_irq(&self, vector: u16, fd: Option<OwnedFd>) -> Result<(), HalError> {
+        self.dev.shared().irq.forward(vector, fd)
     }
 }
 

@@ -71,6 +71,13 @@ impl Iommu {
         self.gen
     }
 
+    /// Whether any mapping covers a byte of `start .. end`.
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        let before = self.maps.range(..start).next_back();
+        before.is_some_and(|(&s, m)| s + m.len as u64 > start)
+            || self.maps.range(start..end).next().is_some()
+    }
+
     /// Reserves IOVA space for `len` bytes starting `offset` bytes into a
     /// page, for host memory at `host`.
     fn reserve(&mut self, offset: u64, len: usize, host: *mut u8) -> Result<u64, HalError> {
@@ -80,6 +87,19 @@ impl Iommu {
         // host pointers to the device; skip a page in that (unlikely) case.
         if base + offset == host as u64 {
             base += PAGE;
+        }
+        // Past any range a platform mapped at an address of its choosing,
+        // with a guard page on either side.
+        while self.overlaps(base.saturating_sub(PAGE), base.saturating_add(span + PAGE)) {
+            let (&s, m) = self
+                .maps
+                .range(..base.saturating_add(span + PAGE))
+                .next_back()
+                .ok_or(HalError::NoIova)?;
+            base = (s + m.len as u64)
+                .checked_next_multiple_of(PAGE)
+                .and_then(|e| e.checked_add(PAGE))
+                .ok_or(HalError::NoIova)?;
         }
         // One unmapped guard page after every mapping.
         let next = base
@@ -154,7 +174,32 @@ impl Iommu {
         Ok(iova)
     }
 
-    /// Removes a mapping made by [`Iommu::map`].
+    /// Maps caller memory `host .. host + len` at `iova`, an address the
+    /// platform chose (a vfio-user client's `DMA_MAP`); refused if it
+    /// overlaps a mapping or wraps.
+    pub(crate) fn map_at(
+        &mut self,
+        iova: u64,
+        host: NonNull<u8>,
+        len: usize,
+    ) -> Result<(), HalError> {
+        let end = iova.checked_add(len as u64).ok_or(HalError::NoIova)?;
+        if len == 0 || self.overlaps(iova, end) {
+            return Err(HalError::NoIova);
+        }
+        self.maps.insert(
+            iova,
+            Mapping {
+                host: HostPtr(host.as_ptr()),
+                len,
+                owned: None,
+            },
+        );
+        log::trace!("iommu: map {len:#x} bytes at the given iova {iova:#x}");
+        Ok(())
+    }
+
+    /// Removes a mapping made by [`Iommu::map`] or [`Iommu::map_at`].
     pub(crate) fn unmap(&mut self, iova: u64, len: usize) -> Result<(), HalError> {
         match self.maps.get(&iova) {
             Some(m) if m.owned.is_none() && m.len == len => {}
@@ -297,6 +342,40 @@ pub(crate) fn to_bytes<T: Pod>(v: &T, bytes: &mut [u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mapping_at_a_chosen_iova_refuses_overlaps_and_moves_the_allocator_past_it() {
+        let mut m = Iommu::new();
+        let mut buf = vec![0u8; 3 * 4096];
+        let host = NonNull::new(buf.as_mut_ptr()).unwrap();
+        m.map_at(IOVA_BASE, host, 2 * 4096).unwrap();
+        assert_eq!(
+            m.translate(IOVA_BASE + 4096, 8).unwrap().0,
+            buf[4096..].as_mut_ptr()
+        );
+        for (iova, len) in [(IOVA_BASE + 4095, 2), (IOVA_BASE - 1, 2), (IOVA_BASE, 1)] {
+            assert_eq!(
+                m.map_at(iova, host, len),
+                Err(HalError::NoIova),
+                "{iova:#x}"
+            );
+        }
+        assert_eq!(
+            m.map_at(u64::MAX - 1, host, 4),
+            Err(HalError::NoIova),
+            "wraps"
+        );
+        assert_eq!(
+            m.map_at(IOVA_BASE + 2 * 4096, host, 0),
+            Err(HalError::NoIova)
+        );
+        m.map_at(IOVA_BASE + 2 * 4096, host, 4096).unwrap();
+        // The allocator's next IOVA was taken: it goes past, after a guard.
+        let (_, iova) = m.alloc(100).unwrap();
+        assert!(iova >= IOVA_BASE + 4 * 4096, "{iova:#x}");
+        m.unmap(IOVA_BASE, 2 * 4096).unwrap();
+        assert!(m.translate(IOVA_BASE, 1).is_none());
+    }
 
     #[test]
     fn alloc_translate_free() {

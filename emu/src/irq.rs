@@ -10,6 +10,8 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::{Condvar, Mutex};
+
+use rnic_queues::HalError;
 use std::time::{Duration, Instant};
 
 /// The MSI-X vectors of one device.
@@ -19,6 +21,17 @@ pub(crate) struct IrqLines {
     cv: Condvar,
     /// One per vector; `None` if the system would not create it.
     fds: Vec<Option<OwnedFd>>,
+    /// Eventfds of a platform's client, signalled on every raise too.
+    forwards: Mutex<Vec<Option<OwnedFd>>>,
+}
+
+/// Adds 1 to eventfd `fd`.
+fn signal(fd: &OwnedFd) {
+    let one = 1u64;
+    // SAFETY: writes the 8 bytes of `one` to a descriptor we hold. A full
+    // counter (EAGAIN) is still readable: nothing is lost; a descriptor
+    // that is no eventfd fails the write harmlessly.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
 }
 
 /// A non-blocking eventfd.
@@ -37,7 +50,19 @@ impl IrqLines {
             pending: Mutex::new(vec![false; n.into()]),
             cv: Condvar::new(),
             fds: (0..n).map(|_| eventfd()).collect(),
+            forwards: Mutex::new((0..n).map(|_| None).collect()),
         }
+    }
+
+    /// Signals `fd` on every raise of `vector` from now on (`None`: no
+    /// longer); a vector the device does not have is refused.
+    pub(crate) fn forward(&self, vector: u16, fd: Option<OwnedFd>) -> Result<(), HalError> {
+        let mut f = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
+        let slot = f
+            .get_mut(usize::from(vector))
+            .ok_or(HalError::Unsupported)?;
+        *slot = fd;
+        Ok(())
     }
 
     /// Raises `vector` (a vector the device does not have is ignored).
@@ -49,11 +74,13 @@ impl IrqLines {
         };
         *v = true;
         if let Some(fd) = &self.fds[usize::from(vector)] {
-            let one = 1u64;
-            // SAFETY: writes the 8 bytes of `one` to an eventfd we own. A
-            // full counter (EAGAIN) is still readable: nothing is lost.
-            let _ = unsafe { libc::write(fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+            signal(fd);
         }
+        let f = self.forwards.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(fd) = &f[usize::from(vector)] {
+            signal(fd);
+        }
+        drop(f);
         self.cv.notify_all();
     }
 
@@ -144,5 +171,27 @@ mod tests {
         l.raise(1);
         l.clear();
         assert!(!readable(fd) && !l.wait(1, 0));
+    }
+
+    #[test]
+    fn a_forwarded_vector_signals_the_client_s_eventfd_too() {
+        let l = IrqLines::new(2);
+        let client = eventfd().unwrap();
+        let raw = client.as_raw_fd();
+        // SAFETY: `dup` of a descriptor we hold; the copy is owned by the
+        // lines from here on.
+        let copy = unsafe { OwnedFd::from_raw_fd(libc::dup(raw)) };
+        l.forward(1, Some(copy)).unwrap();
+        assert_eq!(l.forward(2, None), Err(HalError::Unsupported));
+        l.raise(0);
+        assert!(!readable(raw), "another vector");
+        l.raise(1);
+        assert!(readable(raw));
+        l.forward(1, None).unwrap();
+        let mut n = 0u64;
+        // SAFETY: reads 8 bytes into `n` from the eventfd we hold.
+        unsafe { libc::read(raw, (&mut n as *mut u64).cast(), 8) };
+        l.raise(1);
+        assert!(!readable(raw), "no longer forwarded");
     }
 }
