@@ -13,3 +13,53 @@
 pub mod backend;
 
 pub use backend::Backend;
+
+use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+
+/// Serves clients on `listener`, up to `slots` at once, each a fresh
+/// device of `cfg` (its steps on the process's shared device workers);
+/// returns once `clients` have been served, or never.
+pub fn serve(
+    listener: UnixListener,
+    cfg: &EmuConfig,
+    slots: usize,
+    clients: Option<u64>,
+) -> std::io::Result<()> {
+    let taken = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for slot in 0..slots.max(1) {
+        // Each slot accepts on its own copy of the listening socket.
+        let fd: OwnedFd = listener.try_clone()?.into();
+        let (cfg, taken) = (cfg.clone(), taken.clone());
+        threads.push(std::thread::spawn(move || {
+            let template = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Thread));
+            let server =
+                vfio_user::Server::from_owned_fd(fd, true, template.irqs(), template.regions());
+            drop(template);
+            loop {
+                // A client number is taken before accepting, so that no
+                // more than `clients` connections are served in all.
+                let n = taken.fetch_add(1, Ordering::Relaxed);
+                if clients.is_some_and(|c| n >= c) {
+                    return;
+                }
+                let mut b = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Thread));
+                log::info!("slot {slot}: waiting for client {n}");
+                if let Err(e) = server.run(&mut b) {
+                    log::warn!("client {n}: {e}");
+                }
+                // Its device goes with every object in it.
+                drop(b);
+            }
+        }));
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}

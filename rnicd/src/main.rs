@@ -1,13 +1,11 @@
-//! `rnicd`: serves an emulated rnic NIC over vfio-user on a unix socket.
-//! Each client that connects gets a fresh device of its own; clients are
-//! served one after another.
+//! `rnicd`: serves emulated rnic NICs over vfio-user on a unix socket.
+//! Each client that connects gets a fresh device of its own.
 
+use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 
 use clap::Parser;
-use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
-use rnicd::Backend;
-use vfio_user::Server;
+use rnic_emu::EmuConfig;
 
 /// The emulated rnic NIC as a vfio-user device.
 #[derive(Parser)]
@@ -16,6 +14,9 @@ struct Args {
     /// The unix socket to listen on (it must not exist).
     #[arg(long)]
     socket: PathBuf,
+    /// Clients served at once.
+    #[arg(long, default_value_t = 8)]
+    slots: usize,
     /// Serve this many clients, then exit (default: without end).
     #[arg(long)]
     clients: Option<u64>,
@@ -24,24 +25,24 @@ struct Args {
 fn main() -> std::process::ExitCode {
     env_logger::init();
     let args = Args::parse();
-    let cfg = EmuConfig::default();
-    let mut b = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Thread));
-    let server = match Server::new(&args.socket, true, b.irqs(), b.regions()) {
-        Ok(s) => s,
+    if args.socket.exists() {
+        eprintln!("rnicd: {} exists", args.socket.display());
+        return std::process::ExitCode::FAILURE;
+    }
+    let listener = match UnixListener::bind(&args.socket) {
+        Ok(l) => l,
         Err(e) => {
             eprintln!("rnicd: {}: {e}", args.socket.display());
             return std::process::ExitCode::FAILURE;
         }
     };
-    let mut served = 0;
-    while args.clients.map_or(true, |n| served < n) {
-        if let Err(e) = server.run(&mut b) {
-            log::warn!("client {served}: {e}");
-        }
-        served += 1;
-        // The next client gets a fresh device: nothing of this one's stays.
-        b = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Thread));
-    }
+    let r = rnicd::serve(listener, &EmuConfig::default(), args.slots, args.clients);
     let _ = std::fs::remove_file(&args.socket);
-    std::process::ExitCode::SUCCESS
+    match r {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rnicd: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

@@ -79,8 +79,53 @@ fn the_driver_sends_between_two_qps_of_a_device_rnicd_serves() {
     let t = std::thread::spawn(move || {
         let _ = server.run(&mut backend);
     });
+    send_between_two_qps(&path, b"from a process to rnicd's device and back");
+    t.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
 
-    let ctx = Context::open(VfioUserHal::connect(&path).expect("connect")).expect("bring-up");
+#[test]
+fn two_clients_at_once_each_get_a_device_of_their_own() {
+    let path = std::env::temp_dir().join(format!("rnicd-{}-two.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_rnicd"))
+        .args(["--clients", "2", "--slots", "2", "--socket"])
+        .arg(&path)
+        .spawn()
+        .expect("rnicd starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // Both connected before either finishes: each holds a device.
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let clients: Vec<_> = [&b"client one"[..], b"client two"]
+        .into_iter()
+        .map(|msg| {
+            let (path, barrier) = (path.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let hal = VfioUserHal::connect(&path).expect("connect");
+                barrier.wait();
+                send_on(hal, msg);
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().expect("a client's traffic");
+    }
+    let status = daemon.wait().expect("rnicd exits");
+    assert!(status.success(), "{status}");
+}
+
+/// Connects to `path` and runs [`send_on`].
+fn send_between_two_qps(path: &std::path::Path, msg: &[u8]) {
+    send_on(VfioUserHal::connect(path).expect("connect"), msg);
+}
+
+/// Brings the device up and SENDs `msg` between two RC QPs on it.
+fn send_on(hal: VfioUserHal, msg: &[u8]) {
+    let ctx = Context::open(hal).expect("bring-up");
     let attr = ctx.query_device().expect("QUERY_DEVICE");
     assert_eq!(attr.vendor_id, u32::from(pci::VENDOR_ID));
     let port = ctx.query_port(1).expect("QUERY_PORT");
@@ -121,7 +166,6 @@ fn the_driver_sends_between_two_qps_of_a_device_rnicd_serves() {
     connect(&qp_a, qp_b.qp_num(), path_attr);
     connect(&qp_b, qp_a.qp_num(), path_attr);
 
-    let msg = b"from a process to rnicd's device and back";
     mr_a.write(0, msg).expect("write MR");
     qp_b.post_recv(&[RecvWr {
         wr_id: 9,
@@ -145,9 +189,5 @@ fn the_driver_sends_between_two_qps_of_a_device_rnicd_serves() {
     assert_eq!(got.byte_len as usize, msg.len());
     let mut back = vec![0u8; msg.len()];
     mr_b.read(0, &mut back).expect("read MR");
-    assert_eq!(&back, msg);
-
-    drop((qp_a, qp_b, cq_a, cq_b, mr_a, mr_b, pd, ctx));
-    t.join().unwrap();
-    let _ = std::fs::remove_file(&path);
+    assert_eq!(back, msg);
 }
