@@ -19,10 +19,31 @@ use std::os::unix::net::UnixListener;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_emu::net::Switch;
+use rnic_emu::{BuildError, EmuConfig, EmuDevice, ExecMode};
+
+/// Client `n`'s device: `cfg` with a MAC and IPv4 address of its own
+/// (the last two bytes of each are `n + 1`).
+pub fn addressed(cfg: &EmuConfig, n: u64) -> EmuConfig {
+    let id = ((n + 1) as u16).to_be_bytes();
+    let mut c = cfg.clone();
+    c.mac[4..].copy_from_slice(&id);
+    c.ipv4[2..].copy_from_slice(&id);
+    c
+}
+
+/// A fresh device for client `n` on `switch`, its steps on the process's
+/// shared device workers.
+fn device(cfg: &EmuConfig, n: u64, switch: &Switch) -> Result<Arc<EmuDevice>, BuildError> {
+    EmuDevice::builder(addressed(cfg, n))
+        .mode(ExecMode::Thread)
+        .wire(switch.port())
+        .build()
+}
 
 /// Serves clients on `listener`, up to `slots` at once, each a fresh
-/// device of `cfg` (its steps on the process's shared device workers);
+/// device of `cfg` with addresses of its own ([`addressed`]), every device
+/// on one switch, so that clients' QPs reach each other through rnicd;
 /// returns once `clients` have been served, or never.
 pub fn serve(
     listener: UnixListener,
@@ -31,13 +52,15 @@ pub fn serve(
     clients: Option<u64>,
 ) -> std::io::Result<()> {
     let taken = Arc::new(AtomicU64::new(0));
+    let switch = Switch::new();
     let mut threads = Vec::new();
     for slot in 0..slots.max(1) {
         // Each slot accepts on its own copy of the listening socket.
         let fd: OwnedFd = listener.try_clone()?.into();
-        let (cfg, taken) = (cfg.clone(), taken.clone());
+        let (cfg, taken, switch) = (cfg.clone(), taken.clone(), switch.clone());
         threads.push(std::thread::spawn(move || {
-            let template = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Thread));
+            // Every device of `cfg` has the same regions and vectors.
+            let template = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Inline));
             let server =
                 vfio_user::Server::from_owned_fd(fd, true, template.irqs(), template.regions());
             drop(template);
@@ -48,7 +71,15 @@ pub fn serve(
                 if clients.is_some_and(|c| n >= c) {
                     return;
                 }
-                let mut b = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Thread));
+                let dev = match device(&cfg, n, &switch) {
+                    Ok(d) => d,
+                    Err(e) => {
+                        log::error!("client {n}: no device: {e}");
+                        return;
+                    }
+                };
+                let mut b = Backend::new(&dev);
+                drop(dev);
                 log::info!("slot {slot}: waiting for client {n}");
                 if let Err(e) = server.run(&mut b) {
                     log::warn!("client {n}: {e}");

@@ -191,3 +191,120 @@ fn send_on(hal: VfioUserHal, msg: &[u8]) {
     mr_b.read(0, &mut back).expect("read MR");
     assert_eq!(back, msg);
 }
+
+/// What one side tells the other to connect: its QPN and address.
+#[derive(Clone, Copy)]
+struct Side {
+    qpn: u32,
+    gid: [u8; 16],
+    mac: [u8; 6],
+}
+
+#[test]
+fn qps_of_two_clients_meet_through_rnicd() {
+    let path = std::env::temp_dir().join(format!("rnicd-{}-meet.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_rnicd"))
+        .args(["--clients", "2", "--slots", "2", "--socket"])
+        .arg(&path)
+        .spawn()
+        .expect("rnicd starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no socket");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (to_b, from_a) = std::sync::mpsc::channel::<Side>();
+    let (to_a, from_b) = std::sync::mpsc::channel::<Side>();
+    let msg = b"across two clients' devices, through rnicd's switch";
+    let run = move |path: std::path::PathBuf,
+                    tell: std::sync::mpsc::Sender<Side>,
+                    hear: std::sync::mpsc::Receiver<Side>,
+                    sender: bool| {
+        let ctx = Context::open(VfioUserHal::connect(&path).expect("connect")).expect("bring-up");
+        let port = ctx.query_port(1).expect("QUERY_PORT");
+        let gid = ctx.query_gid(1, 0).expect("QUERY_GID");
+        let pd = ctx.alloc_pd().expect("PD");
+        let mr = pd.alloc_mr(4096, access::LOCAL_WRITE).expect("MR");
+        let cq = ctx.create_cq(16).expect("CQ");
+        let cap = QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let qp = pd
+            .create_qp(&QpInit {
+                send_cq: &cq,
+                recv_cq: &cq,
+                srq: None,
+                cap,
+                qp_type: QpType::Rc,
+                sq_sig_all: true,
+            })
+            .expect("QP");
+        tell.send(Side {
+            qpn: qp.qp_num(),
+            gid,
+            mac: port.mac,
+        })
+        .expect("tell");
+        let peer = hear.recv().expect("hear");
+        assert_ne!(
+            peer.gid, gid,
+            "each client's device has an address of its own"
+        );
+        let ah = AhAttr {
+            dgid: peer.gid,
+            dmac: peer.mac,
+            hop_limit: 64,
+            port_num: 1,
+            is_global: true,
+            ..AhAttr::default()
+        };
+        connect(&qp, peer.qpn, ah);
+        if !sender {
+            qp_post_recv(&qp, &mr);
+        }
+        // Both sides connected (and the receive posted) before the SEND.
+        tell.send(Side { qpn: 0, ..peer }).expect("ready");
+        hear.recv().expect("peer ready");
+        if sender {
+            mr.write(0, msg).expect("write MR");
+            qp.post_send(&[SendWr {
+                wr_id: 1,
+                op: SendOp::Send,
+                payload: Payload::Sgl(&[mr.sge(0, msg.len() as u32).expect("sge")]),
+                flags: rnic_driver::send_flags::SIGNALED,
+            }])
+            .expect("post_send");
+            let wc = next(&cq);
+            assert_eq!((wc.wr_id, wc.status), (1, WcStatus::Success));
+        } else {
+            let wc = next(&cq);
+            assert_eq!((wc.wr_id, wc.status), (9, WcStatus::Success));
+            let mut back = vec![0u8; wc.byte_len as usize];
+            mr.read(0, &mut back).expect("read MR");
+            assert_eq!(back, msg);
+        }
+        // Neither tears down while the other may still need it.
+        tell.send(Side { qpn: 1, ..peer }).expect("done");
+        hear.recv().expect("peer done");
+    };
+    let (pa, pb) = (path.clone(), path.clone());
+    let a = std::thread::spawn(move || run(pa, to_b, from_b, true));
+    let b = std::thread::spawn(move || run(pb, to_a, from_a, false));
+    a.join().expect("the sender");
+    b.join().expect("the receiver");
+    let status = daemon.wait().expect("rnicd exits");
+    assert!(status.success(), "{status}");
+}
+
+fn qp_post_recv(qp: &Qp<H>, mr: &rnic_driver::Mr<H>) {
+    qp.post_recv(&[RecvWr {
+        wr_id: 9,
+        sg_list: &[mr.sge(0, 256).expect("sge")],
+    }])
+    .expect("post_recv");
+}
