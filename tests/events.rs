@@ -394,6 +394,9 @@ fn device_fatal(mode: ExecMode) {
             rnic_hw_regs::bar0::FatalSyndrome::Internal as u32
         )
     );
+    if let Some(ev) = ctx.poll_event() {
+        panic!("one DeviceFatal event, then {ev:?}");
+    }
     let start = std::time::Instant::now();
     let e = ctx.alloc_pd().err().expect("a command on a fatal device");
     assert!(

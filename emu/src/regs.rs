@@ -229,12 +229,39 @@ fn enable(dev: &mut Dev) {
 /// error goes through [`internal_error`], which also completes the
 /// outstanding work.
 pub(crate) fn fatal(dev: &mut Dev, syndrome: FatalSyndrome) {
+    announce(dev, syndrome);
+    stop(dev, syndrome);
+}
+
+/// Enters the fatal state for an internal error (the model failed).
+/// Host memory is still reachable: outstanding work is completed with
+/// FATAL_ERR rather than left waiting. (A model that panicked may panic
+/// again doing it: then the work stays.)
+pub(crate) fn internal_error(st: &mut State) {
+    let first = !st.dev.regs.fatal;
+    announce(&mut st.dev, FatalSyndrome::Internal);
+    if first {
+        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::qp::fail_all(st);
+        }));
+        if failed.is_err() {
+            log::error!("completing outstanding work after the fatal error failed");
+        }
+    }
+    stop(&mut st.dev, FatalSyndrome::Internal);
+}
+
+/// Logs a fatal error and, the first time, while the event queue still
+/// works, posts it (`IBV_EVENT_DEVICE_FATAL`); a failing EQ cannot.
+fn announce(dev: &mut Dev, syndrome: FatalSyndrome) {
     log::error!("device fatal error: {syndrome:?}");
-    // While the event queue still works, it carries the news too
-    // (`IBV_EVENT_DEVICE_FATAL`); a failing EQ cannot.
     if !dev.regs.fatal && syndrome != FatalSyndrome::EqDma {
         crate::eq::post(dev, EventType::DeviceFatal, 0, syndrome as u32);
     }
+}
+
+/// Stops the device in the fatal state and raises the fatal cause.
+fn stop(dev: &mut Dev, syndrome: FatalSyndrome) {
     dev.regs.fatal = true;
     dev.regs.enabled = false;
     dev.regs.fatal_syndrome = syndrome as u32;
@@ -243,25 +270,6 @@ pub(crate) fn fatal(dev: &mut Dev, syndrome: FatalSyndrome) {
         IntrCause::new().with_fatal(true),
         pci::MSIX_ASYNC_VECTOR,
     );
-}
-
-/// Enters the fatal state for an internal error (the model failed).
-/// Host memory is still reachable: outstanding work is completed with
-/// FATAL_ERR rather than left waiting. (A model that panicked may panic
-/// again doing it: then the work stays.)
-pub(crate) fn internal_error(st: &mut State) {
-    if !st.dev.regs.fatal {
-        log::error!("device fatal error: {:?}", FatalSyndrome::Internal);
-        let syndrome = FatalSyndrome::Internal as u32;
-        crate::eq::post(&mut st.dev, EventType::DeviceFatal, 0, syndrome);
-        let failed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::qp::fail_all(st);
-        }));
-        if failed.is_err() {
-            log::error!("completing outstanding work after the fatal error failed");
-        }
-    }
-    fatal(&mut st.dev, FatalSyndrome::Internal);
 }
 
 /// Sets interrupt cause bits and raises `vector` for an unmasked one. The
