@@ -2,6 +2,8 @@
 //! identity, registers, a command executed from memory the client shares,
 //! its interrupt on the client's eventfd, and bad requests refused.
 
+mod common;
+
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
@@ -23,8 +25,7 @@ const IOVA: u64 = 0x4000_0000;
 
 /// A server for one client of a fresh device, on a socket of its own.
 fn serve(name: &str) -> (PathBuf, std::thread::JoinHandle<()>) {
-    let path = std::env::temp_dir().join(format!("rnicd-{}-{name}.sock", std::process::id()));
-    let _ = std::fs::remove_file(&path);
+    let path = common::socket(name);
     let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
     let mut backend = Backend::new(&dev);
     let server = Server::new(&path, true, backend.irqs(), backend.regions()).expect("bind");
@@ -141,9 +142,8 @@ fn a_client_brings_the_device_up_and_runs_a_command_from_its_memory() {
     // SAFETY: the entry the device handed back, inside the mapping.
     let done = unsafe { mem.as_ptr().cast::<CmdEntry>().read_volatile() };
     assert_eq!((done.hdr.status, done.hdr.token), (CmdStatus::Ok.raw(), 7));
-    let vendor = u32::from_le_bytes(done.output[40..44].try_into().unwrap());
-    let out = std::mem::offset_of!(QueryDeviceOut, vendor_id);
-    assert_eq!(out, 40);
+    let at = std::mem::offset_of!(QueryDeviceOut, vendor_id);
+    let vendor = u32::from_le_bytes(done.output[at..at + 4].try_into().unwrap());
     assert_eq!(vendor, u32::from(pci::VENDOR_ID));
     assert!(
         readable(&irq),
@@ -227,24 +227,10 @@ fn bad_requests_get_errors_and_what_was_accepted_stays() {
 
 #[test]
 fn the_daemon_serves_a_client_and_exits_after_the_count_it_was_given() {
-    let path = std::env::temp_dir().join(format!("rnicd-{}-daemon.sock", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    let mut daemon = std::process::Command::new(env!("CARGO_BIN_EXE_rnicd"))
-        .args(["--clients", "1", "--socket"])
-        .arg(&path)
-        .spawn()
-        .expect("rnicd starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut c = loop {
-        match Client::new(&path) {
-            Ok(c) => break c,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => panic!("no rnicd at {}: {e}", path.display()),
-        }
-    };
+    let (daemon, path) = common::daemon("daemon", 1, 1);
+    let mut c = Client::new(&path).expect("connect");
     assert_eq!(read32(&mut c, bar0::ID), bar0::MAGIC);
     drop(c);
-    let status = daemon.wait().expect("rnicd exits");
-    assert!(status.success(), "{status}");
+    common::exits(daemon);
     assert!(!path.exists(), "the socket is removed");
 }

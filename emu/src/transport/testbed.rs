@@ -106,8 +106,7 @@ impl Bed {
         let rkey = dev.objs.mrs.insert(0, Keyed::Mr(mr)).expect("a key");
         let cq_len = CQE_SIZE << log_cq;
         let (cq, cq_iova) = alloc(&mut dev, cq_len);
-        let (cq_dbrec, cq_dbrec_iova) = alloc(&mut dev, 64);
-        let _ = cq_dbrec;
+        let (_, cq_dbrec_iova) = alloc(&mut dev, 64);
         dev.objs.cqs.insert(
             CQN,
             0,
