@@ -50,6 +50,7 @@ use rnic_hw_regs::uar::{
 use crate::clock::Clock;
 use crate::irq::IrqLines;
 use crate::net::{Frame, Loopback, Tap, Wire};
+use crate::posted::PostedWrites;
 use crate::state::State;
 use crate::transport::requester;
 use crate::worker::{self, Core, WorkerStats, LEND_WINDOW};
@@ -236,6 +237,8 @@ pub(crate) struct NicCore {
     /// The descriptor an idle worker sleeps on for the wire's frames
     /// ([`Wire::wait_fd`]), valid as long as the wire.
     wait_fd: Option<RawFd>,
+    /// Doorbell writes through memory ([`EmuBuilder::posted_writes`]).
+    posted: Option<Box<dyn PostedWrites>>,
     /// Steps run by threads that lent themselves to the NIC.
     lent_steps: AtomicU64,
     /// Inline: threads waiting for the state lock to run a step of their
@@ -509,6 +512,14 @@ impl NicCore {
             blueflame(&mut st, off, v, bytes);
             had_work = true;
         }
+        // Before queued BAR 0 writes: the client made them later.
+        if let Some(p) = &self.posted {
+            for _ in 0..POSTED_BATCH {
+                let Some((off, v)) = p.pop() else { break };
+                posted_write(&mut st, off, v);
+                had_work = true;
+            }
+        }
         for _ in 0..take {
             let Some(w) = self.queue.pop() else { break };
             run(&mut st, w);
@@ -548,7 +559,12 @@ impl NicCore {
         let d = timers.into_iter().chain(wire_deadline).min();
         self.deadline
             .store(d.unwrap_or(u64::MAX), Ordering::Release);
-        more || self.notify.rx_pending.load(Ordering::Acquire)
+        more || self.notify.rx_pending.load(Ordering::Acquire) || self.posted_pending()
+    }
+
+    /// Whether a doorbell write waits in memory.
+    fn posted_pending(&self) -> bool {
+        self.posted.as_ref().is_some_and(|p| p.pending())
     }
 
     /// A turn at this NIC for a runner (the worker, or a lending thread):
@@ -610,6 +626,7 @@ impl NicCore {
             && self.queue.is_empty()
             && !self.latch.full()
             && !self.notify.rx_pending.load(Ordering::Acquire)
+            && !self.posted_pending()
             && self.clock.now_ns() < self.deadline.load(Ordering::Acquire)
     }
 
@@ -668,6 +685,14 @@ impl NicCore {
         self.note.lock().unwrap_or_else(|e| e.into_inner()).more = true;
     }
 
+    /// The worker is awake (it slept, or was about to and found work):
+    /// doorbell writes through memory need not wake it.
+    pub(crate) fn awake(&self) {
+        if let Some(p) = &self.posted {
+            p.wake();
+        }
+    }
+
     /// Whether a waiting thread has lent itself to the NIC lately.
     pub(crate) fn lent(&self, now: u64) -> bool {
         self.notify.lent(now)
@@ -685,6 +710,12 @@ impl NicCore {
         self.wait_fd
     }
 
+    /// The descriptor an idle worker sleeps on for doorbell writes through
+    /// memory.
+    pub(crate) fn posted_fd(&self) -> Option<RawFd> {
+        self.posted.as_ref().map(|p| p.wait_fd())
+    }
+
     /// Whether the NIC's wire tells of frames only when looked at.
     pub(crate) fn polled_wire(&self) -> bool {
         self.polled_wire
@@ -694,7 +725,7 @@ impl NicCore {
     /// frames), not counting timers: what a worker whose sleep ran out
     /// should not find.
     pub(crate) fn waiting(&self) -> bool {
-        if !self.queue.is_empty() || self.latch.full() {
+        if !self.queue.is_empty() || self.latch.full() || self.posted_pending() {
             return true;
         }
         self.wire().wire.poll(self.clock.now_ns());
@@ -705,7 +736,11 @@ impl NicCore {
     /// `None` if it has work, else up to its earliest deadline on a real
     /// clock (a virtual clock's jump wakes the worker itself).
     pub(crate) fn nap(&self) -> Option<Duration> {
-        let busy = !self.queue.is_empty()
+        // Announces the sleep to a posted-write queue first: a write that
+        // comes after this wakes the worker, one before is seen here.
+        let posted = self.posted.as_ref().is_some_and(|p| p.nap());
+        let busy = posted
+            || !self.queue.is_empty()
             || self.latch.full()
             || self.notify.kicked.load(Ordering::Acquire)
             || self.notify.rx_pending.load(Ordering::Acquire);
@@ -864,6 +899,21 @@ fn blueflame(st: &mut State, off: usize, v: u64, bytes: &[u8; BF_WQE_BYTES]) {
     requester::sq_blueflame(st, page, SqDoorbell::from_bits(v), bytes);
 }
 
+/// Doorbell writes through memory taken in one step at most: the rest
+/// wait for the next, so that one queue does not hold the NIC.
+const POSTED_BATCH: usize = 64;
+
+/// A doorbell write that came through memory: checked as a BAR 2 write
+/// is ([`NicCore::write64`]), then run.
+fn posted_write(st: &mut State, off: u64, v: u64) {
+    let uar_bytes = st.dev.cfg.uar_pages as u64 * UAR_PAGE_SIZE as u64;
+    if off % 8 != 0 || off >= uar_bytes {
+        log::warn!("posted 64-bit write {v:#x} to BAR 2 offset {off:#x} ignored");
+        return;
+    }
+    doorbell(st, off as usize, v);
+}
+
 /// A doorbell write at BAR 2 offset `off`.
 fn doorbell(st: &mut State, off: usize, v: u64) {
     if !st.dev.running() {
@@ -924,6 +974,7 @@ pub struct EmuBuilder {
     poll_mode: bool,
     clock: Clock,
     wire: Option<Box<dyn Wire>>,
+    posted: Option<Box<dyn PostedWrites>>,
 }
 
 impl fmt::Debug for EmuBuilder {
@@ -934,6 +985,7 @@ impl fmt::Debug for EmuBuilder {
             .field("poll_mode", &self.poll_mode)
             .field("clock", &self.clock)
             .field("wire", &self.wire.is_some())
+            .field("posted", &self.posted)
             .finish()
     }
 }
@@ -965,6 +1017,14 @@ impl EmuBuilder {
     /// The port's wire (default: a [`Loopback`]).
     pub fn wire(mut self, wire: impl Wire + 'static) -> Self {
         self.wire = Some(Box::new(wire));
+        self
+    }
+
+    /// Doorbell writes that come through memory besides BAR 2 writes
+    /// (rnicd's posted-write queue), taken on each step; in
+    /// [`ExecMode::Thread`] the worker sleeps on the queue's descriptor.
+    pub fn posted_writes(mut self, q: impl PostedWrites + 'static) -> Self {
+        self.posted = Some(Box::new(q));
         self
     }
 
@@ -1021,6 +1081,7 @@ impl EmuBuilder {
             notify: notify.clone(),
             polled_wire: wire_polled,
             wait_fd,
+            posted: self.posted,
             lent_steps: AtomicU64::new(0),
             arriving: AtomicU32::new(0),
             handovers: AtomicU64::new(0),
@@ -1096,6 +1157,7 @@ impl EmuDevice {
             poll_mode: false,
             clock: Clock::real(),
             wire: None,
+            posted: None,
         }
     }
 

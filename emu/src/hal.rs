@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rnic_queues::{DmaRegion, Hal, HalError};
 
-use crate::{EmuDevice, ExecMode};
+use crate::{EmuDevice, ExecMode, ProcessMemory};
 
 /// A driver's handle on an [`EmuDevice`]: DMA memory through the emulated
 /// IOMMU, BAR access to the register file and doorbells, interrupts and
@@ -38,8 +38,24 @@ impl EmuHal {
         self.dev.shared().lock().dev.iommu.map_at(iova, host, len)
     }
 
-    /// Removes a mapping of [`EmuHal::map_at`]: when it returns, the device
-    /// can no longer reach the memory.
+    /// Maps `len` bytes of another process's memory, from its virtual
+    /// address `addr`, at `iova` (a vfio-user client's `DMA_MAP` without a
+    /// file): the device copies to and from it through `mem`. Only memory
+    /// regions may use such a mapping; a ring or doorbell record placed
+    /// there is a DMA fault. Refused as [`EmuHal::map_at`] refuses.
+    pub fn map_process(
+        &self,
+        iova: u64,
+        mem: Arc<ProcessMemory>,
+        addr: u64,
+        len: usize,
+    ) -> Result<(), HalError> {
+        let mut st = self.dev.shared().lock();
+        st.dev.iommu.map_process(iova, mem, addr, len)
+    }
+
+    /// Removes a mapping of [`EmuHal::map_at`] or [`EmuHal::map_process`]:
+    /// when it returns, the device can no longer reach the memory.
     pub fn unmap_at(&self, iova: u64, len: usize) -> Result<(), HalError> {
         self.dev.shared().lock().dev.iommu.unmap(iova, len)
     }

@@ -2,7 +2,10 @@
 //!
 //! Every mapping is an IOVA range backed by host memory, created by
 //! `EmuHal::dma_alloc` (memory the model allocates) or `EmuHal::dma_map`
-//! (caller memory). IOVAs are handed out from [`IOVA_BASE`] upwards, page
+//! (caller memory), or by another process's memory (`EmuHal::map_process`:
+//! a vfio-user client's own buffers, reached through the kernel). Rings,
+//! doorbell records and every other structure the device reads in place
+//! must be host memory; memory regions may be either. IOVAs are handed out from [`IOVA_BASE`] upwards, page
 //! aligned (a `dma_map` keeps the caller's offset within the page), are never
 //! reused, and are separated by an unmapped guard page, so a stale or
 //! overrunning device access misses instead of landing in other memory.
@@ -15,9 +18,12 @@ use std::alloc::{alloc_zeroed, Layout};
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 
 use rnic_hw_regs::PAGE_SIZE;
 use rnic_queues::{HalError, Pod};
+
+use crate::procmem::ProcessMemory;
 
 /// First IOVA handed out.
 pub const IOVA_BASE: u64 = 0x1_0000_0000;
@@ -41,9 +47,28 @@ impl HostPtr {
     }
 }
 
+/// Where the bytes of an IOVA range are.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// Host memory of this process.
+    Host(HostPtr),
+    /// Another process's memory at this virtual address.
+    Process(Arc<ProcessMemory>, u64),
+}
+
+impl Target {
+    /// The bytes `off` further.
+    fn add(&self, off: usize) -> Target {
+        match self {
+            Target::Host(p) => Target::Host(p.add(off)),
+            Target::Process(m, a) => Target::Process(m.clone(), a.wrapping_add(off as u64)),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Mapping {
-    host: HostPtr,
+    at: Target,
     len: usize,
     /// Set for memory the IOMMU allocated itself (`dma_alloc`).
     owned: Option<Layout>,
@@ -131,7 +156,7 @@ impl Iommu {
         self.maps.insert(
             iova,
             Mapping {
-                host: HostPtr(host.as_ptr()),
+                at: Target::Host(HostPtr(host.as_ptr())),
                 len: size,
                 owned: Some(layout),
             },
@@ -143,16 +168,20 @@ impl Iommu {
     /// Unmaps and frees memory from [`Iommu::alloc`].
     pub(crate) fn free(&mut self, iova: u64, host: NonNull<u8>) -> Result<(), HalError> {
         match self.maps.get(&iova) {
-            Some(m) if m.owned.is_some() && m.host.0 == host.as_ptr() => {}
+            Some(Mapping {
+                at: Target::Host(p),
+                owned: Some(_),
+                ..
+            }) if p.0 == host.as_ptr() => {}
             _ => return Err(HalError::NotMapped),
         }
         let m = self.maps.remove(&iova).ok_or(HalError::NotMapped)?;
         self.gen += 1;
-        if let Some(layout) = m.owned {
+        if let (Some(layout), Target::Host(p)) = (m.owned, m.at) {
             // SAFETY: the memory came from alloc_zeroed with this layout; the
             // mapping is gone and the generation bump invalidates every cached
             // translation, so the device can no longer reach it.
-            unsafe { std::alloc::dealloc(m.host.0, layout) };
+            unsafe { std::alloc::dealloc(p.0, layout) };
         }
         log::trace!("iommu: free iova {iova:#x}");
         Ok(())
@@ -165,7 +194,7 @@ impl Iommu {
         self.maps.insert(
             iova,
             Mapping {
-                host: HostPtr(host.as_ptr()),
+                at: Target::Host(HostPtr(host.as_ptr())),
                 len,
                 owned: None,
             },
@@ -183,6 +212,25 @@ impl Iommu {
         host: NonNull<u8>,
         len: usize,
     ) -> Result<(), HalError> {
+        self.insert_at(iova, Target::Host(HostPtr(host.as_ptr())), len)
+    }
+
+    /// Maps `len` bytes of another process's memory, from virtual address
+    /// `addr`, at `iova`; refused as [`Iommu::map_at`] refuses.
+    pub(crate) fn map_process(
+        &mut self,
+        iova: u64,
+        mem: Arc<ProcessMemory>,
+        addr: u64,
+        len: usize,
+    ) -> Result<(), HalError> {
+        if addr.checked_add(len as u64).is_none() {
+            return Err(HalError::NoIova);
+        }
+        self.insert_at(iova, Target::Process(mem, addr), len)
+    }
+
+    fn insert_at(&mut self, iova: u64, at: Target, len: usize) -> Result<(), HalError> {
         let end = iova.checked_add(len as u64).ok_or(HalError::NoIova)?;
         if len == 0 || self.overlaps(iova, end) {
             return Err(HalError::NoIova);
@@ -190,7 +238,7 @@ impl Iommu {
         self.maps.insert(
             iova,
             Mapping {
-                host: HostPtr(host.as_ptr()),
+                at,
                 len,
                 owned: None,
             },
@@ -211,15 +259,24 @@ impl Iommu {
         Ok(())
     }
 
-    /// Translates `iova .. iova + len`, which must lie inside one mapping.
+    /// Translates `iova .. iova + len`, which must lie inside one mapping
+    /// of host memory.
     pub(crate) fn translate(&self, iova: u64, len: usize) -> Option<HostPtr> {
+        match self.target(iova, len)? {
+            Target::Host(p) => Some(p),
+            Target::Process(..) => None,
+        }
+    }
+
+    /// Where `iova .. iova + len` is, which must lie inside one mapping.
+    pub(crate) fn target(&self, iova: u64, len: usize) -> Option<Target> {
         let (&start, m) = self.maps.range(..=iova).next_back()?;
         let off = iova - start;
         let end = off.checked_add(len as u64)?;
         if end > m.len as u64 {
             return None;
         }
-        Some(m.host.add(off as usize))
+        Some(m.at.add(off as usize))
     }
 }
 
@@ -248,7 +305,7 @@ impl Drop for Iommu {
 pub(crate) struct DmaRange {
     iova: u64,
     len: usize,
-    host: HostPtr,
+    at: Target,
     gen: u64,
 }
 
@@ -256,30 +313,57 @@ impl DmaRange {
     /// Translates the range now; `None` if it is not mapped. An empty range
     /// needs no mapping: nothing is ever accessed through it.
     pub(crate) fn new(iommu: &Iommu, iova: u64, len: usize) -> Option<Self> {
-        let host = if len == 0 {
-            HostPtr(std::ptr::null_mut())
+        let at = if len == 0 {
+            Target::Host(HostPtr(std::ptr::null_mut()))
         } else {
-            iommu.translate(iova, len)?
+            Target::Host(iommu.translate(iova, len)?)
         };
         Some(Self {
             iova,
             len,
-            host,
+            at,
             gen: iommu.gen(),
         })
     }
 
-    /// Host address of byte `off .. off + len` of the range, `None` if that
-    /// is outside the range or the range is no longer mapped.
-    pub(crate) fn at(&mut self, iommu: &Iommu, off: usize, len: usize) -> Option<HostPtr> {
+    /// Like [`DmaRange::new`], but the range may be another process's
+    /// memory too: a memory region's, which the device only copies to and
+    /// from ([`DmaRange::target`]).
+    pub(crate) fn new_any(iommu: &Iommu, iova: u64, len: usize) -> Option<Self> {
+        let at = if len == 0 {
+            Target::Host(HostPtr(std::ptr::null_mut()))
+        } else {
+            iommu.target(iova, len)?
+        };
+        Some(Self {
+            iova,
+            len,
+            at,
+            gen: iommu.gen(),
+        })
+    }
+
+    /// Where byte `off .. off + len` of the range is, `None` if that is
+    /// outside the range or the range is no longer mapped.
+    pub(crate) fn target(&mut self, iommu: &Iommu, off: usize, len: usize) -> Option<Target> {
         if off.checked_add(len)? > self.len {
             return None;
         }
         if self.gen != iommu.gen() && self.len != 0 {
-            self.host = iommu.translate(self.iova, self.len)?;
+            self.at = iommu.target(self.iova, self.len)?;
             self.gen = iommu.gen();
         }
-        Some(self.host.add(off))
+        Some(self.at.add(off))
+    }
+
+    /// Host address of byte `off .. off + len` of the range, `None` if that
+    /// is outside the range, the range is no longer mapped, or it is not
+    /// host memory.
+    pub(crate) fn at(&mut self, iommu: &Iommu, off: usize, len: usize) -> Option<HostPtr> {
+        match self.target(iommu, off, len)? {
+            Target::Host(p) => Some(p),
+            Target::Process(..) => None,
+        }
     }
 
     /// Reads a plain-data `T` at byte `off` (a descriptor: a WQE segment).

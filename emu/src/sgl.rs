@@ -6,20 +6,20 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::wqe::DataSeg;
 
-use crate::iommu::{HostPtr, Iommu};
+use crate::iommu::{HostPtr, Iommu, Target};
 use crate::objects::{Mr, MrTable};
 use crate::wqe::sge_len;
 
-/// A host memory range the device may access.
-#[derive(Debug, Clone, Copy)]
+/// A memory range the device may access.
+#[derive(Debug, Clone)]
 pub(crate) struct Seg {
-    pub ptr: HostPtr,
+    pub at: Target,
     pub len: usize,
 }
 
 impl Seg {
     pub(crate) const EMPTY: Seg = Seg {
-        ptr: HostPtr(std::ptr::null_mut()),
+        at: Target::Host(HostPtr(std::ptr::null_mut())),
         len: 0,
     };
 }
@@ -37,12 +37,12 @@ pub(crate) fn mr_range(mr: &mut Mr, iommu: &Iommu, addr: u64, len: u64) -> Resul
         return Ok(Seg::EMPTY);
     }
     let off = (addr - mr.va) as usize;
-    let ptr = mr
+    let at = mr
         .dma
-        .at(iommu, off, len as usize)
+        .target(iommu, off, len as usize)
         .ok_or(Syndrome::DmaFault)?;
     Ok(Seg {
-        ptr,
+        at,
         len: len as usize,
     })
 }
@@ -85,7 +85,7 @@ fn walk(
     offset: u64,
     len: usize,
     need: u32,
-    mut f: impl FnMut(Seg, usize),
+    mut f: impl FnMut(&Seg, usize) -> Result<(), Syndrome>,
 ) -> Result<(), Syndrome> {
     let mut skip = offset;
     let mut done = 0usize;
@@ -108,7 +108,7 @@ fn walk(
             take as u64,
             need,
         )?;
-        f(seg, done);
+        f(&seg, done)?;
         done += take;
         skip = 0;
     }
@@ -148,26 +148,52 @@ pub(crate) fn scatter(
     })
 }
 
-/// Copies `src` (exactly `seg.len` bytes) into host memory `seg`.
+/// Copies `src` (exactly `seg.len` bytes) into memory `seg`; another
+/// process's memory may fault (`DmaFault`).
+pub(crate) fn copy_in(seg: &Seg, src: &[u8]) -> Result<(), Syndrome> {
+    let n = seg.len.min(src.len());
+    match &seg.at {
+        Target::Host(p) => {
+            copy_to_host(*p, &src[..n]);
+            Ok(())
+        }
+        Target::Process(mem, addr) => mem.write(*addr, &src[..n]),
+    }
+}
+
+/// Copies memory `seg` into `dst` (exactly `seg.len` bytes), as
+/// [`copy_in`] does the other way.
+pub(crate) fn copy_out(seg: &Seg, dst: &mut [u8]) -> Result<(), Syndrome> {
+    let n = seg.len.min(dst.len());
+    match &seg.at {
+        Target::Host(p) => {
+            copy_from_host(*p, &mut dst[..n]);
+            Ok(())
+        }
+        Target::Process(mem, addr) => mem.read(*addr, &mut dst[..n]),
+    }
+}
+
+/// Copies `src` into host memory at `p`, inside a live mapping.
 ///
 /// The application may touch these bytes meanwhile: both sides access
 /// them only atomically (here relaxed 8-byte words where aligned, single
 /// bytes at the ends; `Mr::read`/`write` in the driver), so neither is a
 /// data race.
-pub(crate) fn copy_in(seg: Seg, src: &[u8]) {
-    let n = seg.len.min(src.len());
-    let (head, body) = split(seg.ptr.0, n);
+fn copy_to_host(p: HostPtr, src: &[u8]) {
+    let n = src.len();
+    let (head, body) = split(p.0, n);
     for (i, &b) in src[..head].iter().enumerate() {
-        // SAFETY: `seg` lies inside a live mapping translated under the
-        // device lock, which is held; byte `i < n` is inside it.
-        unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.store(b, Ordering::Relaxed);
+        // SAFETY: `p .. p + n` lies inside a live mapping translated under
+        // the device lock, which is held; byte `i < n` is inside it.
+        unsafe { AtomicU8::from_ptr(p.0.add(i)) }.store(b, Ordering::Relaxed);
     }
     let words: &[AtomicU64] = if body == 0 {
         &[]
     } else {
         // SAFETY: `body` 8-byte words from `head`, 8-byte aligned, inside the
         // segment (`split`); accessed only atomically (above).
-        unsafe { std::slice::from_raw_parts(seg.ptr.0.add(head).cast::<AtomicU64>(), body) }
+        unsafe { std::slice::from_raw_parts(p.0.add(head).cast::<AtomicU64>(), body) }
     };
     for (w, c) in words.iter().zip(src[head..].chunks_exact(8)) {
         let c: [u8; 8] = c.try_into().expect("chunks of 8");
@@ -175,31 +201,31 @@ pub(crate) fn copy_in(seg: Seg, src: &[u8]) {
     }
     for (i, &b) in src.iter().enumerate().take(n).skip(head + 8 * body) {
         // SAFETY: as for the head.
-        unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.store(b, Ordering::Relaxed);
+        unsafe { AtomicU8::from_ptr(p.0.add(i)) }.store(b, Ordering::Relaxed);
     }
 }
 
-/// Copies host memory `seg` into `dst` (exactly `seg.len` bytes), as
-/// [`copy_in`] does the other way.
-pub(crate) fn copy_out(seg: Seg, dst: &mut [u8]) {
-    let n = seg.len.min(dst.len());
-    let (head, body) = split(seg.ptr.0, n);
+/// Copies host memory at `p` into `dst`, as [`copy_to_host`] does the
+/// other way.
+fn copy_from_host(p: HostPtr, dst: &mut [u8]) {
+    let n = dst.len();
+    let (head, body) = split(p.0, n);
     for (i, b) in dst[..head].iter_mut().enumerate() {
-        // SAFETY: as in `copy_in`.
-        *b = unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.load(Ordering::Relaxed);
+        // SAFETY: as in `copy_to_host`.
+        *b = unsafe { AtomicU8::from_ptr(p.0.add(i)) }.load(Ordering::Relaxed);
     }
     let words: &[AtomicU64] = if body == 0 {
         &[]
     } else {
-        // SAFETY: as in `copy_in`.
-        unsafe { std::slice::from_raw_parts(seg.ptr.0.add(head).cast::<AtomicU64>(), body) }
+        // SAFETY: as in `copy_to_host`.
+        unsafe { std::slice::from_raw_parts(p.0.add(head).cast::<AtomicU64>(), body) }
     };
     for (w, c) in words.iter().zip(dst[head..].chunks_exact_mut(8)) {
         c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
     }
     for (i, b) in dst.iter_mut().enumerate().take(n).skip(head + 8 * body) {
-        // SAFETY: as in `copy_in`.
-        *b = unsafe { AtomicU8::from_ptr(seg.ptr.0.add(i)) }.load(Ordering::Relaxed);
+        // SAFETY: as in `copy_to_host`.
+        *b = unsafe { AtomicU8::from_ptr(p.0.add(i)) }.load(Ordering::Relaxed);
     }
 }
 

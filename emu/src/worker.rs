@@ -384,6 +384,13 @@ fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
                 None if e.nic.polled_wire() => nap = nap.map(|n| n.min(WIRE_LOOK)),
                 None => {}
             }
+            if let Some(fd) = e.nic.posted_fd() {
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
+            }
             e.nic.nap()
         };
         nap = nap.zip(until).map(|(a, b)| a.min(b));
@@ -440,4 +447,7 @@ fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
         }
     }
     core.sleeping.store(false, Ordering::Relaxed);
+    for e in entries.iter().filter(|e| !e.lent) {
+        e.nic.awake();
+    }
 }

@@ -12,15 +12,15 @@
 
 pub mod backend;
 
-pub use backend::Backend;
+pub use backend::{Backend, PostedQueue};
 
-use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixListener;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use rnic_emu::net::Switch;
-use rnic_emu::{BuildError, EmuConfig, EmuDevice, ExecMode};
+use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_vfio_user::server;
 
 /// Client `n`'s device: `cfg` with a MAC and IPv4 address of its own
 /// (the last two bytes of each are `n + 1`).
@@ -33,12 +33,38 @@ pub fn addressed(cfg: &EmuConfig, n: u64) -> EmuConfig {
 }
 
 /// A fresh device for client `n` on `switch`, its steps on the process's
-/// shared device workers.
-fn device(cfg: &EmuConfig, n: u64, switch: &Switch) -> Result<Arc<EmuDevice>, BuildError> {
-    EmuDevice::builder(addressed(cfg, n))
+/// shared device workers, its doorbells through a posted-write queue.
+pub fn device(
+    cfg: &EmuConfig,
+    n: u64,
+    switch: &Switch,
+) -> Result<(Arc<EmuDevice>, PostedQueue), String> {
+    let q = PostedQueue::new().map_err(|e| format!("posted-write queue: {e}"))?;
+    let dev = EmuDevice::builder(addressed(cfg, n))
         .mode(ExecMode::Thread)
         .wire(switch.port())
+        .posted_writes(q.clone())
         .build()
+        .map_err(|e| e.to_string())?;
+    Ok((dev, q))
+}
+
+/// Serves one client on `stream` with a fresh device (client `n`).
+fn client(stream: &UnixStream, cfg: &EmuConfig, n: u64, switch: &Switch) {
+    let (dev, q) = match device(cfg, n, switch) {
+        Ok(d) => d,
+        Err(e) => {
+            log::error!("client {n}: no device: {e}");
+            return;
+        }
+    };
+    let mut b = Backend::new(&dev, Some(q));
+    drop(dev);
+    match server::serve(stream, &mut b) {
+        Ok(()) => log::info!("client {n}: gone"),
+        Err(e) => log::warn!("client {n}: {e}"),
+    }
+    // Its device goes with every object in it.
 }
 
 /// Serves clients on `listener`, up to `slots` at once, each a fresh
@@ -56,36 +82,19 @@ pub fn serve(
     let mut threads = Vec::new();
     for slot in 0..slots.max(1) {
         // Each slot accepts on its own copy of the listening socket.
-        let fd: OwnedFd = listener.try_clone()?.into();
+        let listener = listener.try_clone()?;
         let (cfg, taken, switch) = (cfg.clone(), taken.clone(), switch.clone());
-        threads.push(std::thread::spawn(move || {
-            // Every device of `cfg` has the same regions and vectors.
-            let template = Backend::new(&EmuDevice::new(cfg.clone(), ExecMode::Inline));
-            let server =
-                vfio_user::Server::from_owned_fd(fd, true, template.irqs(), template.regions());
-            drop(template);
-            loop {
-                // A client number is taken before accepting, so that no
-                // more than `clients` connections are served in all.
-                let n = taken.fetch_add(1, Ordering::Relaxed);
-                if clients.is_some_and(|c| n >= c) {
-                    return;
-                }
-                let dev = match device(&cfg, n, &switch) {
-                    Ok(d) => d,
-                    Err(e) => {
-                        log::error!("client {n}: no device: {e}");
-                        return;
-                    }
-                };
-                let mut b = Backend::new(&dev);
-                drop(dev);
-                log::info!("slot {slot}: waiting for client {n}");
-                if let Err(e) = server.run(&mut b) {
-                    log::warn!("client {n}: {e}");
-                }
-                // Its device goes with every object in it.
-                drop(b);
+        threads.push(std::thread::spawn(move || loop {
+            // A client number is taken before accepting, so that no more
+            // than `clients` connections are served in all.
+            let n = taken.fetch_add(1, Ordering::Relaxed);
+            if clients.is_some_and(|c| n >= c) {
+                return;
+            }
+            log::info!("slot {slot}: waiting for client {n}");
+            match listener.accept() {
+                Ok((stream, _)) => client(&stream, &cfg, n, &switch),
+                Err(e) => log::error!("slot {slot}: accept: {e}"),
             }
         }));
     }

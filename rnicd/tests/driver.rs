@@ -5,6 +5,7 @@
 
 mod common;
 
+use std::ptr::NonNull;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
 
@@ -12,12 +13,13 @@ use rnic_driver::{
     access, Context, Cq, Mr, Payload, Pd, Qp, QpCap, QpInit, QpType, RecvWr, SendOp, SendWr,
     WcOpcode, WcStatus, WorkCompletion,
 };
-use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_emu::net::Switch;
+use rnic_emu::EmuConfig;
 use rnic_hw_regs::pci;
 use rnic_tests::{init_attr, rtr_attr_to, rts_attr, Conn};
+use rnic_vfio_user::server;
 use rnic_vfio_user::VfioUserHal;
 use rnicd::Backend;
-use vfio_user::Server;
 
 type H = VfioUserHal;
 
@@ -93,15 +95,22 @@ fn received(cq: &Cq<H>, mr: &Mr<H>, wr_id: u64, msg: &[u8]) {
     assert_eq!(back, msg);
 }
 
-/// Brings the device up and SENDs `msg` between two RC QPs on it.
+/// Brings the device up and SENDs `msg` between two RC QPs on it, into a
+/// buffer of this process's heap that rnicd reaches through the kernel.
 fn send_on(hal: VfioUserHal, msg: &[u8]) {
     let ctx = Context::open(hal).expect("bring-up");
+    assert!(ctx.hal().maps_process_memory());
     let attr = ctx.query_device().expect("QUERY_DEVICE");
     assert_eq!(attr.vendor_id, u32::from(pci::VENDOR_ID));
     let gid = ctx.query_gid(1, 0).expect("QUERY_GID");
     let pd = ctx.alloc_pd().expect("PD");
     let mr_a = pd.alloc_mr(4096, access::LOCAL_WRITE).expect("MR a");
-    let mr_b = pd.alloc_mr(4096, access::LOCAL_WRITE).expect("MR b");
+    // Not page-aligned, not shared: an ordinary heap buffer.
+    let mut heap = vec![0u8; 5000];
+    let at = NonNull::new(heap[3..].as_mut_ptr()).expect("a heap address");
+    // SAFETY: `heap` outlives the MR (dropped at the end of the function,
+    // after it) and is not touched until the receive completed.
+    let mr_b = unsafe { pd.reg_mr(at, 4096, access::LOCAL_WRITE) }.expect("MR b on the heap");
     let (cq_a, cq_b) = (
         ctx.create_cq(16).expect("CQ"),
         ctx.create_cq(16).expect("CQ"),
@@ -116,17 +125,26 @@ fn send_on(hal: VfioUserHal, msg: &[u8]) {
         (sent.wr_id, sent.status, sent.opcode),
         (1, WcStatus::Success, WcOpcode::Send)
     );
-    received(&cq_b, &mr_b, 9, msg);
+    let got = next(&cq_b);
+    assert_eq!((got.wr_id, got.status), (9, WcStatus::Success));
+    assert_eq!(got.byte_len as usize, msg.len());
+    drop((qp_a, qp_b, mr_b));
+    assert_eq!(&heap[3..3 + msg.len()], msg, "the bytes are in the heap");
+    assert_eq!(heap[..3], [0; 3], "and nowhere before them");
+    // The doorbells went through the posted-write queue in shared memory.
+    assert!(ctx.hal().posted() >= 2, "{} posted", ctx.hal().posted());
 }
 
 #[test]
 fn the_driver_sends_between_two_qps_of_a_device_rnicd_serves() {
     let path = common::socket("driver");
-    let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Thread);
-    let mut backend = Backend::new(&dev);
-    let server = Server::new(&path, true, backend.irqs(), backend.regions()).expect("bind");
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
     let t = std::thread::spawn(move || {
-        let _ = server.run(&mut backend);
+        let (dev, q) = rnicd::device(&EmuConfig::default(), 0, &Switch::new()).expect("device");
+        let mut backend = Backend::new(&dev, Some(q));
+        drop(dev);
+        let (stream, _) = listener.accept().expect("accept");
+        server::serve(&stream, &mut backend).expect("served");
     });
     send_on(
         VfioUserHal::connect(&path).expect("connect"),

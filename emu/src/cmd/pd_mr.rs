@@ -73,7 +73,7 @@ fn translation(
         fields[2],
     )?;
     let size = usize::try_from(len).map_err(|_| fail(CmdStatus::BadParam, fields[1]))?;
-    DmaRange::new(&st.dev.iommu, iova, size).ok_or(fail(CmdStatus::BadDma, fields[2]))
+    DmaRange::new_any(&st.dev.iommu, iova, size).ok_or(fail(CmdStatus::BadDma, fields[2]))
 }
 
 pub(super) fn reg_mr(

@@ -38,6 +38,7 @@ use super::replay::{self, Again};
 use super::sequence::{self, Arrival};
 use super::{mtu_bytes, packets, InMsg, RdAtomic, ReadJob};
 use crate::cq;
+use crate::iommu::Target;
 use crate::mw;
 use crate::objects::Qp;
 use crate::port;
@@ -47,6 +48,7 @@ use crate::srq::{self, TakeError};
 use crate::state::Dev;
 use crate::wire::aeth::{AckKind, AethRepr, NakCode, CREDITS_INVALID};
 use crate::wire::atomic_ack_eth::AtomicAckEthRepr;
+use crate::wire::atomic_eth::AtomicEthRepr;
 use crate::wire::bth::{psn_add, psn_diff, BthRepr, DEFAULT_PKEY, PSN_MASK};
 use crate::wire::opcode::{self, Op, OpcodeInfo, Position, Transport};
 use crate::wire::roce::RoceRepr;
@@ -478,9 +480,9 @@ fn write_data(
             payload.len() as u64,
             access::REMOTE_WRITE,
         );
-        match dst {
-            Ok(seg) => sgl::copy_in(seg, payload),
-            Err(syn) => return Err(refuse(qp, dev, syn)),
+        // Another process's memory may fault only now.
+        if let Err(syn) = dst.and_then(|seg| sgl::copy_in(&seg, payload)) {
+            return Err(refuse(qp, dev, syn));
         }
     }
     qp.resp.msg = if info.pos.ends() && rwqe.is_none() {
@@ -578,7 +580,46 @@ fn atomic(qp: &mut Qp, dev: &mut Dev, info: &OpcodeInfo, roce: &RoceRepr) -> Res
     }
     let seg = check_rkey(qp, dev, a.va, a.rkey, 8, access::REMOTE_ATOMIC)
         .map_err(|syn| remote_refusal(qpn, syn))?;
-    let p = seg.ptr.0.cast::<u64>();
+    let orig = match &seg.at {
+        Target::Host(p) => host_atomic(p.0, info.op, &a)?,
+        // Atomic with respect to this device, which runs one operation at
+        // a time on another process's memory (IBV_ATOMIC_HCA).
+        Target::Process(mem, addr) => {
+            let mut b = [0u8; 8];
+            let io = mem.read(*addr, &mut b).and_then(|()| {
+                let old = u64::from_le_bytes(b);
+                let new = apply(info.op, &a, old);
+                mem.write(*addr, &new.to_le_bytes()).map(|()| old)
+            });
+            io.map_err(|syn| remote_refusal(qpn, syn))?
+        }
+    };
+    let psn = roce.bth.psn;
+    qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
+    let msn = qp.resp.msn;
+    hold(qp, RdAtomic::Atomic { psn, orig });
+    qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
+    dev.kick(qp);
+    Ok(())
+}
+
+/// The value an atomic leaves at a location that held `old`.
+fn apply(op: Op, a: &AtomicEthRepr, old: u64) -> u64 {
+    if op == Op::CompareSwap {
+        if old == a.compare {
+            a.swap_add
+        } else {
+            old
+        }
+    } else {
+        old.wrapping_add(a.swap_add)
+    }
+}
+
+/// Runs the atomic `a` on host memory at `p` and returns what it held,
+/// atomic with respect to the host CPU too.
+fn host_atomic(p: *mut u8, op: Op, a: &AtomicEthRepr) -> Result<u64, Refuse> {
+    let p = p.cast::<u64>();
     if p as usize % 8 != 0 {
         // IOVAs keep the host page offset, so this means a broken mapping.
         return Err(Refuse::Nak(
@@ -590,29 +631,14 @@ fn atomic(qp: &mut Qp, dev: &mut Dev, info: &OpcodeInfo, roce: &RoceRepr) -> Res
     // lock), 8-byte aligned (checked); host code touching them concurrently
     // is expected to use atomics too, as it would with a real NIC.
     let cell = unsafe { AtomicU64::from_ptr(p) };
-    let orig = if info.op == Op::CompareSwap {
-        match cell.compare_exchange(
-            a.compare.to_le(),
-            a.swap_add.to_le(),
-            Ordering::SeqCst,
-            Ordering::SeqCst,
-        ) {
-            Ok(v) | Err(v) => v,
-        }
+    let (Ok(v) | Err(v)) = if op == Op::CompareSwap {
+        let (old, new) = (a.compare.to_le(), a.swap_add.to_le());
+        cell.compare_exchange(old, new, Ordering::SeqCst, Ordering::SeqCst)
     } else {
-        let add = |v: u64| Some(u64::from_le(v).wrapping_add(a.swap_add).to_le());
-        match cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add) {
-            Ok(v) | Err(v) => v,
-        }
+        let add = |v: u64| Some(apply(op, a, u64::from_le(v)).to_le());
+        cell.fetch_update(Ordering::SeqCst, Ordering::SeqCst, add)
     };
-    let orig = u64::from_le(orig);
-    let psn = roce.bth.psn;
-    qp.resp.msn = (qp.resp.msn + 1) & PSN_MASK;
-    let msn = qp.resp.msn;
-    hold(qp, RdAtomic::Atomic { psn, orig });
-    qp.resp.out.push_back(Out::AtomicAck { psn, msn, orig });
-    dev.kick(qp);
-    Ok(())
+    Ok(u64::from_le(v))
 }
 
 /// Sends what QP `qpn`'s outgoing queue holds, at most `budget` packets.
@@ -751,10 +777,16 @@ fn send_read_packet(
         payload_len: n as usize,
         ..RoceRepr::default()
     };
-    let _ = port::send(qp, dev, dmac, roce, |_, _, buf| {
-        sgl::copy_out(seg, buf);
-        Ok::<(), ()>(())
-    });
+    // Another process's memory may fault only now: as above.
+    if let Err(syn) = port::send(qp, dev, dmac, roce, |_, _, buf| sgl::copy_out(&seg, buf)) {
+        let Refuse::Nak(code, event) = remote_refusal(qpn, syn) else {
+            return false;
+        };
+        qp.resp.out.pop_front();
+        nak(qp, dev, job.psn, AckKind::Nak(code));
+        qp::to_err(qp, dev, event);
+        return false;
+    }
     if let Some(Out::Read(j)) = qp.resp.out.front_mut() {
         j.psn = psn_add(j.psn, 1);
         j.left -= 1;
