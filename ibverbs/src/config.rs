@@ -17,7 +17,9 @@
 //! - `vfio`: the PCI address (`0000:00:03.0`) of a real rnic bound to
 //!   vfio-pci, which the device then is instead of an emulated NIC. It has
 //!   its own MAC, GIDs and wire, so `mac`, `ipv4` and `wire` do not go
-//!   with it.
+//!   with it;
+//! - `vfio-user`: the socket of an rnicd (`/run/rnicd.sock`): the device
+//!   is one rnicd serves, in its process, as its own as a `vfio` one.
 //!
 //! ```text
 //! RNIC_DEVICES='name=rnic0,wire=udp:127.0.0.1:47001=127.0.0.1:47002,mac=02:00:00:00:00:01,ipv4=192.0.2.1'
@@ -37,9 +39,11 @@ pub struct DeviceSpec {
     pub ipv4: [u8; 4],
     /// Where its frames go.
     pub wire: WireSpec,
-    /// The PCI address of the real rnic it is, bound to vfio-pci; `None`:
-    /// an emulated NIC.
+    /// The PCI address of the real rnic it is, bound to vfio-pci.
     pub vfio: Option<String>,
+    /// The socket of the rnicd that serves it. With neither this nor
+    /// `vfio`, an emulated NIC in the process.
+    pub vfio_user: Option<PathBuf>,
 }
 
 /// A device's wire.
@@ -80,6 +84,12 @@ impl DeviceSpec {
         [m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]
     }
 
+    /// Whether the device is not a NIC of this process (its MAC, GIDs and
+    /// wire are its own, known once it is open).
+    pub fn attached(&self) -> bool {
+        self.vfio.is_some() || self.vfio_user.is_some()
+    }
+
     fn default_at(index: usize) -> DeviceSpec {
         let n = (index + 1) as u8;
         DeviceSpec {
@@ -88,6 +98,7 @@ impl DeviceSpec {
             ipv4: [192, 0, 2, n],
             wire: WireSpec::Loopback,
             vfio: None,
+            vfio_user: None,
         }
     }
 }
@@ -122,6 +133,10 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
             match k {
                 "name" => d.name = name(v)?,
                 "vfio" => d.vfio = Some(pci(v).map_err(|e| format!("device {}: {e}", d.name))?),
+                "vfio-user" if v.is_empty() => {
+                    return Err(format!("device {}: vfio-user: a socket path", d.name))
+                }
+                "vfio-user" => d.vfio_user = Some(v.into()),
                 "mac" => d.mac = mac(v)?,
                 "ipv4" => {
                     d.ipv4 = v
@@ -134,17 +149,20 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
                 }
                 _ => {
                     return Err(format!(
-                        "device {}: unknown key `{k}` (name, mac, ipv4, wire, vfio)",
+                        "device {}: unknown key `{k}` (name, mac, ipv4, wire, vfio, vfio-user)",
                         d.name
                     ))
                 }
             }
         }
-        if let (Some(_), Some(k)) = (&d.vfio, emulated) {
+        if let (true, Some(k)) = (d.attached(), emulated) {
             return Err(format!(
-                "device {}: `{k}` is an emulated NIC's; a vfio device has its own",
+                "device {}: `{k}` is an emulated NIC's; a vfio or vfio-user device has its own",
                 d.name
             ));
+        }
+        if d.vfio.is_some() && d.vfio_user.is_some() {
+            return Err(format!("device {}: vfio or vfio-user, not both", d.name));
         }
         if devs.iter().any(|o| o.name == d.name) {
             return Err(format!("two devices are named {}", d.name));
@@ -305,12 +323,18 @@ mod tests {
             ("vfio=0000:00:03", "PCI address"),
             ("vfio=0000:00:03.0,wire=loopback", "emulated NIC's"),
             ("mac=02:00:00:00:00:09,vfio=0000:00:03.0", "emulated NIC's"),
+            ("vfio-user=/run/r.sock,wire=loopback", "emulated NIC's"),
+            ("vfio-user=", "socket path"),
+            ("vfio-user=/r.sock,vfio=0000:00:03.0", "not both"),
         ] {
             let e = parse([item].into_iter()).unwrap_err();
             assert!(e.contains(says), "{item}: {e}");
         }
         let d = parse(["name=real,vfio=0000:00:0a.1"].into_iter()).unwrap();
         assert_eq!(d[0].vfio.as_deref(), Some("0000:00:0a.1"));
+        let d = parse(["vfio-user=/run/rnicd.sock"].into_iter()).unwrap();
+        assert_eq!(d[0].vfio_user, Some("/run/rnicd.sock".into()));
+        assert!(d[0].attached());
         let e = parse(["name=x", "name=x"].into_iter()).unwrap_err();
         assert!(e.contains("two devices"), "{e}");
     }

@@ -9,6 +9,7 @@ use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_verbs::provider::Provider;
 use rnic_verbs::{Error, GidType};
 use rnic_vfio::VfioHal;
+use rnic_vfio_user::VfioUserHal;
 
 use crate::abi::{
     set_str, IbvContext, IbvDevice, IbvDeviceAttr, IbvDeviceAttrEx, IbvGidEntry, IbvPortAttr,
@@ -123,6 +124,14 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
         }
         let ctx = rnic_driver::Context::open(Platform::Vfio(Box::new(hal)))
             .map_err(driver(format!("rnic {addr} ({vendor:04x}:{device:04x})")))?;
+        return Ok((AnyContext::Rnic(ctx), None));
+    }
+    if let Some(socket) = &spec.vfio_user {
+        let at = socket.display();
+        let hal =
+            VfioUserHal::connect(socket).map_err(|e| platform(format!("vfio-user {at}: {e}")))?;
+        let ctx = rnic_driver::Context::open(Platform::VfioUser(Box::new(hal)))
+            .map_err(driver(format!("rnic at {at}")))?;
         return Ok((AnyContext::Rnic(ctx), None));
     }
     let cfg = EmuConfig {

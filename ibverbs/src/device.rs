@@ -143,7 +143,7 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut IbvDevice) -> *const c
 }
 
 /// `ibv_get_device_guid`: the node GUID in network byte order (the MAC's
-/// modified EUI-64; 0 for a vfio device, whose GUID is known once it is
+/// modified EUI-64; 0 for a vfio or vfio-user device, whose GUID is known once it is
 /// open); 0 with `errno` `EINVAL` for a pointer that is not one of the
 /// listed devices.
 ///
@@ -156,7 +156,7 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut IbvDevice) -> u64 {
         // A real device's GUID is its own, which `ibv_query_device`
         // reports once it is open: unknown here, 0, as libibverbs answers
         // when it cannot read a GUID.
-        Some(d) if d.spec.vfio.is_some() => 0,
+        Some(d) if d.spec.attached() => 0,
         Some(d) => u64::from_ne_bytes(d.spec.guid()),
         None => {
             errno::set(libc::EINVAL);

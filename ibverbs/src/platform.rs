@@ -1,12 +1,14 @@
 //! The platform an rnic device of this library runs on: an emulated NIC
-//! in the process, or a real rnic bound to vfio-pci. One `Hal` over both,
-//! so that every object of the library is rnic-driver's over [`Platform`].
+//! in the process, a real rnic bound to vfio-pci, or one that rnicd serves
+//! over vfio-user. One `Hal` over all three, so that every object of the
+//! library is rnic-driver's over [`Platform`].
 
 use std::ptr::NonNull;
 
 use rnic_emu::EmuHal;
 use rnic_queues::{DmaRegion, Hal, HalError};
 use rnic_vfio::VfioHal;
+use rnic_vfio_user::VfioUserHal;
 
 /// The platform of one open device.
 pub(crate) enum Platform {
@@ -14,6 +16,8 @@ pub(crate) enum Platform {
     Emu(EmuHal),
     /// A real device through VFIO.
     Vfio(Box<VfioHal>),
+    /// A device another process serves over vfio-user (rnicd).
+    VfioUser(Box<VfioUserHal>),
 }
 
 /// Calls `$m` on the platform inside.
@@ -22,12 +26,13 @@ macro_rules! each {
         match $self {
             Platform::Emu($h) => $e,
             Platform::Vfio($h) => $e,
+            Platform::VfioUser($h) => $e,
         }
     };
 }
 
 // SAFETY: every call goes to the platform inside, which keeps the trait's
-// promises (EmuHal and VfioHal are both Hal implementations).
+// promises (EmuHal, VfioHal and VfioUserHal are all Hal implementations).
 unsafe impl Hal for Platform {
     fn dma_alloc(&self, len: usize) -> Result<DmaRegion, HalError> {
         each!(self, h => h.dma_alloc(len))

@@ -1,0 +1,192 @@
+//! Unmodified Debian programs (ibverbs-utils, perftest) over the drop-in
+//! libibverbs, each process a client of one rnicd (`vfio-user=`): two of
+//! them exchange traffic through rnicd's switch, four at once in two
+//! pairs, and one killed in the middle of a transfer while the others go
+//! on (scripts/setup.sh installs the programs).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The drop-in library's folder, built once per run by ibverbs/build.sh
+/// in a target directory of its own (the one this test runs from is
+/// locked by the cargo that runs it).
+fn lib_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+        let target = root.join("target/ibverbs-test");
+        let st = Command::new("bash")
+            .arg(root.join("ibverbs/build.sh"))
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .expect("bash");
+        assert!(st.success(), "ibverbs/build.sh failed");
+        target.join("ibverbs")
+    })
+}
+
+/// `program args` over the drop-in, its device the one rnicd at `socket`
+/// gives it.
+fn program(program: &str, args: &[&str], socket: &Path) -> Command {
+    let mut c = Command::new(program);
+    c.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("RNIC_DEVICES", format!("vfio-user={}", socket.display()))
+        .env_remove("RNIC_DEVICES_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// A TCP port nobody listened on a moment ago, for a pair's exchange of
+/// QP numbers.
+fn free_port() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port().to_string()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// A server started, and its client started once the server listens
+/// (started again while it cannot connect).
+struct Pair {
+    server: Child,
+    client: Child,
+}
+
+/// Whether a socket listens on TCP port `port` (from /proc/net/tcp and
+/// tcp6: the local address's port in hex, state 0A).
+fn listening(port: &str) -> bool {
+    let hex = format!(":{:04X}", port.parse::<u16>().unwrap());
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| {
+                let w: Vec<&str> = l.split_whitespace().collect();
+                w.len() > 3 && w[1].ends_with(&hex) && w[3] == "0A"
+            })
+    })
+}
+
+fn pair(name: &str, args: &[&str], socket: &Path) -> Pair {
+    let port = free_port();
+    let args_p = [args, &["-p", &port]].concat();
+    let server = program(name, &args_p, socket)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{name}: {e} (scripts/setup.sh installs it)"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Not by connecting: the servers take the first connection as their
+    // client's.
+    while !listening(&port) {
+        assert!(
+            Instant::now() < deadline,
+            "{name}: the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let client_args = [&args_p[..], &["127.0.0.1"]].concat();
+    let client = program(name, &client_args, socket).spawn().unwrap();
+    Pair { server, client }
+}
+
+/// Waits for both and checks that each exited 0 with `says` in its
+/// output and no error.
+fn finished(name: &str, p: Pair, says: &str) -> (String, String) {
+    let (s, c) = (
+        p.server.wait_with_output().unwrap(),
+        p.client.wait_with_output().unwrap(),
+    );
+    for (who, o) in [("server", &s), ("client", &c)] {
+        let all = text(o);
+        assert!(o.status.success(), "{name} {who}: {all}");
+        assert!(
+            all.contains(says),
+            "{name} {who} does not say {says:?}:\n{all}"
+        );
+        for bad in ["Failed", "failed", "Couldn't", "Unable", "rror"] {
+            assert!(!all.contains(bad), "{name} {who} says {bad:?}:\n{all}");
+        }
+    }
+    (text(&s), text(&c))
+}
+
+#[test]
+fn ibv_rc_pingpong_between_two_processes_through_rnicd() {
+    let (daemon, socket) = common::daemon("pingpong", 2, 2);
+    let p = pair(
+        "ibv_rc_pingpong",
+        &["-d", "rnic0", "-g", "0", "-n", "200", "-s", "8192", "-c"],
+        &socket,
+    );
+    let (_, client) = finished("ibv_rc_pingpong", p, "iters in");
+    assert!(client.contains("200 iters"), "{client}");
+    common::exits(daemon);
+}
+
+#[test]
+fn ib_write_bw_between_two_processes_through_rnicd() {
+    let (daemon, socket) = common::daemon("write-bw", 2, 2);
+    let args = ["-d", "rnic0", "-x", "0", "-s", "65536", "-n", "500"];
+    let p = pair("ib_write_bw", &args, &socket);
+    let (_, client) = finished("ib_write_bw", p, "BW average");
+    let line = client
+        .lines()
+        .find(|l| l.trim_start().starts_with("65536"))
+        .unwrap_or_else(|| panic!("no result line:\n{client}"));
+    let mbps: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+    assert!(mbps > 0.0, "{line}");
+    common::exits(daemon);
+}
+
+#[test]
+fn four_clients_in_two_pairs_and_one_killed_mid_transfer() {
+    // Five clients in all: the two pairs, then one after the kill.
+    let (daemon, socket) = common::daemon("kill", 5, 5);
+    let long = ["-d", "rnic0", "-x", "0", "-s", "65536", "-n", "1000000"];
+    let mut doomed = pair("ib_write_bw", &long, &socket);
+    let short = ["-d", "rnic0", "-x", "0", "-s", "4096", "-n", "5000"];
+    let survivors = pair("ib_write_bw", &short, &socket);
+    // The long transfer is under way: its server is killed.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        doomed.client.try_wait().unwrap().is_none(),
+        "the long transfer ended before the kill"
+    );
+    doomed.server.kill().unwrap();
+    let _ = doomed.server.wait();
+    // Its peer runs out of retries instead of hanging.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = doomed.client.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the killed server's peer hangs");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = text(&doomed.client.wait_with_output().unwrap());
+    assert!(
+        !status.success(),
+        "the peer of a killed process fails:\n{out}"
+    );
+    // The other pair, whose devices share the switch and the worker,
+    // completes.
+    finished("ib_write_bw", survivors, "BW average");
+    // A fifth client is served as the first were.
+    let o = program("ibv_devinfo", &[], &socket).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("PORT_ACTIVE"), "{}", text(&o));
+    // rnicd exits once every client's session has ended, the killed one's
+    // with its device and objects.
+    common::exits(daemon);
+}
