@@ -11,6 +11,7 @@
 //! address space, destroyed with every object in it when the client goes.
 
 pub mod backend;
+pub mod uplink;
 
 pub use backend::{Backend, PostedQueue};
 
@@ -18,9 +19,10 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use rnic_emu::net::Switch;
+use rnic_emu::net::{Switch, Wire};
 use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_vfio_user::server;
+use uplink::Uplink;
 
 /// Client `n`'s device: `cfg` with a MAC and IPv4 address of its own
 /// (the last two bytes of each are `n + 1`).
@@ -69,16 +71,19 @@ fn client(stream: &UnixStream, cfg: &EmuConfig, n: u64, switch: &Switch) {
 
 /// Serves clients on `listener`, up to `slots` at once, each a fresh
 /// device of `cfg` with addresses of its own ([`addressed`]), every device
-/// on one switch, so that clients' QPs reach each other through rnicd;
-/// returns once `clients` have been served, or never.
+/// on one switch, so that clients' QPs reach each other through rnicd,
+/// and the switch joined to `uplink` if given, so that they reach other
+/// hosts' NICs; returns once `clients` have been served, or never.
 pub fn serve(
     listener: UnixListener,
     cfg: &EmuConfig,
     slots: usize,
     clients: Option<u64>,
+    uplink: Option<Box<dyn Wire>>,
 ) -> std::io::Result<()> {
     let taken = Arc::new(AtomicU64::new(0));
     let switch = Switch::new();
+    let _uplink = uplink.map(|w| Uplink::start(&switch, w)).transpose()?;
     let mut threads = Vec::new();
     for slot in 0..slots.max(1) {
         // Each slot accepts on its own copy of the listening socket.

@@ -229,3 +229,113 @@ fn qps_of_two_clients_meet_through_rnicd() {
     b.join().expect("the receiver");
     common::exits(daemon);
 }
+
+/// One end of a connection: its GID, PD, MR, CQ and RC QP.
+type End<H> = ([u8; 16], Pd<H>, Mr<H>, Cq<H>, Qp<H>);
+
+fn end<H: rnic_queues::Hal>(ctx: &Context<H>) -> End<H> {
+    let pd = ctx.alloc_pd().expect("PD");
+    let mr = pd.alloc_mr(4096, access::LOCAL_WRITE).expect("MR");
+    let cq = ctx.create_cq(16).expect("CQ");
+    let qp = pd
+        .create_qp(&QpInit {
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            qp_type: QpType::Rc,
+            sq_sig_all: true,
+        })
+        .expect("QP");
+    (ctx.query_gid(1, 0).expect("GID"), pd, mr, cq, qp)
+}
+
+#[test]
+fn a_client_reaches_a_nic_beyond_the_uplink() {
+    use std::os::fd::AsRawFd;
+    // Both ends of the UDP wire are bound here, once: rnicd's end is
+    // handed to it as descriptor 3.
+    let bind = || std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let (ours, theirs) = (bind(), bind());
+    let ours_at = ours.local_addr().unwrap();
+    let theirs_at = theirs.local_addr().unwrap();
+    let up = format!("udp-fd:3={ours_at}");
+    let (daemon, path) =
+        common::daemon_with("uplink", 1, 1, &["--uplink", &up], Some(theirs.as_raw_fd()));
+    drop(theirs);
+    // A NIC of this process on the other end of the wire.
+    let cfg = EmuConfig {
+        mac: [0x02, 0, 0, 0, 0x10, 0x01],
+        ipv4: [192, 0, 2, 77],
+        ..EmuConfig::default()
+    };
+    let nic = rnic_emu::EmuDevice::builder(cfg)
+        .wire(rnic_emu::net::UdpWire::from_socket(ours, theirs_at).expect("wire"))
+        .build()
+        .expect("NIC");
+    let local = Context::open(nic.hal()).expect("bring-up");
+    let remote = Context::open(VfioUserHal::connect(&path).expect("connect")).expect("bring-up");
+    let (lgid, _lpd, lmr, lcq, lqp) = end(&local);
+    let (rgid, rpd, rmr, rcq, rqp) = end(&remote);
+    let c = Conn::default();
+    for (attr, mask) in [
+        init_attr(&c),
+        rtr_attr_to(rgid, rqp.qp_num(), &c),
+        rts_attr(&c),
+    ] {
+        lqp.modify(&attr, mask).expect("local MODIFY_QP");
+    }
+    connect(&rqp, lqp.qp_num(), lgid);
+    // Both ways across the uplink.
+    let there = b"from a NIC of this process to rnicd's device";
+    let back = b"and back from rnicd's device";
+    let sge = rmr.sge(0, 256).unwrap();
+    rqp.post_recv(&[RecvWr {
+        wr_id: 9,
+        sg_list: &[sge],
+    }])
+    .unwrap();
+    lmr.write(0, there).unwrap();
+    let sge = lmr.sge(0, there.len() as u32).unwrap();
+    let send = |wr_id| SendWr {
+        wr_id,
+        op: SendOp::Send,
+        payload: Payload::Sgl(std::slice::from_ref(&sge)),
+        flags: rnic_driver::send_flags::SIGNALED,
+    };
+    lqp.post_send(&[send(1)]).unwrap();
+    received(&rcq, &rmr, 9, there);
+    let mut wc = [WorkCompletion::default(); 1];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lcq.poll(&mut wc).expect("poll") == 0 {
+        assert!(Instant::now() < deadline, "no send completion");
+    }
+    assert_eq!((wc[0].wr_id, wc[0].status), (1, WcStatus::Success));
+    let sge = lmr.sge(0, 256).unwrap();
+    lqp.post_recv(&[RecvWr {
+        wr_id: 8,
+        sg_list: &[sge],
+    }])
+    .unwrap();
+    post_send(&rqp, &rmr, 2, back);
+    let wc = next(&rcq);
+    assert_eq!((wc.wr_id, wc.status), (2, WcStatus::Success));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut wc = [WorkCompletion::default(); 1];
+    while lcq.poll(&mut wc).expect("poll") == 0 {
+        assert!(Instant::now() < deadline, "nothing came back");
+    }
+    assert_eq!((wc[0].wr_id, wc[0].status), (8, WcStatus::Success));
+    let mut got = vec![0u8; wc[0].byte_len as usize];
+    lmr.read(0, &mut got).unwrap();
+    assert_eq!(got, back);
+    // The client goes: rnicd, told to serve one, exits.
+    drop((rqp, rcq, rmr, rpd, remote));
+    common::exits(daemon);
+}

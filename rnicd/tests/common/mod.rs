@@ -1,5 +1,7 @@
 //! What the rnicd tests share: a daemon on a socket of its own.
 
+use std::os::fd::RawFd;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -14,8 +16,34 @@ pub fn socket(name: &str) -> PathBuf {
 /// The rnicd binary serving `clients` clients, `slots` at once, on socket
 /// `name`, once it listens.
 pub fn daemon(name: &str, clients: u64, slots: usize) -> (Child, PathBuf) {
+    daemon_with(name, clients, slots, &[], None)
+}
+
+/// [`daemon`] with `extra` arguments, and `inherit` (a descriptor of
+/// this process) as its descriptor 3.
+pub fn daemon_with(
+    name: &str,
+    clients: u64,
+    slots: usize,
+    extra: &[&str],
+    inherit: Option<RawFd>,
+) -> (Child, PathBuf) {
     let path = socket(name);
-    let child = Command::new(env!("CARGO_BIN_EXE_rnicd"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rnicd"));
+    if let Some(fd) = inherit {
+        // SAFETY: dup2 is async-signal-safe and touches only the child's
+        // descriptor table; the copy at 3 has no close-on-exec flag.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::dup2(fd, 3) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let child = cmd
+        .args(extra)
         .arg("--clients")
         .arg(clients.to_string())
         .arg("--slots")
