@@ -59,6 +59,10 @@ pub(crate) fn doorbell(st: &mut State, v: u32) {
 }
 
 fn run_one(st: &mut State) {
+    // A command (a DEREG_MR) sees the data path's writes done.
+    if let Some(p) = st.dev.iommu.process() {
+        p.settle();
+    }
     let Some(q) = st.dev.cmdq.as_mut() else {
         return;
     };

@@ -459,6 +459,10 @@ impl NicCore {
         turn: Turn,
     ) -> bool {
         let now = self.clock.now_ns();
+        // What was read ahead of a client's memory may be stale by now.
+        if let Some(p) = st.dev.iommu.process() {
+            p.new_step();
+        }
         let mut rx = std::mem::take(&mut st.dev.port.rx);
         let mut backlog = false;
         let mut wire_deadline;
@@ -537,6 +541,11 @@ impl NicCore {
             }
         };
         st.dev.port.recycle(&mut rx);
+        // Nothing of a client's memory is written after the step: its
+        // frames (an ACK of the data) leave after this.
+        if let Some(p) = st.dev.iommu.process() {
+            p.settle();
+        }
         let timers = st.next_deadline();
         if !st.dev.port.tx.is_empty() || !rx.is_empty() {
             let mut link = self.wire();

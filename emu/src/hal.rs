@@ -57,7 +57,12 @@ impl EmuHal {
     /// Removes a mapping of [`EmuHal::map_at`] or [`EmuHal::map_process`]:
     /// when it returns, the device can no longer reach the memory.
     pub fn unmap_at(&self, iova: u64, len: usize) -> Result<(), HalError> {
-        self.dev.shared().lock().dev.iommu.unmap(iova, len)
+        let mut st = self.dev.shared().lock();
+        // Writes queued for the memory land before it goes.
+        if let Some(p) = st.dev.iommu.process() {
+            p.settle();
+        }
+        st.dev.iommu.unmap(iova, len)
     }
 
     /// Signals `fd` (an eventfd) on every raise of MSI-X `vector` as well,

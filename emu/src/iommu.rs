@@ -52,8 +52,9 @@ impl HostPtr {
 pub(crate) enum Target {
     /// Host memory of this process.
     Host(HostPtr),
-    /// Another process's memory at this virtual address.
-    Process(Arc<ProcessMemory>, u64),
+    /// Another process's memory at this virtual address, in a mapping
+    /// that ends at the second.
+    Process(Arc<ProcessMemory>, u64, u64),
 }
 
 impl Target {
@@ -61,7 +62,9 @@ impl Target {
     fn add(&self, off: usize) -> Target {
         match self {
             Target::Host(p) => Target::Host(p.add(off)),
-            Target::Process(m, a) => Target::Process(m.clone(), a.wrapping_add(off as u64)),
+            Target::Process(m, a, end) => {
+                Target::Process(m.clone(), a.wrapping_add(off as u64), *end)
+            }
         }
     }
 }
@@ -80,6 +83,8 @@ pub(crate) struct Iommu {
     maps: BTreeMap<u64, Mapping>,
     next: u64,
     gen: u64,
+    /// The process whose memory was last mapped (a vfio-user client's).
+    process: Option<Arc<ProcessMemory>>,
 }
 
 impl Iommu {
@@ -88,7 +93,14 @@ impl Iommu {
             maps: BTreeMap::new(),
             next: IOVA_BASE,
             gen: 1,
+            process: None,
         }
+    }
+
+    /// The process whose memory the device reaches, if any: its reads
+    /// ahead and writes behind are settled around each step.
+    pub(crate) fn process(&self) -> Option<&Arc<ProcessMemory>> {
+        self.process.as_ref()
     }
 
     /// Generation counter: changes whenever a mapping disappears.
@@ -224,10 +236,9 @@ impl Iommu {
         addr: u64,
         len: usize,
     ) -> Result<(), HalError> {
-        if addr.checked_add(len as u64).is_none() {
-            return Err(HalError::NoIova);
-        }
-        self.insert_at(iova, Target::Process(mem, addr), len)
+        let end = addr.checked_add(len as u64).ok_or(HalError::NoIova)?;
+        self.process = Some(mem.clone());
+        self.insert_at(iova, Target::Process(mem, addr, end), len)
     }
 
     fn insert_at(&mut self, iova: u64, at: Target, len: usize) -> Result<(), HalError> {

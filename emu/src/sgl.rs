@@ -85,7 +85,7 @@ fn walk(
     offset: u64,
     len: usize,
     need: u32,
-    mut f: impl FnMut(&Seg, usize) -> Result<(), Syndrome>,
+    mut f: impl FnMut(&Seg, usize, u64) -> Result<(), Syndrome>,
 ) -> Result<(), Syndrome> {
     let mut skip = offset;
     let mut done = 0usize;
@@ -108,7 +108,7 @@ fn walk(
             take as u64,
             need,
         )?;
-        f(&seg, done)?;
+        f(&seg, done, n - skip)?;
         done += take;
         skip = 0;
     }
@@ -121,16 +121,20 @@ fn walk(
 }
 
 /// Copies bytes `offset .. offset + dst.len()` of the gather list `sges`
-/// into `dst`.
+/// into `dst`; `rest` bytes of the list, from `offset` on, will be
+/// wanted (the rest of the message), which another process's memory
+/// reads ahead.
 pub(crate) fn gather(
     k: Keys<'_>,
     sges: impl IntoIterator<Item = DataSeg>,
     offset: u64,
     dst: &mut [u8],
+    rest: u64,
 ) -> Result<(), Syndrome> {
     let len = dst.len();
-    walk(k, sges, offset, len, 0, |seg, at| {
-        copy_out(seg, &mut dst[at..at + seg.len])
+    walk(k, sges, offset, len, 0, |seg, at, sge_left| {
+        let ahead = sge_left.min(rest.saturating_sub(at as u64));
+        copy_out(seg, &mut dst[at..at + seg.len], ahead)
     })
 }
 
@@ -143,7 +147,7 @@ pub(crate) fn scatter(
     src: &[u8],
     need: u32,
 ) -> Result<(), Syndrome> {
-    walk(k, sges, offset, src.len(), need, |seg, at| {
+    walk(k, sges, offset, src.len(), need, |seg, at, _| {
         copy_in(seg, &src[at..at + seg.len])
     })
 }
@@ -157,20 +161,40 @@ pub(crate) fn copy_in(seg: &Seg, src: &[u8]) -> Result<(), Syndrome> {
             copy_to_host(*p, &src[..n]);
             Ok(())
         }
-        Target::Process(mem, addr) => mem.write(*addr, &src[..n]),
+        Target::Process(mem, addr, _) => mem.write(*addr, &src[..n]),
+    }
+}
+
+/// Copies `src` into memory `seg` as [`copy_in`] does, as a packet of
+/// an RDMA WRITE of QP `qpn`: another process's memory is written with
+/// the packets that continue it, at the latest at the message's last
+/// (`ProcessMemory::flush`).
+pub(crate) fn copy_in_later(seg: &Seg, src: &[u8], qpn: u32) -> Result<(), Syndrome> {
+    let n = seg.len.min(src.len());
+    match &seg.at {
+        Target::Host(p) => {
+            copy_to_host(*p, &src[..n]);
+            Ok(())
+        }
+        Target::Process(mem, addr, _) => mem.write_later(qpn, *addr, &src[..n]),
     }
 }
 
 /// Copies memory `seg` into `dst` (exactly `seg.len` bytes), as
-/// [`copy_in`] does the other way.
-pub(crate) fn copy_out(seg: &Seg, dst: &mut [u8]) -> Result<(), Syndrome> {
+/// [`copy_in`] does the other way, where `ahead` bytes from `seg`'s start
+/// will be wanted: another process's memory reads them at once (within
+/// its mapping).
+pub(crate) fn copy_out(seg: &Seg, dst: &mut [u8], ahead: u64) -> Result<(), Syndrome> {
     let n = seg.len.min(dst.len());
     match &seg.at {
         Target::Host(p) => {
             copy_from_host(*p, &mut dst[..n]);
             Ok(())
         }
-        Target::Process(mem, addr) => mem.read(*addr, &mut dst[..n]),
+        Target::Process(mem, addr, end) => {
+            let limit = addr.saturating_add(ahead).min(*end);
+            mem.read(*addr, &mut dst[..n], limit)
+        }
     }
 }
 

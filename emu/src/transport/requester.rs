@@ -463,7 +463,9 @@ fn send_packet(qp: &mut Qp, dev: &mut Dev, dmac: EthernetAddress) {
         _ => 1,
     };
     // The payload is read from the WQE in place (decoded again: the frame
-    // builder holds the device state), while the MR table is borrowed.
+    // builder holds the device state), while the MR table is borrowed;
+    // the rest of the message will be wanted too.
+    let rest = req.inflight[at].len.saturating_sub(offset);
     let sent = port::send(qp, dev, dmac, roce, |qp, dev, buf| {
         if buf.is_empty() {
             return Ok(());
@@ -489,6 +491,7 @@ fn send_packet(qp: &mut Qp, dev: &mut Dev, dmac: EthernetAddress) {
                 d.data.sges(),
                 offset,
                 buf,
+                rest,
             ),
         }
     });

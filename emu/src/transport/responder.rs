@@ -480,8 +480,14 @@ fn write_data(
             payload.len() as u64,
             access::REMOTE_WRITE,
         );
-        // Another process's memory may fault only now.
-        if let Err(syn) = dst.and_then(|seg| sgl::copy_in(&seg, payload)) {
+        // Another process's memory may fault only now, or at the
+        // message's last packet, which writes what its packets queued.
+        if let Err(syn) = dst.and_then(|seg| sgl::copy_in_later(&seg, payload, qpn)) {
+            return Err(refuse(qp, dev, syn));
+        }
+    }
+    if info.pos.ends() {
+        if let Some(Err(syn)) = dev.iommu.process().map(|p| p.flush(qp.qpn)) {
             return Err(refuse(qp, dev, syn));
         }
     }
@@ -584,13 +590,15 @@ fn atomic(qp: &mut Qp, dev: &mut Dev, info: &OpcodeInfo, roce: &RoceRepr) -> Res
         Target::Host(p) => host_atomic(p.0, info.op, &a)?,
         // Atomic with respect to this device, which runs one operation at
         // a time on another process's memory (IBV_ATOMIC_HCA).
-        Target::Process(mem, addr) => {
+        Target::Process(mem, addr, end) => {
             let mut b = [0u8; 8];
-            let io = mem.read(*addr, &mut b).and_then(|()| {
-                let old = u64::from_le_bytes(b);
-                let new = apply(info.op, &a, old);
-                mem.write(*addr, &new.to_le_bytes()).map(|()| old)
-            });
+            let io = mem
+                .read(*addr, &mut b, (*addr + 8).min(*end))
+                .and_then(|()| {
+                    let old = u64::from_le_bytes(b);
+                    let new = apply(info.op, &a, old);
+                    mem.write(*addr, &new.to_le_bytes()).map(|()| old)
+                });
             io.map_err(|syn| remote_refusal(qpn, syn))?
         }
     };
@@ -778,7 +786,12 @@ fn send_read_packet(
         ..RoceRepr::default()
     };
     // Another process's memory may fault only now: as above.
-    if let Err(syn) = port::send(qp, dev, dmac, roce, |_, _, buf| sgl::copy_out(&seg, buf)) {
+    // The rest of the READ is read ahead with this packet's bytes.
+    let ahead = job.bytes;
+    let sent = port::send(qp, dev, dmac, roce, |_, _, buf| {
+        sgl::copy_out(&seg, buf, ahead)
+    });
+    if let Err(syn) = sent {
         let Refuse::Nak(code, event) = remote_refusal(qpn, syn) else {
             return false;
         };

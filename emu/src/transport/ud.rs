@@ -167,6 +167,7 @@ fn send_one(qp: &mut Qp, dev: &mut Dev) -> Sent {
                 d.data.sges(),
                 0,
                 buf,
+                0,
             ),
         }
     });
