@@ -378,7 +378,7 @@ pub struct RegionAccess {
 /// The vendor capability a client names in `VERSION` to say that a
 /// `DMA_MAP` without a file descriptor is its own memory at the virtual
 /// address in `offset`, which the server, on the same host, reaches
-/// through the kernel (`/proc/<pid>/mem`) rather than by `DMA_READ` and
+/// through the kernel (`process_vm_readv`) rather than by `DMA_READ` and
 /// `DMA_WRITE` messages. The server names it in its reply if it does so.
 pub const PROCESS_MEMORY: &str = "rnic_process_memory";
 
