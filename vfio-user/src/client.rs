@@ -24,8 +24,8 @@ use crate::sock::{self, Message};
 use crate::Error;
 
 /// Lets the server at `pid` reach this process's memory where Yama
-
-
+/// restricts ptrace to descendants (the kernel checks ptrace access on
+/// every `process_vm_readv`); without Yama there is nothing to allow.
 fn allow_server(pid: i32) {
     // SAFETY: PR_SET_PTRACER takes a pid; no memory arguments.
     let r = unsafe { libc::prctl(libc::PR_SET_PTRACER, pid as libc::c_ulong, 0, 0, 0) };
