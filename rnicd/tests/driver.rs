@@ -339,3 +339,96 @@ fn a_client_reaches_a_nic_beyond_the_uplink() {
     drop((rqp, rcq, rmr, rpd, remote));
     common::exits(daemon);
 }
+
+/// Kernel bypass through rnicd, at the driver: a stream of 8-byte WRITEs
+/// kept 128 deep, posted in lists of 32 with the last signaled, makes no
+/// system call per message. The only call the data path can make is a
+/// wake-up of rnicd's device worker (a doorbell posted while it slept,
+/// which it does after 10 µs without work): counted, and bounded by one
+/// per list.
+#[test]
+fn a_stream_of_writes_wakes_rnicd_less_than_once_a_list() {
+    let (daemon, path) = common::daemon("stream", 1, 1);
+    let ctx = Context::open(VfioUserHal::connect(&path).expect("connect")).expect("bring-up");
+    let gid = ctx.query_gid(1, 0).expect("QUERY_GID");
+    let pd = ctx.alloc_pd().expect("PD");
+    let target = pd
+        .alloc_mr(4096, access::LOCAL_WRITE | access::REMOTE_WRITE)
+        .expect("MR");
+    let cq = ctx.create_cq(256).expect("CQ");
+    let cap = QpCap {
+        max_send_wr: 256,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+    };
+    let qp = |sig_all| {
+        pd.create_qp(&QpInit {
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            cap,
+            qp_type: QpType::Rc,
+            sq_sig_all: sig_all,
+        })
+        .expect("QP")
+    };
+    let (a, b) = (qp(false), qp(false));
+    let c = Conn {
+        access: access::REMOTE_WRITE,
+        ..Conn::default()
+    };
+    for (x, y) in [(&a, &b), (&b, &a)] {
+        for (attr, mask) in [
+            init_attr(&c),
+            rtr_attr_to(gid, y.qp_num(), &c),
+            rts_attr(&c),
+        ] {
+            x.modify(&attr, mask).expect("MODIFY_QP");
+        }
+    }
+    const LIST: usize = 32;
+    const DEPTH: usize = 4;
+    const MESSAGES: usize = 100_000;
+    let value = 7u64.to_le_bytes();
+    let list: Vec<SendWr> = (0..LIST)
+        .map(|i| SendWr {
+            wr_id: i as u64,
+            op: SendOp::RdmaWrite {
+                remote: rnic_driver::RemoteAddr {
+                    addr: target.addr() + 8 * i as u64,
+                    rkey: target.rkey(),
+                },
+            },
+            payload: Payload::Inline(&value),
+            flags: if i == LIST - 1 {
+                rnic_driver::send_flags::SIGNALED
+            } else {
+                0
+            },
+        })
+        .collect();
+    let (mut posted, mut done, mut wc) = (0, 0, [WorkCompletion::default(); 16]);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while done < MESSAGES {
+        while posted < MESSAGES && posted - done < DEPTH * LIST {
+            a.post_send(&list).expect("post_send");
+            posted += LIST;
+        }
+        let n = cq.poll(&mut wc).expect("poll");
+        for w in &wc[..n] {
+            assert_eq!(w.status, WcStatus::Success);
+            done += LIST;
+        }
+        assert!(Instant::now() < deadline, "{done} of {MESSAGES} done");
+    }
+    let mut back = [0u8; 8];
+    target.read(8 * (LIST - 1), &mut back).expect("read MR");
+    assert_eq!(back, value, "the WRITEs arrived");
+    let (kicks, lists) = (ctx.hal().kicks(), MESSAGES / LIST);
+    eprintln!("{MESSAGES} WRITEs in {lists} lists woke rnicd's worker {kicks} times");
+    assert!(kicks <= lists as u64, "{kicks} wake-ups for {lists} lists");
+    drop((a, b, target, cq, pd, ctx));
+    common::exits(daemon);
+}
