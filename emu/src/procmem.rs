@@ -24,12 +24,14 @@
 //!   completed, which it learns in a later step; and it is dropped when
 //!   the device writes over it.
 //! - **Writes behind.** An RDMA WRITE's payload is queued while the next
-//!   packet continues it (the same QP, the next address) and written in
-//!   one call ([`ProcessMemory::flush`]) at the message's last packet,
-//!   before anything is read or written elsewhere in the process's
-//!   memory, before a command runs or a mapping goes, and at the end of
-//!   every step, so that nothing lands after the program could have seen
-//!   the message complete or the step end. A write that fails after its
+//!   packet continues it or writes over it (the same QP, an address in or
+//!   right after what is queued: a message's packets, or a stream of
+//!   small WRITEs to one buffer) and written in one call: at the last
+//!   packet of a WRITE with immediate, before its completion
+//!   ([`ProcessMemory::flush`]); before anything else is read or written
+//!   in the process's memory; before a command runs or a mapping goes;
+//!   and at the end of every step, before the step's frames (their ACKs)
+//!   leave. A write that fails after its
 //!   packet was taken marks its QP, whose
 //!   next packet, or the flush at its message's last, is refused as a DMA
 //!   fault.
@@ -258,8 +260,9 @@ impl ProcessMemory {
     }
 
     /// Queues `src` for `addr`, a packet of an RDMA WRITE of QP `qpn`:
-    /// written with the packets that continue it. Refused if an earlier
-    /// queued write of the QP failed.
+    /// written with the packets that continue it or write over it (the
+    /// later bytes win, as they would landing one after the other).
+    /// Refused if an earlier queued write of the QP failed.
     pub(crate) fn write_later(&self, qpn: u32, addr: u64, src: &[u8]) -> Result<(), Syndrome> {
         let mut b = self.batch();
         if let Some(i) = b.faulted.iter().position(|&q| q == qpn) {
@@ -267,15 +270,23 @@ impl ProcessMemory {
             return Err(Syndrome::DmaFault);
         }
         Self::drop_ahead(&mut b, addr, src.len());
-        let continues = b.behind_qpn == qpn
-            && b.behind_at.wrapping_add(b.behind.len() as u64) == addr
-            && b.behind.len() + src.len() <= WRITE_BEHIND;
-        if !continues {
+        let off = addr.wrapping_sub(b.behind_at);
+        let joins = !b.behind.is_empty()
+            && b.behind_qpn == qpn
+            && addr >= b.behind_at
+            && off <= b.behind.len() as u64
+            && off as usize + src.len() <= WRITE_BEHIND;
+        if !joins {
             self.write_behind(&mut b);
             b.behind_at = addr;
             b.behind_qpn = qpn;
         }
-        b.behind.extend_from_slice(src);
+        let off = addr.wrapping_sub(b.behind_at) as usize;
+        let end = off + src.len();
+        if b.behind.len() < end {
+            b.behind.resize(end, 0);
+        }
+        b.behind[off..end].copy_from_slice(src);
         Ok(())
     }
 
@@ -398,13 +409,15 @@ mod tests {
         mem.read(addr, &mut x, addr + 64).unwrap();
         assert_eq!(&x, b"abcdef", "a read of them writes them first");
         mem.write_later(6, 8, b"zz").unwrap();
+        mem.write_later(5, addr + 6, b"x").unwrap();
         mem.write_later(5, addr + 6, b"g").unwrap();
+        mem.write_later(5, addr + 2, b"C").unwrap();
         // QP 6's write to nowhere failed when QP 5's came: its next
         // packet is refused, once.
         assert_eq!(mem.write_later(6, 8, b"zz"), Err(Syndrome::DmaFault));
         mem.write_later(6, 8, b"zz").unwrap();
         assert_eq!(mem.flush(6), Err(Syndrome::DmaFault), "at its last packet");
         assert_eq!(mem.flush(6), Ok(()));
-        assert_eq!(&buf[..7], b"abcdefg");
+        assert_eq!(&buf[..7], b"abCdefg", "later bytes win");
     }
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::wqe::DataSeg;
+use rnic_hw_regs::PAGE_SIZE;
 
 use crate::iommu::{HostPtr, Iommu, Target};
 use crate::objects::{Mr, MrTable};
@@ -192,7 +193,10 @@ pub(crate) fn copy_out(seg: &Seg, dst: &mut [u8], ahead: u64) -> Result<(), Synd
             Ok(())
         }
         Target::Process(mem, addr, end) => {
-            let limit = addr.saturating_add(ahead).min(*end);
+            // At least the rest of the page: small messages from one
+            // buffer, as a stream of them sends, cost one call a step.
+            let page_end = (*addr | (PAGE_SIZE as u64 - 1)) + 1;
+            let limit = addr.saturating_add(ahead).max(page_end).min(*end);
             mem.read(*addr, &mut dst[..n], limit)
         }
     }

@@ -480,13 +480,15 @@ fn write_data(
             payload.len() as u64,
             access::REMOTE_WRITE,
         );
-        // Another process's memory may fault only now, or at the
-        // message's last packet, which writes what its packets queued.
+        // Another process's memory may fault only now, or when what its
+        // packets queued is written.
         if let Err(syn) = dst.and_then(|seg| sgl::copy_in_later(&seg, payload, qpn)) {
             return Err(refuse(qp, dev, syn));
         }
     }
-    if info.pos.ends() {
+    // A WRITE with immediate completes a receive WQE now: its data lands
+    // first. A plain WRITE's lands by the end of the step, before its ACK.
+    if info.pos.ends() && rwqe.is_some() {
         if let Some(Err(syn)) = dev.iommu.process().map(|p| p.flush(qp.qpn)) {
             return Err(refuse(qp, dev, syn));
         }
