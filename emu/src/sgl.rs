@@ -153,6 +153,29 @@ pub(crate) fn scatter(
     })
 }
 
+/// [`scatter`], as a packet of a message of QP `qpn` whose completion
+/// comes later: another process's memory is written with the packets
+/// that continue it ([`copy_in_later`]), at the latest when the message
+/// completes (`ProcessMemory::flush`).
+pub(crate) fn scatter_later(
+    k: Keys<'_>,
+    sges: impl IntoIterator<Item = DataSeg>,
+    offset: u64,
+    src: &[u8],
+    need: u32,
+    qpn: u32,
+) -> Result<(), Syndrome> {
+    walk(k, sges, offset, src.len(), need, |seg, at, _| {
+        copy_in_later(seg, &src[at..at + seg.len], qpn)
+    })
+}
+
+/// Writes what packets of QP `qpn` queued for another process's memory,
+/// before their message completes: a failure of any is the message's.
+pub(crate) fn flush(iommu: &Iommu, qpn: u32) -> Result<(), Syndrome> {
+    iommu.process().map_or(Ok(()), |p| p.flush(qpn))
+}
+
 /// Copies `src` (exactly `seg.len` bytes) into memory `seg`; another
 /// process's memory may fault (`DmaFault`).
 pub(crate) fn copy_in(seg: &Seg, src: &[u8]) -> Result<(), Syndrome> {

@@ -432,3 +432,140 @@ fn a_stream_of_writes_wakes_rnicd_less_than_once_a_list() {
     drop((a, b, target, cq, pd, ctx));
     common::exits(daemon);
 }
+
+/// A buffer of this process's heap registered with rnicd's device: the
+/// device reaches it through the kernel.
+struct Heap {
+    bytes: Vec<u8>,
+}
+
+impl Heap {
+    fn new(len: usize, fill: impl Fn(usize) -> u8) -> Heap {
+        Heap {
+            bytes: (0..len).map(fill).collect(),
+        }
+    }
+
+    /// Registers the buffer from byte 5 on (not page-aligned).
+    fn register(&mut self, pd: &Pd<H>, rights: u32) -> Mr<H> {
+        let len = self.bytes.len() - 5;
+        let at = NonNull::new(self.bytes[5..].as_mut_ptr()).expect("heap");
+        // SAFETY: the Heap outlives the MR in the test that uses it (the
+        // MRs are dropped first), and is read only after the device's
+        // completions say it is done with it.
+        unsafe { pd.reg_mr(at, len, rights) }.expect("reg_mr of the heap")
+    }
+
+    /// What the device wrote, read behind Rust's back.
+    fn read(&self) -> Vec<u8> {
+        // SAFETY: the buffer's bytes, read volatile: the device wrote
+        // them through the kernel, not through this Vec.
+        self.bytes
+            .iter()
+            .map(|b| unsafe { std::ptr::read_volatile(b) })
+            .collect()
+    }
+}
+
+/// Messages of many packets between heap buffers of the client: an RDMA
+/// READ into one, a SEND from it into another, an RDMA WRITE from that
+/// into a third; every byte arrives, and nothing past the registration.
+#[test]
+fn messages_of_many_packets_move_between_heap_buffers() {
+    let (daemon, path) = common::daemon("heap", 1, 1);
+    let ctx = Context::open(VfioUserHal::connect(&path).expect("connect")).expect("bring-up");
+    let gid = ctx.query_gid(1, 0).expect("QUERY_GID");
+    let pd = ctx.alloc_pd().expect("PD");
+    const LEN: usize = 20_005;
+    let pattern = |i: usize| (i * 7 + i / 251) as u8;
+    let mut src = Heap::new(LEN, pattern);
+    let (mut read_into, mut recv_into, mut write_into) = (
+        Heap::new(LEN, |_| 0),
+        Heap::new(LEN, |_| 0),
+        Heap::new(LEN + 64, |_| 0xee),
+    );
+    let all = access::LOCAL_WRITE | access::REMOTE_READ | access::REMOTE_WRITE;
+    let (m_src, m_read, m_recv, m_write) = (
+        src.register(&pd, all),
+        read_into.register(&pd, all),
+        recv_into.register(&pd, all),
+        write_into.register(&pd, all),
+    );
+    let (cq_a, cq_b) = (
+        ctx.create_cq(16).expect("CQ"),
+        ctx.create_cq(16).expect("CQ"),
+    );
+    let (a, b) = (rc_qp(&pd, &cq_a), rc_qp(&pd, &cq_b));
+    let c = Conn {
+        access: access::REMOTE_READ | access::REMOTE_WRITE,
+        ..Conn::default()
+    };
+    for (x, y) in [(&a, &b), (&b, &a)] {
+        for (attr, mask) in [
+            init_attr(&c),
+            rtr_attr_to(gid, y.qp_num(), &c),
+            rts_attr(&c),
+        ] {
+            x.modify(&attr, mask).expect("MODIFY_QP");
+        }
+    }
+    let n = (LEN - 5) as u32;
+    let remote = |m: &Mr<H>| rnic_driver::RemoteAddr {
+        addr: m.addr(),
+        rkey: m.rkey(),
+    };
+    let one = |qp: &Qp<H>, cq: &Cq<H>, op: SendOp, from: &Mr<H>, id: u64| {
+        let sge = from.sge(0, n).expect("sge");
+        qp.post_send(&[SendWr {
+            wr_id: id,
+            op,
+            payload: Payload::Sgl(&[sge]),
+            flags: rnic_driver::send_flags::SIGNALED,
+        }])
+        .expect("post_send");
+        let wc = next(cq);
+        assert_eq!((wc.wr_id, wc.status), (id, WcStatus::Success));
+    };
+    let body = |h: &Heap| h.read()[5..LEN].to_vec();
+    let want: Vec<u8> = (5..LEN).map(pattern).collect();
+    one(
+        &b,
+        &cq_b,
+        SendOp::RdmaRead {
+            remote: remote(&m_src),
+        },
+        &m_read,
+        1,
+    );
+    assert_eq!(body(&read_into), want, "READ into the heap");
+    let sge = m_recv.sge(0, n).expect("sge");
+    a.post_recv(&[RecvWr {
+        wr_id: 2,
+        sg_list: &[sge],
+    }])
+    .expect("post_recv");
+    one(&b, &cq_b, SendOp::Send, &m_read, 3);
+    let got = next(&cq_a);
+    assert_eq!(
+        (got.wr_id, got.status, got.byte_len),
+        (2, WcStatus::Success, n)
+    );
+    assert_eq!(body(&recv_into), want, "SEND into the heap");
+    one(
+        &a,
+        &cq_a,
+        SendOp::RdmaWrite {
+            remote: remote(&m_write),
+        },
+        &m_recv,
+        4,
+    );
+    let w = write_into.read();
+    assert_eq!(w[5..LEN].to_vec(), want, "WRITE into the heap");
+    assert!(
+        w[..5].iter().chain(&w[LEN..]).all(|&b| b == 0xee),
+        "nothing outside"
+    );
+    drop((a, b, m_src, m_read, m_recv, m_write, cq_a, cq_b, pd, ctx));
+    common::exits(daemon);
+}

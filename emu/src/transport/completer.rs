@@ -480,8 +480,10 @@ fn read_response(qp: &mut Qp, dev: &mut Dev, psn: u32, payload: &[u8]) {
     else {
         return;
     };
-    // The WQE stays in the QP table while the MR table is borrowed.
-    let r = sgl::scatter(
+    // The WQE stays in the QP table while the MR table is borrowed;
+    // another process's memory is written by the READ's last response.
+    let qpn = qp.qpn;
+    let r = sgl::scatter_later(
         sgl::Keys {
             mrs: &mut dev.objs.mrs,
             iommu: &dev.iommu,
@@ -491,7 +493,12 @@ fn read_response(qp: &mut Qp, dev: &mut Dev, psn: u32, payload: &[u8]) {
         off,
         payload,
         access::LOCAL_WRITE,
-    );
+        qpn,
+    )
+    .and_then(|()| match last {
+        true => sgl::flush(&dev.iommu, qpn),
+        false => Ok(()),
+    });
     if let Err(syn) = r {
         return fail_at(qp, dev, psn, WcStatus::LocProtErr, syn);
     }

@@ -308,7 +308,8 @@ fn send(
             NakCode::InvalidRequest,
         ))
     } else {
-        sgl::scatter(
+        // Another process's memory is written by the message's end.
+        sgl::scatter_later(
             sgl::Keys {
                 mrs: &mut dev.objs.mrs,
                 iommu: &dev.iommu,
@@ -318,7 +319,12 @@ fn send(
             got,
             payload,
             access::LOCAL_WRITE,
+            qpn,
         )
+        .and_then(|()| match info.pos.ends() {
+            true => sgl::flush(&dev.iommu, qpn),
+            false => Ok(()),
+        })
         .map_err(|syn| {
             recv_error(
                 qp,
@@ -489,7 +495,7 @@ fn write_data(
     // A WRITE with immediate completes a receive WQE now: its data lands
     // first. A plain WRITE's lands by the end of the step, before its ACK.
     if info.pos.ends() && rwqe.is_some() {
-        if let Some(Err(syn)) = dev.iommu.process().map(|p| p.flush(qp.qpn)) {
+        if let Err(syn) = sgl::flush(&dev.iommu, qp.qpn) {
             return Err(refuse(qp, dev, syn));
         }
     }
