@@ -56,6 +56,8 @@ pair 18640 write_lat -n 30000 --wire udp --device thread
 # CPU per message.
 run write_lat -n 100000 --cpu-util
 run write_bw -n 1000000 -t 256 --cpu-util
+# Unmodified perftest through rnicd, two processes, one device worker.
+bash perf/rnicd.sh
 # The plots of docs/.
 run write_lat -a -n 3000 --plot docs/perf-write-lat.svg
 run write_bw -a -n 2000 --plot docs/perf-write-bw.svg
