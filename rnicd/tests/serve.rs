@@ -283,7 +283,7 @@ fn raw(path: &Path) -> UnixStream {
     data.extend_from_slice(b"{}\0");
     let h = Header::command(0, Command::Version, HEADER_LEN + data.len());
     sock::send(&s, &h, &[&data], &[]).expect("send");
-    let r = sock::recv(&s, msg::MAX_MESSAGE)
+    let r = sock::recv(&s, msg::MAX_MESSAGE, None)
         .expect("reply")
         .expect("a reply");
     assert_eq!(r.header.flags, msg::flags::REPLY, "VERSION accepted");
@@ -301,7 +301,7 @@ fn ask(s: &UnixStream, command: u16, payload: &[u8], fds: &[i32]) -> u32 {
         error: 0,
     };
     sock::send(s, &h, &[payload], fds).expect("send");
-    let r = sock::recv(s, msg::MAX_MESSAGE)
+    let r = sock::recv(s, msg::MAX_MESSAGE, None)
         .expect("reply")
         .expect("a reply");
     assert_eq!((r.header.id, r.header.command), (9, command));
@@ -326,7 +326,7 @@ fn still_serves(s: &UnixStream) {
 /// Whether the server closed `s` (it reads end of stream).
 fn closed(s: &mut UnixStream) -> bool {
     use std::io::Read;
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
     let mut b = [0u8; 64];
     loop {
         match s.read(&mut b) {
@@ -474,7 +474,7 @@ fn malformed_messages_get_errors_or_end_their_connection_and_rnicd_goes_on() {
     let s = UnixStream::connect(&path).expect("connect");
     let h = Header::command(0, Command::Version, HEADER_LEN + 2);
     sock::send(&s, &h, &[&[0, 0]], &[]).unwrap();
-    let r = sock::recv(&s, msg::MAX_MESSAGE).unwrap().unwrap();
+    let r = sock::recv(&s, msg::MAX_MESSAGE, None).unwrap().unwrap();
     assert_eq!(r.header.error, libc::EINVAL as u32, "a VERSION cut short");
     // The last client finds rnicd serving as before.
     let mut c = Client::connect(&path, false).expect("connect");
@@ -498,4 +498,26 @@ fn the_daemon_serves_a_client_and_exits_after_the_count_it_was_given() {
     drop(c);
     common::exits(daemon);
     assert!(!path.exists(), "the socket is removed");
+}
+
+#[test]
+fn clients_that_stall_are_given_up_and_others_served() {
+    let (daemon, path) = common::daemon("stall", 3, 2);
+    // One says nothing; the other stops inside its VERSION.
+    let mut silent = UnixStream::connect(&path).expect("connect");
+    let mut halting = UnixStream::connect(&path).expect("connect");
+    let h = Header::command(0, Command::Version, HEADER_LEN + 4);
+    halting.write_all(&h.as_bytes()[..10]).unwrap();
+    let t = Instant::now();
+    assert!(closed(&mut silent), "a silent client is given up");
+    assert!(
+        closed(&mut halting),
+        "a client stopped inside a message is given up"
+    );
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    // Their slots serve again.
+    let mut c = Client::connect(&path, false).expect("connect");
+    assert_eq!(read32(&mut c, bar0::ID), bar0::MAGIC);
+    drop(c);
+    common::exits(daemon);
 }

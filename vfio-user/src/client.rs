@@ -127,7 +127,7 @@ impl Client {
             self.broken = true;
             return Err(Error::Io(e));
         }
-        let r = match sock::recv(&self.stream, MAX_MESSAGE) {
+        let r = match sock::recv(&self.stream, MAX_MESSAGE, None) {
             Ok(Some(r)) => r,
             Ok(None) => return Err(self.broke("the server closed the connection".into())),
             Err(e) => {

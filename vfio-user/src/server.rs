@@ -9,11 +9,14 @@
 //! connection goes on. What cannot be read past (a header that claims
 //! fewer bytes than itself or more than the limit, a stream that ends
 //! inside a message, a reply where a command belongs, a first message
-//! that is not `VERSION`) ends the connection. The device refuses what
-//! it must with an errno of its own ([`Refused`]).
+//! that is not `VERSION`) ends the connection, and so does a client that
+//! stops for [`STALL`] inside a message, or says nothing for as long after
+//! connecting: either would hold its server thread for good. The device
+//! refuses what it must with an errno of its own ([`Refused`]).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use vfio_bindings::bindings::vfio::{
     VFIO_DEVICE_FLAGS_PCI, VFIO_DEVICE_FLAGS_RESET, VFIO_REGION_INFO_CAP_TYPE,
@@ -28,6 +31,10 @@ use crate::msg::{
 };
 use crate::sock::{self, Message};
 use crate::Error;
+
+/// How long a client may stop inside a message, or wait after connecting
+/// before its `VERSION`, before the server gives it up.
+pub const STALL: Duration = Duration::from_secs(5);
 
 /// A request the device refuses: the errno the client gets, and why (for
 /// the server's log).
@@ -170,7 +177,9 @@ fn no_fds(m: &Message) -> Result<(), Refused> {
 /// the protocol (`Err`).
 pub fn serve(stream: &UnixStream, dev: &mut dyn Device) -> Result<(), Error> {
     let peer = peer(stream).map_err(Error::Io)?;
-    let Some(first) = sock::recv(stream, MAX_MESSAGE)? else {
+    // The wait for VERSION is bounded too (the read timeout goes with it).
+    stream.set_read_timeout(Some(STALL)).map_err(Error::Io)?;
+    let Some(first) = sock::recv(stream, MAX_MESSAGE, Some(STALL))? else {
         return Ok(());
     };
     if first.header.command != Command::Version as u16 || first.header.kind() != flags::COMMAND {
@@ -195,7 +204,7 @@ pub fn serve(stream: &UnixStream, dev: &mut dyn Device) -> Result<(), Error> {
             return Ok(());
         }
     }
-    while let Some(m) = sock::recv(stream, MAX_MESSAGE)? {
+    while let Some(m) = sock::recv(stream, MAX_MESSAGE, Some(STALL))? {
         if m.header.kind() != flags::COMMAND {
             return Err(Error::Protocol(format!(
                 "a message of type {} where a command belongs",

@@ -10,6 +10,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::time::Duration;
 
 use zerocopy::IntoBytes;
 
@@ -130,10 +131,15 @@ fn recv_some(stream: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Res
         let n = unsafe { libc::recvmsg(stream.as_raw_fd(), &mut mh, libc::MSG_CMSG_CLOEXEC) };
         if n < 0 {
             let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                    return Err(Error::Protocol(
+                        "the peer stalled: nothing came in time".into(),
+                    ))
+                }
+                _ => return Err(Error::Io(e)),
             }
-            return Err(Error::Io(e));
         }
         // SAFETY: walks the control messages the kernel wrote into
         // `control`, within `msg_controllen`.
@@ -166,33 +172,56 @@ fn recv_some(stream: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Res
     }
 }
 
-/// Fills `buf` from the stream, collecting descriptors; `Ok(false)` if the
-/// stream ended before its first byte.
-fn fill(stream: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Result<bool, Error> {
+/// Fills `buf` from the stream, inside a message, collecting descriptors.
+fn fill(stream: &UnixStream, buf: &mut [u8], fds: &mut Vec<OwnedFd>) -> Result<(), Error> {
     let mut got = 0;
     while got < buf.len() {
         let n = recv_some(stream, &mut buf[got..], fds)?;
         if n == 0 {
-            if got == 0 {
-                return Ok(false);
-            }
             return Err(Error::Protocol("the stream ended inside a message".into()));
         }
         got += n;
     }
-    Ok(true)
+    Ok(())
+}
+
+/// A read timeout on a socket while it is held, none after.
+struct Stall<'a>(&'a UnixStream);
+
+impl<'a> Stall<'a> {
+    fn set(stream: &'a UnixStream, t: Duration) -> Result<Stall<'a>, Error> {
+        stream.set_read_timeout(Some(t)).map_err(Error::Io)?;
+        Ok(Stall(stream))
+    }
+}
+
+impl Drop for Stall<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.set_read_timeout(None);
+    }
 }
 
 /// Reads the next message, of at most `max` bytes in all; `Ok(None)` if
 /// the stream ended between messages. A header claiming fewer bytes than
 /// itself or more than `max` is a protocol error: the stream cannot be
-/// read on past it.
-pub fn recv(stream: &UnixStream, max: usize) -> Result<Option<Message>, Error> {
+/// read on past it. With `stall`, the rest of a message whose first byte
+/// came must come within that long of each earlier byte, or the stream is
+/// given up (a peer that stops inside a message would otherwise hold the
+/// reader for good); the wait for a message's first byte is the socket's
+/// own (the caller's read timeout, if any).
+pub fn recv(
+    stream: &UnixStream,
+    max: usize,
+    stall: Option<Duration>,
+) -> Result<Option<Message>, Error> {
     let mut fds = Vec::new();
     let mut h = [0u8; HEADER_LEN];
-    if !fill(stream, &mut h, &mut fds)? {
+    let first = recv_some(stream, &mut h, &mut fds)?;
+    if first == 0 {
         return Ok(None);
     }
+    let _stall = stall.map(|t| Stall::set(stream, t)).transpose()?;
+    fill(stream, &mut h[first..], &mut fds)?;
     let header = msg::read::<Header>(&h).expect("a whole header");
     let len = match header.payload_len() {
         Some(n) if header.size as usize <= max => n,
@@ -204,9 +233,7 @@ pub fn recv(stream: &UnixStream, max: usize) -> Result<Option<Message>, Error> {
         }
     };
     let mut payload = vec![0u8; len];
-    if !fill(stream, &mut payload, &mut fds)? && len != 0 {
-        return Err(Error::Protocol("the stream ended inside a message".into()));
-    }
+    fill(stream, &mut payload, &mut fds)?;
     if fds.len() > MAX_FDS {
         return Err(Error::Protocol(format!(
             "more than {MAX_FDS} descriptors in one message"
