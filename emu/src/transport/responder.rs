@@ -752,7 +752,6 @@ fn send_read_packet(
     dmac: crate::wire::ethernet::EthernetAddress,
     job: ReadJob,
 ) -> bool {
-    let qpn = qp.qpn;
     let mtu = mtu_bytes(qp.attrs.path_mtu) as u64;
     let n = job.bytes.min(mtu);
     let pos = match (job.first, job.left == 1) {
@@ -771,16 +770,7 @@ fn send_read_packet(
     };
     let seg = match src {
         Ok(seg) => seg,
-        Err(syn) => {
-            // The memory went away under an accepted READ.
-            let Refuse::Nak(code, event) = remote_refusal(qpn, syn) else {
-                return false;
-            };
-            qp.resp.out.pop_front();
-            nak(qp, dev, job.psn, AckKind::Nak(code));
-            qp::to_err(qp, dev, event);
-            return false;
-        }
+        Err(syn) => return read_failed(qp, dev, job.psn, syn),
     };
     let roce = RoceRepr {
         bth: bth(qp, code, job.psn),
@@ -793,20 +783,14 @@ fn send_read_packet(
         payload_len: n as usize,
         ..RoceRepr::default()
     };
-    // Another process's memory may fault only now: as above.
-    // The rest of the READ is read ahead with this packet's bytes.
+    // Another process's memory may fault only now. The rest of the READ
+    // is read ahead with this packet's bytes.
     let ahead = job.bytes;
     let sent = port::send(qp, dev, dmac, roce, |_, _, buf| {
         sgl::copy_out(&seg, buf, ahead)
     });
     if let Err(syn) = sent {
-        let Refuse::Nak(code, event) = remote_refusal(qpn, syn) else {
-            return false;
-        };
-        qp.resp.out.pop_front();
-        nak(qp, dev, job.psn, AckKind::Nak(code));
-        qp::to_err(qp, dev, event);
-        return false;
+        return read_failed(qp, dev, job.psn, syn);
     }
     if let Some(Out::Read(j)) = qp.resp.out.front_mut() {
         j.psn = psn_add(j.psn, 1);
@@ -819,6 +803,19 @@ fn send_read_packet(
         }
     }
     true
+}
+
+/// The memory of an accepted READ went away (syndrome `syn`) before its
+/// response at `psn` was sent: a NAK, and the QP to the error state.
+/// Returns false: nothing was sent.
+fn read_failed(qp: &mut Qp, dev: &mut Dev, psn: u32, syn: Syndrome) -> bool {
+    let Refuse::Nak(code, event) = remote_refusal(qp.qpn, syn) else {
+        return false;
+    };
+    qp.resp.out.pop_front();
+    nak(qp, dev, psn, AckKind::Nak(code));
+    qp::to_err(qp, dev, event);
+    false
 }
 
 /// Whether `qp` accepts RDMA READ and atomic requests: a responder with
