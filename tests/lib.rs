@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 pub use rnic_queues::Hal;
 
+pub mod dropin;
 pub mod fabric;
 pub mod peer;
 pub mod side;

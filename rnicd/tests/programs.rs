@@ -6,28 +6,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
-/// The drop-in library's folder, built once per run by ibverbs/build.sh
-/// in a target directory of its own (the one this test runs from is
-/// locked by the cargo that runs it).
-fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let target = root.join("target/ibverbs-test");
-        let st = Command::new("bash")
-            .arg(root.join("ibverbs/build.sh"))
-            .env("CARGO_TARGET_DIR", &target)
-            .status()
-            .expect("bash");
-        assert!(st.success(), "ibverbs/build.sh failed");
-        target.join("ibverbs")
-    })
-}
+use rnic_tests::dropin::lib_dir;
+use std::time::{Duration, Instant};
 
 /// `program args` over the drop-in, its device the one rnicd at `socket`
 /// gives it.

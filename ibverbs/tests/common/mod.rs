@@ -3,27 +3,9 @@
 
 #![allow(dead_code)] // Each test binary uses its own part.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
 
-/// `target/ibverbs-test/ibverbs`, holding libibverbs.so.1, built once per
-/// run by ibverbs/build.sh (in a target directory of its own: the one this
-/// test runs from is locked by the cargo that runs it).
-pub fn lib_dir() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-        let target = root.join("target/ibverbs-test");
-        let st = Command::new("bash")
-            .arg(root.join("ibverbs/build.sh"))
-            .env("CARGO_TARGET_DIR", &target)
-            .status()
-            .expect("bash");
-        assert!(st.success(), "ibverbs/build.sh failed");
-        target.join("ibverbs")
-    })
-}
+pub use rnic_tests::dropin::lib_dir;
 
 /// `program` with the rnic libibverbs and `RNIC_DEVICES` (unset if None).
 pub fn run(program: &str, args: &[&str], devices: Option<&str>) -> Output {
