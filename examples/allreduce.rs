@@ -16,6 +16,11 @@
 //! for r in 0 1 2; do
 //!     target/release/examples/allreduce --wire udp --ranks 3 --rank $r &
 //! done; wait
+//! # one process per rank, every NIC a device of one rnicd:
+//! target/release/rnicd --socket /tmp/rnicd.sock &
+//! for r in 0 1 2; do
+//!     target/release/examples/allreduce --wire rnicd --ranks 3 --rank $r &
+//! done; wait
 //! ```
 //!
 //! It checks the sum (every element of every rank), then times the
@@ -42,12 +47,19 @@ use rnic_emu::net::{Switch, UdpWire, Wire};
 use rnic_emu::wire::frame::describe;
 use rnic_emu::{EmuConfig, EmuDevice, EmuHal, ExecMode};
 use rnic_middleware::{JsonLines, Print, Sink, Timeline, TraceHal};
+use rnic_queues::Hal;
+use rnic_vfio_user::VfioUserHal;
 
 type Res<T> = Result<T, String>;
 
-/// The platform: the model's, traced for the rank `--registers` or
-/// `--trace` shows (and otherwise only passed through).
-type H = TraceHal<EmuHal>;
+/// A rank's platform `P` (the model's, or rnicd's over vfio-user), traced
+/// for the rank `--registers` or `--trace` shows (and otherwise only
+/// passed through).
+type T<P> = TraceHal<P>;
+
+/// A NIC of a rank: the emulated device, if it is one of this process,
+/// and the driver's context on it.
+type Nic<P> = (Option<Arc<EmuDevice>>, Context<T<P>>);
 
 /// Receive WQEs each rank keeps posted.
 const RECV_DEPTH: u32 = 64;
@@ -83,6 +95,9 @@ struct Args {
     /// Write the same events to this file as JSON lines, for rnic-trace.
     #[arg(long)]
     trace: Option<std::path::PathBuf>,
+    /// With `--wire rnicd`: rnicd's socket.
+    #[arg(long, default_value = "/tmp/rnicd.sock")]
+    socket: std::path::PathBuf,
 }
 
 /// Where the ranks' NICs meet.
@@ -93,6 +108,9 @@ enum WireKind {
     /// This process is rank `--rank`, its NICs on UDP wires to its
     /// neighbours' processes on 127.0.0.1.
     Udp,
+    /// This process is rank `--rank`, its two NICs devices of the rnicd
+    /// at `--socket`, which reach every other rank's through its switch.
+    Rnicd,
 }
 
 /// Zeroed, page-aligned memory that both NICs of a rank reach.
@@ -128,27 +146,29 @@ unsafe impl Sync for Buffer {}
 /// One rank: a NIC whose QP `tx` writes to the right neighbour and a NIC
 /// whose QP `rx` takes the left neighbour's writes, the buffer being
 /// reduced and the staging memory, each registered where it is used.
-struct Rank {
-    tx: Qp<H>,
-    rx: Qp<H>,
-    tx_cq: Cq<H>,
-    rx_cq: Cq<H>,
+struct Rank<P: Hal> {
+    tx: Qp<T<P>>,
+    rx: Qp<T<P>>,
+    tx_cq: Cq<T<P>>,
+    rx_cq: Cq<T<P>>,
     /// The buffer on the sending NIC: the source of every write.
-    data_tx: Mr<H>,
+    data_tx: Mr<T<P>>,
     /// The buffer on the receiving NIC: the left neighbour's all-gather
     /// target, and what this rank reads and adds into.
-    data: Mr<H>,
+    data: Mr<T<P>>,
     /// Staging memory on the receiving NIC: the reduce-scatter target.
-    stage: Mr<H>,
-    tx_ctx: Context<H>,
-    rx_ctx: Context<H>,
+    stage: Mr<T<P>>,
+    tx_ctx: Context<T<P>>,
+    rx_ctx: Context<T<P>>,
     /// Where the rank's writes are noted, beside its sending NIC's events
     /// (read only when that NIC is traced).
     tl_tx: Arc<Timeline>,
     /// Where the writes it receives are noted, beside its receiving NIC's.
     tl_rx: Arc<Timeline>,
+    /// It is a process of its own: an empty poll yields the core.
+    yields: bool,
     // Kept for the rank's lifetime.
-    _devs: [Arc<EmuDevice>; 2],
+    _devs: Vec<Arc<EmuDevice>>,
     _bufs: [Buffer; 2],
 }
 
@@ -196,13 +216,13 @@ fn run(a: &Args) -> Res<bool> {
         return Err(format!("--size {}: at least {} bytes", a.size, 4 * n));
     }
     let chunk = size / n;
-    if a.wire == WireKind::Udp {
+    if a.wire != WireKind::Switch {
         return process(a, n, size, chunk);
     }
     let switch = Switch::new();
     let traced = timeline(a)?;
     let quiet = || Timeline::new(Vec::new());
-    let ranks: Vec<Rank> = (0..n)
+    let ranks: Vec<Rank<EmuHal>> = (0..n)
         .map(|r| {
             // What is shown: rank 0's sending NIC, and the receiving NIC of
             // rank 1 that it writes to, as the peer.
@@ -210,7 +230,7 @@ fn run(a: &Args) -> Res<bool> {
             let tl_rx = if r == 1 { traced.clone() } else { quiet() };
             let tx = nic(r, 0, switch.port(), &tl_tx, false)?;
             let rx = nic(r, 1, switch.port(), &tl_rx, true)?;
-            rank(tx, rx, size, chunk * 2 * (n - 1), (tl_tx, tl_rx))
+            rank(tx, rx, size, chunk * 2 * (n - 1), (tl_tx, tl_rx), false)
         })
         .collect::<Res<_>>()?;
     // tx of rank r to rx of rank r+1.
@@ -319,7 +339,7 @@ fn nic(
     wire: impl Wire + 'static,
     tl: &Arc<Timeline>,
     peer: bool,
-) -> Res<(Arc<EmuDevice>, Context<H>)> {
+) -> Res<Nic<EmuHal>> {
     let cfg = EmuConfig {
         mac: [0x02, 0, 0, 0, r as u8, side + 1],
         ipv4: [192, 0, 2, (2 * r) as u8 + side + 1],
@@ -342,7 +362,7 @@ fn nic(
         TraceHal::new(dev.hal(), tl.clone())
     };
     let ctx = Context::open(hal).map_err(|e| e.to_string())?;
-    Ok((dev, ctx))
+    Ok((Some(dev), ctx))
 }
 
 /// The timeline `--registers` and `--trace` read (one nobody reads
@@ -360,14 +380,16 @@ fn timeline(a: &Args) -> Res<Arc<Timeline>> {
 }
 
 /// Rank `r` on the NICs `tx` and `rx`: a buffer of `size` bytes, staging
-/// memory of `stage` bytes, a CQ and an RC QP on each.
-fn rank(
-    tx: (Arc<EmuDevice>, Context<H>),
-    rx: (Arc<EmuDevice>, Context<H>),
+/// memory of `stage` bytes, a CQ and an RC QP on each; `yields` if the
+/// rank is a process of its own.
+fn rank<P: Hal>(
+    tx: Nic<P>,
+    rx: Nic<P>,
     size: usize,
     stage: usize,
     (tl_tx, tl_rx): (Arc<Timeline>, Arc<Timeline>),
-) -> Res<Rank> {
+    yields: bool,
+) -> Res<Rank<P>> {
     let e = |e: rnic_driver::Error| e.to_string();
     let bufs = [Buffer::new(size)?, Buffer::new(stage)?];
     let (tx_pd, rx_pd) = (tx.1.alloc_pd().map_err(e)?, rx.1.alloc_pd().map_err(e)?);
@@ -394,7 +416,7 @@ fn rank(
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let qp = |pd: &rnic_driver::Pd<H>, cq| {
+    let qp = |pd: &rnic_driver::Pd<T<P>>, cq| {
         pd.create_qp(&QpInit {
             send_cq: cq,
             recv_cq: cq,
@@ -416,7 +438,8 @@ fn rank(
         stage: stage_mr,
         tx_ctx: tx.1,
         rx_ctx: rx.1,
-        _devs: [tx.0, rx.0],
+        yields,
+        _devs: tx.0.into_iter().chain(rx.0).collect(),
         tl_tx,
         tl_rx,
         _bufs: bufs,
@@ -424,7 +447,7 @@ fn rank(
 }
 
 /// Where rank `k`'s left neighbour writes.
-fn target(k: &Rank) -> Target {
+fn target<P: Hal>(k: &Rank<P>) -> Target {
     Target {
         data: RemoteAddr {
             addr: k.data.addr(),
@@ -439,7 +462,7 @@ fn target(k: &Rank) -> Target {
 
 /// Takes `k.rx` to the left neighbour's QP `dest` on `path`, and fills its
 /// receive queue: every step's write consumes a receive WQE.
-fn ready_rx(k: &Rank, dest: u32, path: AhAttr) -> Res<()> {
+fn ready_rx<P: Hal>(k: &Rank<P>, dest: u32, path: AhAttr) -> Res<()> {
     connect(&k.rx, dest, path)?;
     let none: [rnic_driver::Sge; 0] = [];
     let wrs: Vec<RecvWr> = (0..RECV_DEPTH)
@@ -452,7 +475,7 @@ fn ready_rx(k: &Rank, dest: u32, path: AhAttr) -> Res<()> {
 }
 
 /// The path to port 1 of `ctx`'s NIC.
-fn path(ctx: &Context<H>) -> Res<AhAttr> {
+fn path<P: Hal>(ctx: &Context<T<P>>) -> Res<AhAttr> {
     let port = ctx.query_port(1).map_err(|e| e.to_string())?;
     Ok(AhAttr {
         dgid: ctx.query_gid(1, 0).map_err(|e| e.to_string())?,
@@ -465,7 +488,7 @@ fn path(ctx: &Context<H>) -> Res<AhAttr> {
 }
 
 /// INIT, RTR, RTS to QP `dest` on `path`, with remote write.
-fn connect(qp: &Qp<H>, dest: u32, path: AhAttr) -> Res<()> {
+fn connect<P: Hal>(qp: &Qp<T<P>>, dest: u32, path: AhAttr) -> Res<()> {
     let e = |e: rnic_driver::Error| e.to_string();
     let a = QpAttr {
         qp_state: QpState::Init,
@@ -512,8 +535,8 @@ fn connect(qp: &Qp<H>, dest: u32, path: AhAttr) -> Res<()> {
 
 /// One all-reduce on every rank, each in its own thread; `it` numbers
 /// it (its staging slots alternate between even and odd ones).
-fn on_all(
-    ranks: &[Rank],
+fn on_all<P: Hal>(
+    ranks: &[Rank<P>],
     progress: &mut [Progress],
     targets: &[Target],
     chunk: usize,
@@ -538,8 +561,8 @@ fn on_all(
 }
 
 /// Rank `r`'s part of the ring all-reduce.
-fn ring(
-    k: &Rank,
+fn ring<P: Hal>(
+    k: &Rank<P>,
     p: &mut Progress,
     r: usize,
     n: usize,
@@ -648,7 +671,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// Waits for the receive completion of step `p.step`, counting the send
 /// completions polled meanwhile; receives of later steps wait in
 /// `p.waiting`.
-fn next_recv(k: &Rank, p: &mut Progress) -> Res<WorkCompletion> {
+fn next_recv<P: Hal>(k: &Rank<P>, p: &mut Progress) -> Res<WorkCompletion> {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let step = p.step;
@@ -664,7 +687,7 @@ fn next_recv(k: &Rank, p: &mut Progress) -> Res<WorkCompletion> {
 }
 
 /// Waits until every send posted has completed.
-fn drain(k: &Rank, p: &mut Progress) -> Res<()> {
+fn drain<P: Hal>(k: &Rank<P>, p: &mut Progress) -> Res<()> {
     let deadline = Instant::now() + PATIENCE;
     while p.sent > 0 {
         poll(k, p, deadline)?;
@@ -674,7 +697,7 @@ fn drain(k: &Rank, p: &mut Progress) -> Res<()> {
 
 /// Polls both of the rank's CQs once: send completions count down
 /// `p.sent`, receive completions go to `p.waiting`.
-fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
+fn poll<P: Hal>(k: &Rank<P>, p: &mut Progress, deadline: Instant) -> Res<()> {
     let mut wc = [WorkCompletion::default(); 16];
     let mut got = 0;
     for cq in [&k.tx_cq, &k.rx_cq] {
@@ -694,7 +717,14 @@ fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
             }
         }
     }
-    // Each empty poll ran its NIC in this thread (`Cq::poll`).
+    // Each empty poll ran its NIC in this thread (`Cq::poll`). A rank of
+    // its own process gives the core up then: what it waits for is
+    // another process's to run (its neighbour, or rnicd's worker), and a
+    // spinning rank of each process leaves them too little of two cores
+    // (3 ranks over UDP: 8 KiB in 15.8 ms spinning, 0.54 ms yielding).
+    if got == 0 && k.yields {
+        std::thread::yield_now();
+    }
     if got == 0 && Instant::now() > deadline {
         return Err(format!(
             "step {}: no completion within {} s; {}",
@@ -708,7 +738,7 @@ fn poll(k: &Rank, p: &mut Progress, deadline: Instant) -> Res<()> {
 
 /// The non-zero port counters of both of the rank's NICs, for a rank that
 /// waited in vain.
-fn counters(k: &Rank) -> String {
+fn counters<P: Hal>(k: &Rank<P>) -> String {
     [("sending NIC", &k.tx_ctx), ("receiving NIC", &k.rx_ctx)]
         .iter()
         .map(|(side, ctx)| match ctx.query_port_counters(1) {
@@ -897,7 +927,7 @@ impl Hello {
 }
 
 /// This side's hello on `ctx`'s NIC, for QP `qpn`.
-fn hello(ctx: &Context<H>, qpn: u32, to: Option<Target>) -> Res<Hello> {
+fn hello<P: Hal>(ctx: &Context<T<P>>, qpn: u32, to: Option<Target>) -> Res<Hello> {
     let p = path(ctx)?;
     Ok(Hello {
         qpn,
@@ -956,13 +986,47 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
     };
     // What is shown: this rank's sending NIC.
     let (tl_tx, tl_rx) = (timeline(a)?, Timeline::new(Vec::new()));
+    let stage = chunk * 2 * (n - 1);
+    if a.wire == WireKind::Rnicd {
+        let open = |tl: &Arc<Timeline>, peer: bool| -> Res<Nic<VfioUserHal>> {
+            let hal = VfioUserHal::connect(&a.socket)
+                .map_err(|e| format!("rnicd at {}: {e}", a.socket.display()))?;
+            let hal = if peer {
+                TraceHal::peer(hal, tl.clone())
+            } else {
+                TraceHal::new(hal, tl.clone())
+            };
+            Ok((None, Context::open(hal).map_err(|e| e.to_string())?))
+        };
+        let (tx, rx) = (open(&tl_tx, false)?, open(&tl_rx, true)?);
+        let k = rank(tx, rx, size, stage, (tl_tx, tl_rx), true)?;
+        return ranked(a, n, size, chunk, &k, "two devices each of one rnicd");
+    }
     let k = rank(
         nic(r, 0, wire(2 * r, 2 * right + 1)?, &tl_tx, false)?,
         nic(r, 1, wire(2 * r + 1, 2 * left)?, &tl_rx, true)?,
         size,
-        chunk * 2 * (n - 1),
+        stage,
         (tl_tx, tl_rx),
+        true,
     )?;
+    ranked(a, n, size, chunk, &k, "two emulated NICs each on UDP wires")
+}
+
+/// Rank `a.rank` of `n`, one process each, on `k` (its NICs described by
+/// `nics`): connects to its neighbours, runs the checked and the timed
+/// all-reduces, then the same over TCP between the processes.
+fn ranked<P: Hal>(
+    a: &Args,
+    n: usize,
+    size: usize,
+    chunk: usize,
+    k: &Rank<P>,
+    nics: &str,
+) -> Res<bool> {
+    let r = a.rank;
+    let right = (r + 1) % n;
+    let port = |i: usize| a.port + i as u16;
     let listen = |i: usize| TcpListener::bind(("127.0.0.1", port(i))).map_err(|e| e.to_string());
     let (hellos, ring_l) = (listen(2 * n + r)?, listen(3 * n + r)?);
     let right_target = std::thread::scope(|s| -> Res<Target> {
@@ -971,8 +1035,8 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         let from_left = s.spawn(|| -> Res<()> {
             let (mut c, _) = hellos.accept().map_err(|e| e.to_string())?;
             let h = Hello::parse(&read_line(&mut c)?)?;
-            ready_rx(&k, h.qpn, h.path())?;
-            let me = hello(&k.rx_ctx, k.rx.qp_num(), Some(target(&k)))?;
+            ready_rx(k, h.qpn, h.path())?;
+            let me = hello(&k.rx_ctx, k.rx.qp_num(), Some(target(k)))?;
             c.write_all(me.line().as_bytes()).map_err(|e| e.to_string())
         });
         let mut c = dial(port(2 * n + right))?;
@@ -987,9 +1051,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         h.to.ok_or_else(|| "the right neighbour said not where to write".into())
     })?;
     if r == 0 {
-        println!(
-            "# rnic all-reduce: {n} ranks, one process each, two emulated NICs each on UDP wires"
-        );
+        println!("# rnic all-reduce: {n} ranks, one process each, {nics}");
         println!(
             "# ring: RDMA WRITE with immediate, {} steps per all-reduce",
             2 * (n - 1)
@@ -999,7 +1061,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         .write(0, &floats(&init(r, size / 4)))
         .map_err(|e| e.to_string())?;
     let mut p = Progress::default();
-    ring(&k, &mut p, r, n, right_target, chunk, 0)?;
+    ring(k, &mut p, r, n, right_target, chunk, 0)?;
     let mut got = vec![0u8; size];
     k.data.read(0, &mut got).map_err(|e| e.to_string())?;
     let wrong = unfloats(&got)
@@ -1009,7 +1071,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         .count();
     let start = Instant::now();
     for it in 0..a.iters {
-        ring(&k, &mut p, r, n, right_target, chunk, 1 + it)?;
+        ring(k, &mut p, r, n, right_target, chunk, 1 + it)?;
     }
     let rdma = start.elapsed() / a.iters.max(1) as u32;
     // The same ring over TCP between the processes.

@@ -231,6 +231,58 @@ fn allreduce_processes(ranks: usize, late: usize, delay: std::time::Duration, po
     }
 }
 
+/// `allreduce --wire rnicd` for 3 processes, every NIC a device of one
+/// rnicd (served here, in this process): each rank exits 0, says its sum
+/// is right, and prints nccl-tests' columns; rnicd then has served the
+/// six devices and returns.
+#[test]
+fn allreduce_sums_between_processes_through_rnicd() {
+    let ranks = 3;
+    let path = std::env::temp_dir().join(format!("rnic-allreduce-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+    let cfg = rnic_emu::EmuConfig::default();
+    let devices = 2 * ranks as u64;
+    let rnicd = std::thread::spawn(move || {
+        rnicd::serve(listener, &cfg, devices as usize, Some(devices), None)
+    });
+    let children: Vec<_> = (0..ranks)
+        .map(|r| {
+            let c = Command::new(example("allreduce"))
+                .args(["--wire", "rnicd", "--ranks", &ranks.to_string()])
+                .args(["--size", "262144", "--iters", "2", "--rank", &r.to_string()])
+                .args(["--port", &(ports(0) + 8).to_string()])
+                .arg("--socket")
+                .arg(&path)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (r, c)
+        })
+        .collect();
+    let size = 262144 / (4 * ranks) * (4 * ranks);
+    for (r, c) in children {
+        let o = c.wait_with_output().unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "rank {r}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        if r == 0 {
+            assert!(out.contains("two devices each of one rnicd"), "{out}");
+        }
+        assert!(
+            out.contains(&format!("rank {r}: every element is the sum")),
+            "{out}"
+        );
+        check_result(&out, &format!("rnic rank {r}"), ranks, size);
+    }
+    rnicd.join().unwrap().expect("rnicd served every device");
+    let _ = std::fs::remove_file(&path);
+}
+
 /// A port range of its own for this test process (below the kernel's
 /// ephemeral ports): `slot` 0 or 1.
 fn ports(slot: u32) -> u32 {
