@@ -193,13 +193,21 @@ fn allreduce_sums_over_2_to_8_nics_on_the_switch() {
     }
 }
 
-/// `allreduce --wire udp` for `ranks` processes on ports from `port`,
-/// rank `late` started `delay` after the others: each exits 0, says its
-/// sum is right, and prints nccl-tests' columns.
-fn allreduce_processes(ranks: usize, late: usize, delay: std::time::Duration, port: u32) {
+/// `allreduce --wire WIRE` (with `wire`'s arguments) for `ranks`
+/// processes on ports from `port`, rank `late` started `delay` after the
+/// others: each exits 0, says its sum is right, and prints nccl-tests'
+/// columns. Returns rank 0's output.
+fn allreduce_processes(
+    ranks: usize,
+    late: usize,
+    delay: std::time::Duration,
+    port: u32,
+    wire: &[&std::ffi::OsStr],
+) -> String {
     let spawn = |r: usize| {
         Command::new(example("allreduce"))
-            .args(["--wire", "udp", "--ranks", &ranks.to_string()])
+            .args(wire)
+            .args(["--ranks", &ranks.to_string()])
             .args(["--size", "262144", "--iters", "2", "--rank", &r.to_string()])
             .args(["--port", &port.to_string()])
             .stdout(std::process::Stdio::piped())
@@ -214,9 +222,10 @@ fn allreduce_processes(ranks: usize, late: usize, delay: std::time::Duration, po
     std::thread::sleep(delay);
     children.push((late, spawn(late)));
     let size = 262144 / (4 * ranks) * (4 * ranks);
+    let mut first = String::new();
     for (r, c) in children {
         let o = c.wait_with_output().unwrap();
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(
             o.status.success(),
             "rank {r}: {out}{}",
@@ -228,7 +237,16 @@ fn allreduce_processes(ranks: usize, late: usize, delay: std::time::Duration, po
         );
         check_result(&out, &format!("rnic rank {r}"), ranks, size);
         check_result(&out, &format!("tcp rank {r}"), ranks, size);
+        if r == 0 {
+            first = out;
+        }
     }
+    first
+}
+
+/// `--wire udp`.
+fn udp() -> [&'static std::ffi::OsStr; 2] {
+    ["--wire".as_ref(), "udp".as_ref()]
 }
 
 /// `allreduce --wire rnicd` for 3 processes, every NIC a device of one
@@ -246,52 +264,27 @@ fn allreduce_sums_between_processes_through_rnicd() {
     let rnicd = std::thread::spawn(move || {
         rnicd::serve(listener, &cfg, devices as usize, Some(devices), None)
     });
-    let children: Vec<_> = (0..ranks)
-        .map(|r| {
-            let c = Command::new(example("allreduce"))
-                .args(["--wire", "rnicd", "--ranks", &ranks.to_string()])
-                .args(["--size", "262144", "--iters", "2", "--rank", &r.to_string()])
-                .args(["--port", &(ports(0) + 8).to_string()])
-                .arg("--socket")
-                .arg(&path)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            (r, c)
-        })
-        .collect();
-    let size = 262144 / (4 * ranks) * (4 * ranks);
-    for (r, c) in children {
-        let o = c.wait_with_output().unwrap();
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "rank {r}: {out}{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        if r == 0 {
-            assert!(out.contains("two devices each of one rnicd"), "{out}");
-        }
-        assert!(
-            out.contains(&format!("rank {r}: every element is the sum")),
-            "{out}"
-        );
-        check_result(&out, &format!("rnic rank {r}"), ranks, size);
-    }
+    let wire = [
+        "--wire".as_ref(),
+        "rnicd".as_ref(),
+        "--socket".as_ref(),
+        path.as_os_str(),
+    ];
+    let zero = allreduce_processes(ranks, 0, std::time::Duration::ZERO, ports(2), &wire);
+    assert!(zero.contains("two devices each of one rnicd"), "{zero}");
     rnicd.join().unwrap().expect("rnicd served every device");
     let _ = std::fs::remove_file(&path);
 }
 
-/// A port range of its own for this test process (below the kernel's
-/// ephemeral ports): `slot` 0 or 1.
+/// A port range of its own for this test process and test (below the
+/// kernel's ephemeral ports, from 32768): `slot` 0, 1 or 2, 16 ports each.
 fn ports(slot: u32) -> u32 {
-    20000 + (std::process::id() % 350) * 32 + slot * 16
+    20000 + (std::process::id() % 250) * 48 + slot * 16
 }
 
 #[test]
 fn allreduce_sums_between_processes_over_udp() {
-    allreduce_processes(3, 0, std::time::Duration::ZERO, ports(0));
+    allreduce_processes(3, 0, std::time::Duration::ZERO, ports(0), &udp());
 }
 
 /// A rank that starts two seconds late: its neighbours, which already
@@ -300,7 +293,7 @@ fn allreduce_sums_between_processes_over_udp() {
 /// wait to meet it.
 #[test]
 fn allreduce_waits_for_a_rank_that_starts_late() {
-    allreduce_processes(4, 2, std::time::Duration::from_secs(2), ports(1));
+    allreduce_processes(4, 2, std::time::Duration::from_secs(2), ports(1), &udp());
 }
 
 /// `allreduce --registers --trace FILE`: beneath rank 0's first write,

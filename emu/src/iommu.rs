@@ -5,10 +5,11 @@
 //! (caller memory), or by another process's memory (`EmuHal::map_process`:
 //! a vfio-user client's own buffers, reached through the kernel). Rings,
 //! doorbell records and every other structure the device reads in place
-//! must be host memory; memory regions may be either. IOVAs are handed out from [`IOVA_BASE`] upwards, page
-//! aligned (a `dma_map` keeps the caller's offset within the page), are never
-//! reused, and are separated by an unmapped guard page, so a stale or
-//! overrunning device access misses instead of landing in other memory.
+//! must be host memory; memory regions may be either. IOVAs are handed out
+//! from [`IOVA_BASE`] upwards, page aligned (a `dma_map` keeps the
+//! caller's offset within the page), are never reused, and are separated
+//! by an unmapped guard page, so a stale or overrunning device access
+//! misses instead of landing in other memory.
 //!
 //! The device caches translations of the ranges it uses on every operation
 //! (queue buffers, doorbell records, MRs) in a [`DmaRange`]; the IOMMU's

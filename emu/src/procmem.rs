@@ -23,18 +23,18 @@
 //!   a program may change its buffer once the WQE that sends it has
 //!   completed, which it learns in a later step; and it is dropped when
 //!   the device writes over it.
-//! - **Writes behind.** An RDMA WRITE's payload is queued while the next
-//!   packet continues it or writes over it (the same QP, an address in or
-//!   right after what is queued: a message's packets, or a stream of
-//!   small WRITEs to one buffer) and written in one call: at the last
-//!   packet of a WRITE with immediate, before its completion
-//!   ([`ProcessMemory::flush`]); before anything else is read or written
-//!   in the process's memory; before a command runs or a mapping goes;
-//!   and at the end of every step, before the step's frames (their ACKs)
-//!   leave. A write that fails after its
-//!   packet was taken marks its QP, whose
-//!   next packet, or the flush at its message's last, is refused as a DMA
-//!   fault.
+//! - **Writes behind.** The data a packet brings (an RDMA WRITE's, a
+//!   SEND's, a READ response's) is queued while the next packet continues
+//!   it or writes over it (the same QP, an address in or right after what
+//!   is queued: a message's packets, or a stream of small WRITEs to one
+//!   buffer) and written in one call: at the last packet of a message
+//!   that completes, before its completion ([`ProcessMemory::flush`]);
+//!   before anything else is read or written in the process's memory;
+//!   before a command runs or a mapping goes; and at the end of every
+//!   step, before the step's frames (their ACKs) leave. A write that
+//!   fails after its packet was taken marks its QP, whose next packet, or
+//!   the flush at its message's last, is refused as a DMA fault (a plain
+//!   WRITE's own ACK may have left by then); the mark goes with the QP.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,14 +44,14 @@ use std::time::{Duration, Instant};
 use rnic_hw_regs::cqe::Syndrome;
 
 /// How long a check that the process lives holds.
-pub const ALIVE_FOR: Duration = Duration::from_millis(1);
+pub(crate) const ALIVE_FOR: Duration = Duration::from_millis(1);
 
 /// The most pieces one call copies (the kernel's `UIO_MAXIOV`).
 const MAX_IOV: usize = 1024;
 
 /// Bytes a read fetches at most, from what it asked for on to the end of
 /// what its caller will want (a message's bytes).
-pub const READ_AHEAD: usize = 1 << 20;
+pub(crate) const READ_AHEAD: usize = 1 << 20;
 
 /// Bytes of writes queued at most before they are written.
 const WRITE_BEHIND: usize = 1 << 20;
@@ -259,7 +259,7 @@ impl ProcessMemory {
         self.access(true, addr, &[v])
     }
 
-    /// Queues `src` for `addr`, a packet of an RDMA WRITE of QP `qpn`:
+    /// Queues `src` for `addr`, a packet's data for QP `qpn`:
     /// written with the packets that continue it or write over it (the
     /// later bytes win, as they would landing one after the other).
     /// Refused if an earlier queued write of the QP failed.
@@ -303,6 +303,11 @@ impl ProcessMemory {
             }
             None => Ok(()),
         }
+    }
+
+    /// QP `qpn` is destroyed: a fault its queued writes left goes with it.
+    pub(crate) fn forget(&self, qpn: u32) {
+        self.batch().faulted.retain(|&q| q != qpn);
     }
 
     /// A device step begins: what was read ahead may be stale.
@@ -419,5 +424,22 @@ mod tests {
         assert_eq!(mem.flush(6), Err(Syndrome::DmaFault), "at its last packet");
         assert_eq!(mem.flush(6), Ok(()));
         assert_eq!(&buf[..7], b"abCdefg", "later bytes win");
+    }
+
+    #[test]
+    fn a_destroyed_qps_fault_is_not_its_successors() {
+        let mem = ProcessMemory::open(std::process::id() as i32).unwrap();
+        let buf = Vec::from([0u8; 8]);
+        mem.write_later(9, 8, b"lost").unwrap();
+        mem.settle();
+        mem.forget(9);
+        let addr = buf.as_ptr() as u64;
+        assert_eq!(mem.write_later(9, addr, b"new"), Ok(()), "a new QP 9");
+        assert_eq!(mem.flush(9), Ok(()));
+        // SAFETY: the Vec's bytes, read volatile: the kernel wrote them.
+        let got: Vec<u8> = (0..3)
+            .map(|i| unsafe { std::ptr::read_volatile(buf.as_ptr().add(i)) })
+            .collect();
+        assert_eq!(got, b"new");
     }
 }

@@ -140,33 +140,20 @@ pub(crate) fn gather(
 }
 
 /// Copies `src` into bytes `offset ..` of the scatter list `sges`, which
-/// needs `need` access.
+/// needs `need` access. With `queue_for` a QP, the bytes are a packet of
+/// that QP's message whose completion comes later: another process's
+/// memory is written with the packets that continue it, at the latest
+/// when the message completes ([`flush`]); else at once.
 pub(crate) fn scatter(
     k: Keys<'_>,
     sges: impl IntoIterator<Item = DataSeg>,
     offset: u64,
     src: &[u8],
     need: u32,
+    queue_for: Option<u32>,
 ) -> Result<(), Syndrome> {
     walk(k, sges, offset, src.len(), need, |seg, at, _| {
-        copy_in(seg, &src[at..at + seg.len])
-    })
-}
-
-/// [`scatter`], as a packet of a message of QP `qpn` whose completion
-/// comes later: another process's memory is written with the packets
-/// that continue it ([`copy_in_later`]), at the latest when the message
-/// completes (`ProcessMemory::flush`).
-pub(crate) fn scatter_later(
-    k: Keys<'_>,
-    sges: impl IntoIterator<Item = DataSeg>,
-    offset: u64,
-    src: &[u8],
-    need: u32,
-    qpn: u32,
-) -> Result<(), Syndrome> {
-    walk(k, sges, offset, src.len(), need, |seg, at, _| {
-        copy_in_later(seg, &src[at..at + seg.len], qpn)
+        copy_in(seg, &src[at..at + seg.len], queue_for)
     })
 }
 
@@ -176,31 +163,19 @@ pub(crate) fn flush(iommu: &Iommu, qpn: u32) -> Result<(), Syndrome> {
     iommu.process().map_or(Ok(()), |p| p.flush(qpn))
 }
 
-/// Copies `src` (exactly `seg.len` bytes) into memory `seg`; another
-/// process's memory may fault (`DmaFault`).
-pub(crate) fn copy_in(seg: &Seg, src: &[u8]) -> Result<(), Syndrome> {
+/// Copies `src` (exactly `seg.len` bytes) into memory `seg`: host memory
+/// at once; another process's memory at once, or with `queue_for` a QP
+/// queued as [`scatter`] says. Another process's memory may fault
+/// (`DmaFault`).
+pub(crate) fn copy_in(seg: &Seg, src: &[u8], queue_for: Option<u32>) -> Result<(), Syndrome> {
     let n = seg.len.min(src.len());
-    match &seg.at {
-        Target::Host(p) => {
+    match (&seg.at, queue_for) {
+        (Target::Host(p), _) => {
             copy_to_host(*p, &src[..n]);
             Ok(())
         }
-        Target::Process(mem, addr, _) => mem.write(*addr, &src[..n]),
-    }
-}
-
-/// Copies `src` into memory `seg` as [`copy_in`] does, as a packet of
-/// an RDMA WRITE of QP `qpn`: another process's memory is written with
-/// the packets that continue it, at the latest at the message's last
-/// (`ProcessMemory::flush`).
-pub(crate) fn copy_in_later(seg: &Seg, src: &[u8], qpn: u32) -> Result<(), Syndrome> {
-    let n = seg.len.min(src.len());
-    match &seg.at {
-        Target::Host(p) => {
-            copy_to_host(*p, &src[..n]);
-            Ok(())
-        }
-        Target::Process(mem, addr, _) => mem.write_later(qpn, *addr, &src[..n]),
+        (Target::Process(mem, addr, _), None) => mem.write(*addr, &src[..n]),
+        (Target::Process(mem, addr, _), Some(qpn)) => mem.write_later(qpn, *addr, &src[..n]),
     }
 }
 
@@ -218,7 +193,7 @@ pub(crate) fn copy_out(seg: &Seg, dst: &mut [u8], ahead: u64) -> Result<(), Synd
         Target::Process(mem, addr, end) => {
             // At least the rest of the page: small messages from one
             // buffer, as a stream of them sends, cost one call a step.
-            let page_end = (*addr | (PAGE_SIZE as u64 - 1)) + 1;
+            let page_end = (*addr | (PAGE_SIZE as u64 - 1)).saturating_add(1);
             let limit = addr.saturating_add(ahead).max(page_end).min(*end);
             mem.read(*addr, &mut dst[..n], limit)
         }

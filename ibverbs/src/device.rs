@@ -143,9 +143,9 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut IbvDevice) -> *const c
 }
 
 /// `ibv_get_device_guid`: the node GUID in network byte order (the MAC's
-/// modified EUI-64; 0 for a vfio or vfio-user device, whose GUID is known once it is
-/// open); 0 with `errno` `EINVAL` for a pointer that is not one of the
-/// listed devices.
+/// modified EUI-64; 0 for a vfio or vfio-user device, whose GUID is
+/// known once it is open); 0 with `errno` `EINVAL` for a pointer that is
+/// not one of the listed devices.
 ///
 /// # Safety
 ///

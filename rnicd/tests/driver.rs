@@ -23,16 +23,23 @@ use rnicd::Backend;
 
 type H = VfioUserHal;
 
-/// Takes `qp` from RESET to RTS, connected to QP `dest` behind `dgid`.
-fn connect(qp: &Qp<H>, dest: u32, dgid: [u8; 16]) {
-    let c = Conn::default();
-    for (attr, mask) in [init_attr(&c), rtr_attr_to(dgid, dest, &c), rts_attr(&c)] {
+/// Takes `qp` from RESET to RTS as `c` says, connected to QP `dest`
+/// behind `dgid`.
+fn connect<P: rnic_queues::Hal>(qp: &Qp<P>, dest: u32, dgid: [u8; 16], c: &Conn) {
+    for (attr, mask) in [init_attr(c), rtr_attr_to(dgid, dest, c), rts_attr(c)] {
         qp.modify(&attr, mask).expect("MODIFY_QP");
     }
 }
 
+/// Connects QPs `a` and `b` of the device whose GID is `gid` to each
+/// other, as `c` says.
+fn pair(a: &Qp<H>, b: &Qp<H>, gid: [u8; 16], c: &Conn) {
+    connect(a, b.qp_num(), gid, c);
+    connect(b, a.qp_num(), gid, c);
+}
+
 /// An RC QP completing into `cq`, every send signaled.
-fn rc_qp(pd: &Pd<H>, cq: &Cq<H>) -> Qp<H> {
+fn rc_qp<P: rnic_queues::Hal>(pd: &Pd<P>, cq: &Cq<P>) -> Qp<P> {
     let cap = QpCap {
         max_send_wr: 8,
         max_recv_wr: 8,
@@ -116,8 +123,7 @@ fn send_on(hal: VfioUserHal, msg: &[u8]) {
         ctx.create_cq(16).expect("CQ"),
     );
     let (qp_a, qp_b) = (rc_qp(&pd, &cq_a), rc_qp(&pd, &cq_b));
-    connect(&qp_a, qp_b.qp_num(), gid);
-    connect(&qp_b, qp_a.qp_num(), gid);
+    pair(&qp_a, &qp_b, gid, &Conn::default());
     post_recv(&qp_b, &mr_b, 9);
     post_send(&qp_a, &mr_a, 1, msg);
     let sent = next(&cq_a);
@@ -195,7 +201,7 @@ fn meet(path: std::path::PathBuf, tell: Sender<Side>, hear: Receiver<Side>, msg:
         peer_gid, gid,
         "each client's device has an address of its own"
     );
-    connect(&qp, peer_qpn, peer_gid);
+    connect(&qp, peer_qpn, peer_gid, &Conn::default());
     if msg.is_none() {
         post_recv(&qp, &mr, 9);
     }
@@ -237,22 +243,7 @@ fn end<H: rnic_queues::Hal>(ctx: &Context<H>) -> End<H> {
     let pd = ctx.alloc_pd().expect("PD");
     let mr = pd.alloc_mr(4096, access::LOCAL_WRITE).expect("MR");
     let cq = ctx.create_cq(16).expect("CQ");
-    let qp = pd
-        .create_qp(&QpInit {
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            qp_type: QpType::Rc,
-            sq_sig_all: true,
-        })
-        .expect("QP");
+    let qp = rc_qp(&pd, &cq);
     (ctx.query_gid(1, 0).expect("GID"), pd, mr, cq, qp)
 }
 
@@ -284,14 +275,8 @@ fn a_client_reaches_a_nic_beyond_the_uplink() {
     let (lgid, _lpd, lmr, lcq, lqp) = end(&local);
     let (rgid, rpd, rmr, rcq, rqp) = end(&remote);
     let c = Conn::default();
-    for (attr, mask) in [
-        init_attr(&c),
-        rtr_attr_to(rgid, rqp.qp_num(), &c),
-        rts_attr(&c),
-    ] {
-        lqp.modify(&attr, mask).expect("local MODIFY_QP");
-    }
-    connect(&rqp, lqp.qp_num(), lgid);
+    connect(&lqp, rqp.qp_num(), rgid, &c);
+    connect(&rqp, lqp.qp_num(), lgid, &c);
     // Both ways across the uplink.
     let there = b"from a NIC of this process to rnicd's device";
     let back = b"and back from rnicd's device";
@@ -379,15 +364,7 @@ fn a_stream_of_writes_wakes_rnicd_less_than_once_a_list() {
         access: access::REMOTE_WRITE,
         ..Conn::default()
     };
-    for (x, y) in [(&a, &b), (&b, &a)] {
-        for (attr, mask) in [
-            init_attr(&c),
-            rtr_attr_to(gid, y.qp_num(), &c),
-            rts_attr(&c),
-        ] {
-            x.modify(&attr, mask).expect("MODIFY_QP");
-        }
-    }
+    pair(&a, &b, gid, &c);
     const LIST: usize = 32;
     const DEPTH: usize = 4;
     const MESSAGES: usize = 100_000;
@@ -500,15 +477,7 @@ fn messages_of_many_packets_move_between_heap_buffers() {
         access: access::REMOTE_READ | access::REMOTE_WRITE,
         ..Conn::default()
     };
-    for (x, y) in [(&a, &b), (&b, &a)] {
-        for (attr, mask) in [
-            init_attr(&c),
-            rtr_attr_to(gid, y.qp_num(), &c),
-            rts_attr(&c),
-        ] {
-            x.modify(&attr, mask).expect("MODIFY_QP");
-        }
-    }
+    pair(&a, &b, gid, &c);
     let n = (LEN - 5) as u32;
     let remote = |m: &Mr<H>| rnic_driver::RemoteAddr {
         addr: m.addr(),

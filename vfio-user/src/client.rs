@@ -257,21 +257,16 @@ impl Client {
                 subs.len()
             )));
         }
-        let mut fds: Vec<Option<OwnedFd>> = r.fds.into_iter().map(Some).collect();
         let mut out = Vec::with_capacity(count);
         for chunk in subs.chunks_exact(size_of::<IoFd>()).take(count) {
             let sub = msg::read::<IoFd>(chunk).expect("a whole sub-region");
-            let fd = fds
-                .get(sub.fd_index as usize)
-                .and_then(|f| f.as_ref())
-                .map(|f| f.try_clone());
-            match fd {
+            // Several sub-regions may share a descriptor.
+            match r.fds.get(sub.fd_index as usize).map(OwnedFd::try_clone) {
                 Some(Ok(fd)) => out.push((sub, fd)),
                 Some(Err(e)) => return Err(Error::Io(e)),
                 None => return Err(self.broke(format!("io fd index {} missing", sub.fd_index))),
             }
         }
-        fds.clear();
         Ok(out)
     }
 

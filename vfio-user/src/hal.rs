@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Mutex;
@@ -18,6 +18,7 @@ use vfio_bindings::bindings::vfio::{
 };
 
 use crate::client::Client;
+use crate::fd::{eventfd, sealed_memfd};
 use crate::posted::{self, Producer};
 use crate::{msg, Error};
 
@@ -110,35 +111,13 @@ pub struct VfioUserHal {
     epoch: Instant,
 }
 
-fn eventfd() -> std::io::Result<File> {
-    // SAFETY: no memory arguments; a non-negative result is a fresh fd.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is fresh and owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(fd) })
-}
-
 fn os(e: std::io::Error) -> HalError {
     HalError::Os(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 /// `len` bytes of memory in a memfd sealed against shrinking, mapped here.
 fn memfd(len: u64) -> Result<Alloc, HalError> {
-    let flags = libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC;
-    // SAFETY: a NUL-terminated name; a non-negative result is a fresh fd.
-    let fd = unsafe { libc::memfd_create(c"rnic-dma".as_ptr(), flags) };
-    if fd < 0 {
-        return Err(os(std::io::Error::last_os_error()));
-    }
-    // SAFETY: `fd` is fresh and owned by nothing else.
-    let file = unsafe { File::from_raw_fd(fd) };
-    file.set_len(len).map_err(os)?;
-    // SAFETY: F_ADD_SEALS with a seal mask on a descriptor we own.
-    if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, libc::F_SEAL_SHRINK) } != 0 {
-        return Err(os(std::io::Error::last_os_error()));
-    }
+    let file = sealed_memfd(c"rnic-dma", len, libc::F_SEAL_SHRINK).map_err(os)?;
     let map = MmapOptions::new().map_raw(&file).map_err(os)?;
     Ok(Alloc { file, map })
 }
@@ -197,7 +176,7 @@ impl VfioUserHal {
             return Err(OpenError::Device(format!("{n} MSI-X vectors")));
         }
         let irqs = (0..n)
-            .map(|_| eventfd())
+            .map(|_| eventfd().map(File::from))
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(OpenError::Eventfd)?;
         let fds: Vec<_> = irqs.iter().map(AsRawFd::as_raw_fd).collect();

@@ -23,6 +23,7 @@
 //! ioeventfds, which rnicd needs.
 
 pub mod client;
+mod fd;
 mod hal;
 pub mod msg;
 pub mod posted;

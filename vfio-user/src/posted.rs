@@ -35,11 +35,13 @@
 //! that corrupts the queue stalls its own device, no other.
 
 use std::fs::File;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use memmap2::{MmapOptions, MmapRaw};
+
+use crate::fd::{eventfd, sealed_memfd};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RNICPWQ1");
 /// Slots in the queue.
@@ -81,16 +83,6 @@ impl Mem {
     }
 }
 
-fn eventfd() -> std::io::Result<OwnedFd> {
-    // SAFETY: no memory arguments; a non-negative result is a fresh fd.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is fresh and owned by nothing else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 fn signal(fd: RawFd) {
     let one = 1u64;
     // SAFETY: writes 8 bytes from `one` to an eventfd; a full counter
@@ -123,20 +115,8 @@ impl std::fmt::Debug for Consumer {
 impl Consumer {
     /// A fresh, empty queue in a memfd sealed against resizing.
     pub fn new() -> std::io::Result<Consumer> {
-        let flags = libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC;
-        // SAFETY: a NUL-terminated name; a non-negative result is a fresh fd.
-        let fd = unsafe { libc::memfd_create(c"rnic-posted-writes".as_ptr(), flags) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is fresh and owned by nothing else.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(QUEUE_BYTES as u64)?;
         let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-        // SAFETY: F_ADD_SEALS with a seal mask on a descriptor we own.
-        if unsafe { libc::fcntl(fd, libc::F_ADD_SEALS, seals) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
+        let file = sealed_memfd(c"rnic-posted-writes", QUEUE_BYTES as u64, seals)?;
         let map = MmapOptions::new().len(QUEUE_BYTES).map_raw(&file)?;
         let mem = Mem { map };
         for i in 0..SLOTS {
@@ -318,6 +298,8 @@ impl Producer {
 
 #[cfg(test)]
 mod tests {
+    use std::os::fd::FromRawFd;
+
     use super::*;
 
     fn pair() -> (Consumer, Producer) {

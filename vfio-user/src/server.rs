@@ -204,14 +204,14 @@ pub fn serve(stream: &UnixStream, dev: &mut dyn Device) -> Result<(), Error> {
             return Ok(());
         }
     }
-    while let Some(m) = sock::recv(stream, MAX_MESSAGE, Some(STALL))? {
+    while let Some(mut m) = sock::recv(stream, MAX_MESSAGE, Some(STALL))? {
         if m.header.kind() != flags::COMMAND {
             return Err(Error::Protocol(format!(
                 "a message of type {} where a command belongs",
                 m.header.kind()
             )));
         }
-        let r = handle(&m, dev);
+        let r = handle(&mut m, dev);
         match r {
             Ok(_) if m.header.no_reply() => {}
             Ok((payload, fds)) => {
@@ -265,7 +265,8 @@ fn version(m: &Message, peer: &Peer, dev: &mut dyn Device) -> Result<Reply, Refu
     Ok((out, Vec::new()))
 }
 
-fn handle(m: &Message, dev: &mut dyn Device) -> Result<Reply, Refused> {
+/// Runs command `m`, handing the device the descriptors that came with it.
+fn handle(m: &mut Message, dev: &mut dyn Device) -> Result<Reply, Refused> {
     let Some(command) = Command::from_u16(m.header.command) else {
         return Err(Refused::errno(
             libc::EOPNOTSUPP,
@@ -278,8 +279,7 @@ fn handle(m: &Message, dev: &mut dyn Device) -> Result<Reply, Refused> {
             if m.fds.len() > 1 {
                 return Err(Refused::invalid("DMA_MAP with more than one descriptor"));
             }
-            let fd = m.fds.first().and_then(|f| f.try_clone().ok());
-            dev.dma_map(&map, fd)?;
+            dev.dma_map(&map, m.fds.pop())?;
             Ok((Vec::new(), Vec::new()))
         }
         Command::DmaUnmap => {
@@ -325,13 +325,7 @@ fn handle(m: &Message, dev: &mut dyn Device) -> Result<Reply, Refused> {
             if m.payload.len() != size_of::<IrqSet>() {
                 return Err(Refused::invalid("DEVICE_SET_IRQS with data (booleans)"));
             }
-            let fds = m
-                .fds
-                .iter()
-                .map(|f| f.try_clone())
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| Refused::errno(libc::EMFILE, e.to_string()))?;
-            dev.set_irqs(&set, fds)?;
+            dev.set_irqs(&set, std::mem::take(&mut m.fds))?;
             Ok((Vec::new(), Vec::new()))
         }
         Command::RegionRead => {

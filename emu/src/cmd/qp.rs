@@ -482,6 +482,10 @@ pub(super) fn destroy(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cm
         crate::srq::flush_held(qp, dev);
     }
     crate::mw::release_qp(&mut st.dev, qpn);
+    // A fault its queued writes left is not a later QP's of that number.
+    if let Some(p) = st.dev.iommu.process() {
+        p.forget(qpn);
+    }
     if let Some(qp) = st.qps.remove(qpn) {
         adjust_users(st, qp.pdn, qp.send_cqn, qp.recv_cqn, qp.srqn, false);
     }

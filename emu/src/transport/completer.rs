@@ -483,7 +483,7 @@ fn read_response(qp: &mut Qp, dev: &mut Dev, psn: u32, payload: &[u8]) {
     // The WQE stays in the QP table while the MR table is borrowed;
     // another process's memory is written by the READ's last response.
     let qpn = qp.qpn;
-    let r = sgl::scatter_later(
+    let r = sgl::scatter(
         sgl::Keys {
             mrs: &mut dev.objs.mrs,
             iommu: &dev.iommu,
@@ -493,7 +493,7 @@ fn read_response(qp: &mut Qp, dev: &mut Dev, psn: u32, payload: &[u8]) {
         off,
         payload,
         access::LOCAL_WRITE,
-        qpn,
+        Some(qpn),
     )
     .and_then(|()| match last {
         true => sgl::flush(&dev.iommu, qpn),
@@ -540,6 +540,7 @@ fn atomic_ack(qp: &mut Qp, dev: &mut Dev, psn: u32, orig: u64) {
         0,
         &orig.to_le_bytes(),
         access::LOCAL_WRITE,
+        None,
     );
     if let Err(syn) = r {
         return fail_at(qp, dev, psn, WcStatus::LocProtErr, syn);

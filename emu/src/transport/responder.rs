@@ -309,7 +309,7 @@ fn send(
         ))
     } else {
         // Another process's memory is written by the message's end.
-        sgl::scatter_later(
+        sgl::scatter(
             sgl::Keys {
                 mrs: &mut dev.objs.mrs,
                 iommu: &dev.iommu,
@@ -319,7 +319,7 @@ fn send(
             got,
             payload,
             access::LOCAL_WRITE,
-            qpn,
+            Some(qpn),
         )
         .and_then(|()| match info.pos.ends() {
             true => sgl::flush(&dev.iommu, qpn),
@@ -488,7 +488,7 @@ fn write_data(
         );
         // Another process's memory may fault only now, or when what its
         // packets queued is written.
-        if let Err(syn) = dst.and_then(|seg| sgl::copy_in_later(&seg, payload, qpn)) {
+        if let Err(syn) = dst.and_then(|seg| sgl::copy_in(&seg, payload, Some(qpn))) {
             return Err(refuse(qp, dev, syn));
         }
     }

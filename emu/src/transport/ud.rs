@@ -253,6 +253,7 @@ fn receive(
             offset,
             bytes,
             access::LOCAL_WRITE,
+            None,
         ) {
             return Err(responder::recv_error(
                 qp,
