@@ -1,8 +1,6 @@
 //! Scatter/gather lists: resolving keys to host memory through the MR table
 //! and the IOMMU, and copying between host memory and packet buffers.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::wqe::DataSeg;
 use rnic_hw_regs::PAGE_SIZE;
@@ -203,61 +201,18 @@ pub(crate) fn copy_out(seg: &Seg, dst: &mut [u8], ahead: u64) -> Result<(), Synd
 /// Copies `src` into host memory at `p`, inside a live mapping.
 ///
 /// The application may touch these bytes meanwhile: both sides access
-/// them only atomically (here relaxed 8-byte words where aligned, single
-/// bytes at the ends; `Mr::read`/`write` in the driver), so neither is a
-/// data race.
+/// them only atomically (relaxed byte atomics, `rnic_queues::shared`; the
+/// driver's `Mr::read`/`write` too), so neither is a data race.
 fn copy_to_host(p: HostPtr, src: &[u8]) {
-    let n = src.len();
-    let (head, body) = split(p.0, n);
-    for (i, &b) in src[..head].iter().enumerate() {
-        // SAFETY: `p .. p + n` lies inside a live mapping translated under
-        // the device lock, which is held; byte `i < n` is inside it.
-        unsafe { AtomicU8::from_ptr(p.0.add(i)) }.store(b, Ordering::Relaxed);
-    }
-    let words: &[AtomicU64] = if body == 0 {
-        &[]
-    } else {
-        // SAFETY: `body` 8-byte words from `head`, 8-byte aligned, inside the
-        // segment (`split`); accessed only atomically (above).
-        unsafe { std::slice::from_raw_parts(p.0.add(head).cast::<AtomicU64>(), body) }
-    };
-    for (w, c) in words.iter().zip(src[head..].chunks_exact(8)) {
-        let c: [u8; 8] = c.try_into().expect("chunks of 8");
-        w.store(u64::from_ne_bytes(c), Ordering::Relaxed);
-    }
-    for (i, &b) in src.iter().enumerate().take(n).skip(head + 8 * body) {
-        // SAFETY: as for the head.
-        unsafe { AtomicU8::from_ptr(p.0.add(i)) }.store(b, Ordering::Relaxed);
-    }
+    // SAFETY: `p .. p + src.len()` lies inside a live mapping translated
+    // under the device lock, which is held; shared bytes are accessed only
+    // atomically; `src` is a frame or device buffer, not guest memory.
+    unsafe { rnic_queues::shared::copy_to_shared(p.0, src) }
 }
 
 /// Copies host memory at `p` into `dst`, as [`copy_to_host`] does the
 /// other way.
 fn copy_from_host(p: HostPtr, dst: &mut [u8]) {
-    let n = dst.len();
-    let (head, body) = split(p.0, n);
-    for (i, b) in dst[..head].iter_mut().enumerate() {
-        // SAFETY: as in `copy_to_host`.
-        *b = unsafe { AtomicU8::from_ptr(p.0.add(i)) }.load(Ordering::Relaxed);
-    }
-    let words: &[AtomicU64] = if body == 0 {
-        &[]
-    } else {
-        // SAFETY: as in `copy_to_host`.
-        unsafe { std::slice::from_raw_parts(p.0.add(head).cast::<AtomicU64>(), body) }
-    };
-    for (w, c) in words.iter().zip(dst[head..].chunks_exact_mut(8)) {
-        c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
-    }
-    for (i, b) in dst.iter_mut().enumerate().take(n).skip(head + 8 * body) {
-        // SAFETY: as in `copy_to_host`.
-        *b = unsafe { AtomicU8::from_ptr(p.0.add(i)) }.load(Ordering::Relaxed);
-    }
-}
-
-/// Splits `n` bytes at `p` into the bytes before the first 8-byte
-/// boundary and the whole words after it.
-fn split(p: *mut u8, n: usize) -> (usize, usize) {
-    let head = p.align_offset(8).min(n);
-    (head, (n - head) / 8)
+    // SAFETY: as in `copy_to_host`, for reads.
+    unsafe { rnic_queues::shared::copy_from_shared(p.0, dst) }
 }

@@ -1,7 +1,7 @@
 //! DMA memory regions and doorbell records.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::Pod;
 
@@ -145,63 +145,26 @@ impl DmaRegion {
         unsafe { AtomicU8::from_ptr(p.as_ptr()) }.store(value, Ordering::Release)
     }
 
-    /// Copies `bytes` into the region at `offset` with relaxed atomic
-    /// stores (8 bytes at a time where aligned): for data the device may
-    /// read or write at the same time (an MR's bytes), which a plain or
-    /// volatile copy would race with. The device model copies such bytes
-    /// atomically too, so neither side's accesses are a data race.
+    /// Copies `bytes` into the region at `offset` as relaxed atomic byte
+    /// stores ([`shared::copy_to_shared`](crate::shared::copy_to_shared)):
+    /// for data the device may read or write at the same time (an MR's
+    /// bytes), which a plain or volatile copy would race with. The device
+    /// model copies such bytes the same way, so neither side's accesses are
+    /// a data race.
     pub fn write_shared(&self, offset: usize, bytes: &[u8]) {
         self.check(offset, bytes.len());
-        let p = self.vaddr.as_ptr().wrapping_add(offset);
-        let (head, body) = split_words(p, bytes.len());
-        for (i, &b) in bytes[..head].iter().enumerate() {
-            // SAFETY: in bounds (checked), valid for writes while the
-            // region lives (constructor); bytes the device shares are
-            // accessed only atomically.
-            unsafe { AtomicU8::from_ptr(p.add(i)) }.store(b, Ordering::Relaxed);
-        }
-        let words: &[AtomicU64] = if body == 0 {
-            &[]
-        } else {
-            // SAFETY: `body` aligned words from `head`, inside the checked
-            // range (`split_words`); accessed only atomically.
-            unsafe { core::slice::from_raw_parts(p.add(head).cast::<AtomicU64>(), body) }
-        };
-        for (w, c) in words.iter().zip(bytes[head..].chunks_exact(8)) {
-            let mut v = [0u8; 8];
-            v.copy_from_slice(c);
-            w.store(u64::from_ne_bytes(v), Ordering::Relaxed);
-        }
-        for (i, &b) in bytes.iter().enumerate().skip(head + 8 * body) {
-            // SAFETY: as for the head.
-            unsafe { AtomicU8::from_ptr(p.add(i)) }.store(b, Ordering::Relaxed);
-        }
+        // SAFETY: in bounds (checked), valid for writes while the region
+        // lives (constructor); bytes the device shares are accessed only
+        // atomically or by the device; `bytes` is a distinct borrow.
+        unsafe { crate::shared::copy_to_shared(self.vaddr.as_ptr().add(offset), bytes) }
     }
 
-    /// Copies bytes of the region at `offset` into `out` with relaxed
-    /// atomic loads, the counterpart of [`DmaRegion::write_shared`].
+    /// Copies bytes of the region at `offset` into `out` as relaxed atomic
+    /// byte loads, the counterpart of [`DmaRegion::write_shared`].
     pub fn read_shared(&self, offset: usize, out: &mut [u8]) {
         self.check(offset, out.len());
-        let p = self.vaddr.as_ptr().wrapping_add(offset);
-        let (head, body) = split_words(p, out.len());
-        for (i, b) in out[..head].iter_mut().enumerate() {
-            // SAFETY: as in `write_shared`.
-            *b = unsafe { AtomicU8::from_ptr(p.add(i)) }.load(Ordering::Relaxed);
-        }
-        let words: &[AtomicU64] = if body == 0 {
-            &[]
-        } else {
-            // SAFETY: as in `write_shared`.
-            unsafe { core::slice::from_raw_parts(p.add(head).cast::<AtomicU64>(), body) }
-        };
-        for (w, c) in words.iter().zip(out[head..].chunks_exact_mut(8)) {
-            c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
-        }
-        let tail = head + 8 * body;
-        for (i, b) in out.iter_mut().enumerate().skip(tail) {
-            // SAFETY: as in `write_shared`.
-            *b = unsafe { AtomicU8::from_ptr(p.add(i)) }.load(Ordering::Relaxed);
-        }
+        // SAFETY: as in `write_shared`, for reads.
+        unsafe { crate::shared::copy_from_shared(self.vaddr.as_ptr().add(offset), out) }
     }
 
     /// Copies `bytes` into the region at `offset`.
@@ -285,13 +248,6 @@ impl DbRec {
         // the index is.
         u32::from_le(self.word().load(Ordering::Acquire))
     }
-}
-
-/// Splits `n` bytes at `p` into the bytes before the first 8-byte
-/// boundary and the whole words after it.
-fn split_words(p: *mut u8, n: usize) -> (usize, usize) {
-    let head = p.align_offset(8).min(n);
-    (head, (n - head) / 8)
 }
 
 #[cfg(test)]

@@ -16,6 +16,8 @@
 //!   reads.
 //! - [`device`]: the device's half of the owner-bit protocol, for device
 //!   models and fake devices.
+//! - [`shared`]: copies of bytes another party may touch at once (an MR's
+//!   payload), race-free and at memcpy speed.
 //! - [`Pod`]: the plain-data types that may be copied to and from DMA
 //!   memory; each device's layouts implement it beside their structs, with
 //!   [`pod_struct!`] and [`pod_bitfield!`].
@@ -39,6 +41,7 @@ mod mmio;
 mod page_dir;
 mod pod;
 mod ring;
+pub mod shared;
 
 pub use dma::{DbRec, DmaRegion};
 pub use hal::{Hal, HalError};
