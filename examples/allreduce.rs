@@ -165,8 +165,6 @@ struct Rank<P: Hal> {
     tl_tx: Arc<Timeline>,
     /// Where the writes it receives are noted, beside its receiving NIC's.
     tl_rx: Arc<Timeline>,
-    /// It is a process of its own: an empty poll yields the core.
-    yields: bool,
     // Kept for the rank's lifetime.
     _devs: Vec<Arc<EmuDevice>>,
     _bufs: [Buffer; 2],
@@ -230,7 +228,7 @@ fn run(a: &Args) -> Res<bool> {
             let tl_rx = if r == 1 { traced.clone() } else { quiet() };
             let tx = nic(r, 0, switch.port(), &tl_tx, false)?;
             let rx = nic(r, 1, switch.port(), &tl_rx, true)?;
-            rank(tx, rx, size, chunk * 2 * (n - 1), (tl_tx, tl_rx), false)
+            rank(tx, rx, size, chunk * 2 * (n - 1), (tl_tx, tl_rx))
         })
         .collect::<Res<_>>()?;
     // tx of rank r to rx of rank r+1.
@@ -380,15 +378,13 @@ fn timeline(a: &Args) -> Res<Arc<Timeline>> {
 }
 
 /// Rank `r` on the NICs `tx` and `rx`: a buffer of `size` bytes, staging
-/// memory of `stage` bytes, a CQ and an RC QP on each; `yields` if the
-/// rank is a process of its own.
+/// memory of `stage` bytes, a CQ and an RC QP on each.
 fn rank<P: Hal>(
     tx: Nic<P>,
     rx: Nic<P>,
     size: usize,
     stage: usize,
     (tl_tx, tl_rx): (Arc<Timeline>, Arc<Timeline>),
-    yields: bool,
 ) -> Res<Rank<P>> {
     let e = |e: rnic_driver::Error| e.to_string();
     let bufs = [Buffer::new(size)?, Buffer::new(stage)?];
@@ -438,7 +434,6 @@ fn rank<P: Hal>(
         stage: stage_mr,
         tx_ctx: tx.1,
         rx_ctx: rx.1,
-        yields,
         _devs: tx.0.into_iter().chain(rx.0).collect(),
         tl_tx,
         tl_rx,
@@ -717,12 +712,13 @@ fn poll<P: Hal>(k: &Rank<P>, p: &mut Progress, deadline: Instant) -> Res<()> {
             }
         }
     }
-    // Each empty poll ran its NIC in this thread (`Cq::poll`). A rank of
-    // its own process gives the core up then: what it waits for is
-    // another process's to run (its neighbour, or rnicd's worker), and a
-    // spinning rank of each process leaves them too little of two cores
-    // (3 ranks over UDP: 8 KiB in 15.8 ms spinning, 0.54 ms yielding).
-    if got == 0 && k.yields {
+    // Each empty poll ran its NIC in this thread (`Cq::poll`). The rank
+    // gives the core up then: what it waits for is another thread's to
+    // run (its neighbour, a device worker, rnicd's), and spinning ranks
+    // leave them too little of two cores (3 ranks over UDP, 8 KiB: 15.8 ms
+    // spinning, 0.54 ms yielding; 4 ranks on the switch, 64 KiB: 25.5 ms,
+    // 1.6 ms).
+    if got == 0 {
         std::thread::yield_now();
     }
     if got == 0 && Instant::now() > deadline {
@@ -999,7 +995,7 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
             Ok((None, Context::open(hal).map_err(|e| e.to_string())?))
         };
         let (tx, rx) = (open(&tl_tx, false)?, open(&tl_rx, true)?);
-        let k = rank(tx, rx, size, stage, (tl_tx, tl_rx), true)?;
+        let k = rank(tx, rx, size, stage, (tl_tx, tl_rx))?;
         return ranked(a, n, size, chunk, &k, "two devices each of one rnicd");
     }
     let k = rank(
@@ -1008,7 +1004,6 @@ fn process(a: &Args, n: usize, size: usize, chunk: usize) -> Res<bool> {
         size,
         stage,
         (tl_tx, tl_rx),
-        true,
     )?;
     ranked(a, n, size, chunk, &k, "two emulated NICs each on UDP wires")
 }
