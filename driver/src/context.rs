@@ -3,7 +3,7 @@
 
 use alloc::collections::BTreeMap;
 use alloc::format;
-use alloc::sync::Arc;
+use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use core::fmt;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -42,6 +42,23 @@ impl<H: Hal> Clone for Context<H> {
         Self {
             shared: Arc::clone(&self.shared),
         }
+    }
+}
+
+/// A weak handle on a device that contexts are open on
+/// ([`Context::device_handle`]).
+pub struct DeviceHandle<H: Hal> {
+    dev: Weak<Device<H>>,
+    pages: u32,
+}
+
+impl<H: Hal> DeviceHandle<H> {
+    /// Opens another context on the device, as [`Context::open_another`]
+    /// does, if a context is still open on it; `None` once the last one
+    /// has closed (and the device has been reset).
+    pub fn open_context(&self) -> Option<Result<Context<H>>> {
+        let dev = self.dev.upgrade()?;
+        Some(Context::on_device(dev, self.pages))
     }
 }
 
@@ -278,6 +295,16 @@ impl<H: Hal> Context<H> {
     pub fn open_another(&self) -> Result<Self> {
         let pages = self.shared.uar_count;
         Self::on_device(Arc::clone(&self.shared.dev), pages)
+    }
+
+    /// A handle on this context's device that keeps neither it nor the
+    /// device open: for a library that opens a device once per process
+    /// and gives every `ibv_open_device` of it a context of its own.
+    pub fn device_handle(&self) -> DeviceHandle<H> {
+        DeviceHandle {
+            dev: Arc::downgrade(&self.shared.dev),
+            pages: self.shared.uar_count,
+        }
     }
 
     /// This context's number on the device.

@@ -86,7 +86,7 @@ impl<H: Hal> Mw<H> {
             mr_lkey: mr.lkey(),
             addr,
             length,
-            access,
+            access: window_access(access),
         }
     }
 
@@ -127,6 +127,14 @@ impl<H: Hal> Drop for Mw<H> {
     }
 }
 
+/// The rights a bind's `access` gives the window. A window grants remote
+/// access only; `LOCAL_WRITE`, which programs pass in it (rdma-core's
+/// tests do, and rxe and mlx5 accept it), is no right of a window and is
+/// dropped.
+fn window_access(access: u32) -> u32 {
+    access & !access::LOCAL_WRITE
+}
+
 impl<H: Hal> Qp<H> {
     /// Binds type 1 window `mw` to `length` bytes of `mr` at `addr` with
     /// `access` (`ibv_bind_mw`): posts the bind work request `wr_id` with
@@ -145,7 +153,7 @@ impl<H: Hal> Qp<H> {
                 "ibv_bind_mw binds type 1 windows: bind type 2 with a BindMw work request",
             ));
         }
-        if access & !access::MW_SUPPORTED != 0 {
+        if window_access(access) & !access::MW_SUPPORTED != 0 {
             return refuse(Error::invalid(format!(
                 "memory window access {access:#x} is not a set of REMOTE_* flags"
             )));

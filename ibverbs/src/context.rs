@@ -2,8 +2,9 @@
 //! on a context.
 
 use std::ffi::{c_int, c_void};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
+use rnic_driver::DeviceHandle;
 use rnic_emu::net::{ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_verbs::provider::Provider;
@@ -100,6 +101,56 @@ fn inherited_udp(fd: i32) -> std::io::Result<std::net::UdpSocket> {
 /// NIC.
 type Opened = (AnyContext, Option<Arc<EmuDevice>>);
 
+/// An rnic device with contexts open in this process.
+struct OpenDevice {
+    /// The configured device (`&'static Device` as an address).
+    device: usize,
+    handle: DeviceHandle<Platform>,
+    nic: Option<Weak<EmuDevice>>,
+}
+
+/// The rnic devices open in this process. Opening one again opens another
+/// context on the same NIC, as a kernel provider does: the contexts'
+/// QPs reach each other through its port (a second NIC with the same
+/// addresses, on a wire of its own, would reach no one).
+static DEVICES: Mutex<Vec<OpenDevice>> = Mutex::new(Vec::new());
+
+fn device_list() -> std::sync::MutexGuard<'static, Vec<OpenDevice>> {
+    DEVICES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Another context on `device`'s NIC if a context of it is open, else a
+/// context on a NIC brought up now. Called with the device list held,
+/// which serialises opening and closing.
+fn context_on(
+    devices: &mut Vec<OpenDevice>,
+    device: usize,
+    spec: &DeviceSpec,
+) -> Result<Opened, (String, i32)> {
+    if let Some(at) = devices.iter().position(|d| d.device == device) {
+        let open = &devices[at];
+        let nic = open.nic.as_ref().map(Weak::upgrade);
+        match (open.handle.open_context(), nic) {
+            (Some(Ok(ctx)), None) => return Ok((AnyContext::Rnic(ctx), None)),
+            (Some(Ok(ctx)), Some(Some(nic))) => return Ok((AnyContext::Rnic(ctx), Some(nic))),
+            (Some(Err(e)), _) => return Err((format!("another context: {e}"), e.errno())),
+            // Every context closed: the device was reset.
+            _ => {
+                devices.swap_remove(at);
+            }
+        }
+    }
+    let (ctx, nic) = provider_context(spec)?;
+    if let AnyContext::Rnic(c) = &ctx {
+        devices.push(OpenDevice {
+            device,
+            handle: c.device_handle(),
+            nic: nic.as_ref().map(Arc::downgrade),
+        });
+    }
+    Ok((ctx, nic))
+}
+
 /// VMware's PCI vendor ID and PVRDMA's device ID.
 const PVRDMA_ID: (u16, u16) = (0x15ad, 0x0820);
 
@@ -137,6 +188,11 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
     let cfg = EmuConfig {
         mac: spec.mac,
         ipv4: spec.ipv4,
+        // Every `ibv_open_device` of the device is a context on this NIC
+        // with doorbell pages of its own: room for 512 of them, as a
+        // kernel provider gives a process (and programs such as pyverbs'
+        // tests, which close theirs when collected, need).
+        uar_pages: 4096,
         ..EmuConfig::default()
     };
     let b = EmuDevice::builder(cfg).mode(ExecMode::Thread);
@@ -167,8 +223,8 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
     Ok((AnyContext::Rnic(ctx), Some(nic)))
 }
 
-/// `ibv_open_device`: brings up the device's NIC and opens a context on
-/// it. NULL with `errno` `EINVAL` for a pointer that is not a listed
+/// `ibv_open_device`: opens a context on the device's NIC, bringing it
+/// up if no context of it is open in the process. NULL with `errno` `EINVAL` for a pointer that is not a listed
 /// device, or the driver's `errno` if the NIC cannot be brought up (the
 /// reason goes to stderr).
 ///
@@ -180,7 +236,8 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     let Some(d) = ours(device) else {
         return errno::fail(libc::EINVAL);
     };
-    let (ctx, nic) = match provider_context(&d.spec) {
+    let mut devices = device_list();
+    let (ctx, nic) = match context_on(&mut devices, d as *const _ as usize, &d.spec) {
         Ok(n) => n,
         Err((e, errno)) => {
             eprintln!("rnic libibverbs: {}: {e}", d.spec.name);
@@ -231,10 +288,12 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     // SAFETY: just made; the field programs hold.
     let ibv = unsafe { &raw mut (*c).verbs.context };
     open_list().push(ibv as usize);
+    drop(devices);
     ibv
 }
 
-/// `ibv_close_device`: closes the context and resets its NIC. 0, or -1
+/// `ibv_close_device`: closes the context (its objects go with it), and
+/// resets the NIC when it was the device's last open context. 0, or -1
 /// with `errno` `EINVAL` for a pointer that is not an open context.
 ///
 /// # Safety
@@ -250,9 +309,12 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut IbvContext) -> c_int {
     };
     open.swap_remove(at);
     drop(open);
+    // Not while another context of the device is being opened.
+    let devices = device_list();
     // SAFETY: it was open, so it came from Box::into_raw in
     // ibv_open_device, and it has left the list: nothing else frees it.
     drop(unsafe { Box::from_raw(container(context)) });
+    drop(devices);
     0
 }
 
