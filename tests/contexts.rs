@@ -4,9 +4,9 @@
 //! another's objects (the driver refuses, and the device's keys and PDs
 //! keep them apart on the data path; the device's own refusals are in
 //! `emu/tests/commands.rs`); RDMA between contexts works as
-//! between hosts; events go to the context owning their object, port
-//! events to all; a context closing takes its objects and leaves the
-//! others running.
+//! between hosts, also on a point-to-point wire, which never sees it;
+//! events go to the context owning their object, port events to all; a
+//! context closing takes its objects and leaves the others running.
 
 use rnic_tests::*;
 
@@ -137,8 +137,6 @@ fn reset_and_loop(ctx: &Ctx, s: &Side) {
     assert!(got.iter().all(|w| w.status == WcStatus::Success), "{got:?}");
 }
 
-both_modes!(contexts);
-
 #[test]
 fn a_device_left_up_can_be_taken_over() {
     let dev = EmuDevice::new(EmuConfig::default(), ExecMode::Inline);
@@ -157,3 +155,47 @@ fn a_device_left_up_can_be_taken_over() {
     // The old instance is gone as a crashed driver is: nothing of it runs.
     std::mem::forget(a);
 }
+
+/// On a point-to-point wire, which would carry a frame to the NIC's own MAC
+/// to the peer, the NIC loops its own QPs' traffic back itself: a SEND and
+/// a WRITE between two contexts land, and the peer receives nothing.
+fn own_traffic_stays_off_a_point_to_point_wire(mode: ExecMode) {
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let wire =
+        rnic_emu::net::UdpWire::bind("127.0.0.1:0".parse().unwrap(), peer.local_addr().unwrap())
+            .unwrap();
+    let dev = EmuDevice::builder(EmuConfig::default())
+        .mode(mode)
+        .wire(wire)
+        .build()
+        .unwrap();
+    let a = Ctx::open(dev.hal()).unwrap();
+    let b = a.open_another().unwrap();
+    let (sa, sb) = (side(&a), side(&b));
+    let c = Conn::default();
+    connect(&a, &sa.qp, sb.qp.qp_num(), &c);
+    connect(&b, &sb.qp, sa.qp.qp_num(), &c);
+    write_mr(&sa.mr, 0, b"through the NIC");
+    post_recv(&sb.qp, recv(1, &[sge(&sb.mr, 0, 64)]));
+    post_send(&sa.qp, send(1, &[sge(&sa.mr, 0, 15)]));
+    post_send(
+        &sa.qp,
+        write(2, &[sge(&sa.mr, 0, 15)], sb.mr.addr() + 100, sb.mr.rkey()),
+    );
+    assert_ok(&poll_one(&sb.cq), 1, WcOpcode::Recv);
+    let s = poll_n(&sa.cq, 2);
+    assert_ok(&s[0], 1, WcOpcode::Send);
+    assert_ok(&s[1], 2, WcOpcode::RdmaWrite);
+    assert_eq!(read_mr(&sb.mr, 0, 15), b"through the NIC");
+    assert_eq!(read_mr(&sb.mr, 100, 15), b"through the NIC");
+    peer.set_nonblocking(true).unwrap();
+    let mut buf = [0u8; 2048];
+    let got = peer.recv(&mut buf);
+    assert_eq!(
+        got.map_err(|e| e.kind()).err(),
+        Some(std::io::ErrorKind::WouldBlock),
+        "a frame reached the wire's peer"
+    );
+}
+
+both_modes!(contexts, own_traffic_stays_off_a_point_to_point_wire);

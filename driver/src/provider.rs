@@ -50,6 +50,9 @@ impl<H: Hal> Provider for Context<H> {
     fn create_comp_channel(&self) -> Result<CompChannel<H>> {
         Context::create_comp_channel(self)
     }
+    fn num_comp_vectors(&self) -> u32 {
+        Context::num_comp_vectors(self).max(1)
+    }
     fn create_cq(&self, cqe: u32, channel: Option<&CompChannel<H>>, vector: u32) -> Result<Cq<H>> {
         self.create_cq_with(cqe, channel, vector)
     }

@@ -234,6 +234,9 @@ pub(crate) struct NicCore {
     notify: Arc<Notify>,
     /// The wire must be polled to learn of frames ([`Wire::polled`]).
     polled_wire: bool,
+    /// The wire does not bring back frames sent to the NIC's own MAC, so
+    /// the NIC loops them back itself ([`Port::take_hairpin`]).
+    hairpin: bool,
     /// The descriptor an idle worker sleeps on for the wire's frames
     /// ([`Wire::wait_fd`]), valid as long as the wire.
     wait_fd: Option<RawFd>,
@@ -483,6 +486,9 @@ impl NicCore {
                 };
                 crate::eq::post(&mut st.dev, ty, 1, 0);
             }
+            if turn == Turn::Run {
+                rx.append(&mut st.dev.port.hairpin);
+            }
             if turn == Turn::Run
                 && self.notify.rx_pending.swap(false, Ordering::AcqRel)
                 && wire.recv(&mut rx, RX_BATCH) == RX_BATCH
@@ -546,6 +552,10 @@ impl NicCore {
         if let Some(p) = st.dev.iommu.process() {
             p.settle();
         }
+        if self.hairpin {
+            st.dev.port.take_hairpin();
+        }
+        let looped = !st.dev.port.hairpin.is_empty();
         let timers = st.next_deadline();
         if !st.dev.port.tx.is_empty() || !rx.is_empty() {
             let mut link = self.wire();
@@ -568,7 +578,7 @@ impl NicCore {
         let d = timers.into_iter().chain(wire_deadline).min();
         self.deadline
             .store(d.unwrap_or(u64::MAX), Ordering::Release);
-        more || self.notify.rx_pending.load(Ordering::Acquire) || self.posted_pending()
+        more || looped || self.notify.rx_pending.load(Ordering::Acquire) || self.posted_pending()
     }
 
     /// Whether a doorbell write waits in memory.
@@ -1073,6 +1083,7 @@ impl EmuBuilder {
         let n = notify.clone();
         wire.set_waker(Arc::new(move || n.wake_rx()));
         let wire_polled = wire.polled();
+        let hairpin = !wire.reflects();
         let wait_fd = wire.wait_fd();
         let irq = Arc::new(IrqLines::new(self.config.msix_vectors));
         let shared = Arc::new(NicCore {
@@ -1089,6 +1100,7 @@ impl EmuBuilder {
             shutdown: AtomicBool::new(false),
             notify: notify.clone(),
             polled_wire: wire_polled,
+            hairpin,
             wait_fd,
             posted: self.posted,
             lent_steps: AtomicU64::new(0),

@@ -30,7 +30,7 @@ use crate::state::{Dev, State};
 use crate::transport::{completer, responder, uc, ud};
 use crate::wire::arp::{ArpOperation, ArpRepr};
 use crate::wire::bth::DEFAULT_PKEY;
-use crate::wire::ethernet::{EthernetAddress, EthernetRepr};
+use crate::wire::ethernet::{EthernetAddress, EthernetFrame, EthernetRepr};
 use crate::wire::frame::{self, FrameRepr, IpRepr, Received};
 use crate::wire::icmpv6::{na_flags, NdiscRepr};
 use crate::wire::ip::IpAddress;
@@ -130,6 +130,9 @@ pub(crate) struct Port {
     pub tx: Vec<Frame>,
     /// Received frames of the step being run (kept to reuse its buffer).
     pub rx: Vec<Frame>,
+    /// Frames sent to the port's own MAC on a wire that would not bring
+    /// them back: received at the next step, never put on the wire.
+    pub hairpin: Vec<Frame>,
     /// Buffers of frames received and handled, reused for frames sent: on
     /// a loopback or a balanced link no frame allocates.
     pool: Vec<Frame>,
@@ -149,6 +152,7 @@ impl Port {
             mac: EthernetAddress(mac),
             tx: Vec::new(),
             rx: Vec::new(),
+            hairpin: Vec::new(),
             pool: Vec::new(),
             counters: Counters::default(),
             ident: 0,
@@ -164,6 +168,29 @@ impl Port {
         self.counters = Counters::default();
         self.neighbours.clear();
         self.waiting.clear();
+    }
+}
+
+impl Port {
+    /// Moves the frames to send that are addressed to this port's own MAC
+    /// into [`Port::hairpin`]: on a point-to-point wire they would reach
+    /// the peer, not this NIC's own QPs.
+    pub(crate) fn take_hairpin(&mut self) {
+        let me = self.mac;
+        // A stable partition in place: the frames kept move forward.
+        let mut kept = 0;
+        for i in 0..self.tx.len() {
+            let to_me =
+                EthernetFrame::new_checked(&self.tx[i][..]).is_ok_and(|e| e.dst_addr() == me);
+            if to_me {
+                let f = std::mem::take(&mut self.tx[i]);
+                self.hairpin.push(f);
+            } else {
+                self.tx.swap(kept, i);
+                kept += 1;
+            }
+        }
+        self.tx.truncate(kept);
     }
 }
 

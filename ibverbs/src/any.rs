@@ -145,6 +145,9 @@ impl Provider for AnyContext {
             Self::Pvrdma(c) => c.create_comp_channel().map(AnyChannel::Pvrdma),
         }
     }
+    fn num_comp_vectors(&self) -> u32 {
+        each!(self, c => Provider::num_comp_vectors(c))
+    }
     fn create_cq(&self, cqe: u32, channel: Option<&AnyChannel>, vector: u32) -> Result<AnyCq> {
         match (self, channel) {
             (Self::Rnic(c), None) => Provider::create_cq(c, cqe, None, vector).map(AnyCq::Rnic),

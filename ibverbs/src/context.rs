@@ -2,6 +2,7 @@
 //! on a context.
 
 use std::ffi::{c_int, c_void};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, Weak};
 
 use rnic_driver::DeviceHandle;
@@ -31,6 +32,10 @@ use crate::platform::Platform;
 pub(crate) struct Context {
     verbs: VerbsContext,
     pub ctx: AnyContext,
+    /// `cmd_fd`: no kernel commands go through it, but programs expect a
+    /// descriptor there (to `dup` it and hand it to `ibv_import_device`,
+    /// which then says it cannot import).
+    _cmd: std::os::fd::OwnedFd,
     /// Dropped after the driver's context, which resets the NIC.
     _nic: Option<Arc<EmuDevice>>,
 }
@@ -95,6 +100,19 @@ fn inherited_udp(fd: i32) -> std::io::Result<std::net::UdpSocket> {
     // duplicated; the process keeps it.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     Ok(std::net::UdpSocket::from(borrowed.try_clone_to_owned()?))
+}
+
+/// A descriptor that stands for a context (an empty memfd named
+/// `rnic-context`, closed on exec).
+fn context_fd() -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a NUL-terminated name and flags; the result is checked.
+    let fd = unsafe { libc::memfd_create(c"rnic-context".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, owned by nothing else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// A device opened: its provider's context and, for an emulated NIC, the
@@ -244,6 +262,10 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
             return errno::fail(errno);
         }
     };
+    let cmd = match context_fd() {
+        Ok(fd) => fd,
+        Err(e) => return errno::fail(e.raw_os_error().unwrap_or(libc::EMFILE)),
+    };
     // The data-path calls the header's inline functions make through the
     // context; the other entries are compatibility slots, NULL.
     let mut ops = [std::ptr::null_mut::<c_void>(); CONTEXT_OPS];
@@ -258,9 +280,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     let context = IbvContext {
         device,
         ops,
-        cmd_fd: -1,
+        cmd_fd: cmd.as_raw_fd(),
         async_fd: ctx.event_fd().unwrap_or(-1),
-        num_comp_vectors: 1,
+        num_comp_vectors: ctx.num_comp_vectors().min(c_int::MAX as u32) as c_int,
         // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
         // on glibc.
         mutex: unsafe { std::mem::zeroed() },
@@ -283,6 +305,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     let c = Box::into_raw(Box::new(Context {
         verbs,
         ctx,
+        _cmd: cmd,
         _nic: nic,
     }));
     // SAFETY: just made; the field programs hold.

@@ -410,6 +410,10 @@ impl<H: Hal> Provider for Context<H> {
         })
     }
 
+    fn num_comp_vectors(&self) -> u32 {
+        1
+    }
+
     fn create_cq(&self, cqe: u32, channel: Option<&CompChannel<H>>, vector: u32) -> Result<Cq<H>> {
         if vector != 0 {
             return Err(Error::invalid(format!(

@@ -72,6 +72,10 @@ pub trait Provider: Sized {
     fn alloc_pd(&self) -> Result<Self::Pd>;
     /// A completion channel.
     fn create_comp_channel(&self) -> Result<Self::Channel>;
+    /// How many completion vectors a CQ may take its events from
+    /// (`ibv_context.num_comp_vectors`): `vector` of
+    /// [`Provider::create_cq`] is below it.
+    fn num_comp_vectors(&self) -> u32;
     /// A CQ of at least `cqe` entries, its completion events on `channel`
     /// (if any) from vector `vector`.
     fn create_cq(&self, cqe: u32, channel: Option<&Self::Channel>, vector: u32)

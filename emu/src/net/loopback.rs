@@ -47,6 +47,11 @@ impl std::fmt::Debug for Loopback {
 }
 
 impl Wire for Loopback {
+    /// Every frame comes back.
+    fn reflects(&self) -> bool {
+        true
+    }
+
     fn send(&mut self, frames: &mut Vec<Frame>) {
         let n = frames.len();
         for f in frames.drain(..) {

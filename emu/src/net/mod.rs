@@ -87,6 +87,14 @@ pub trait Wire: Send {
         false
     }
 
+    /// Whether a frame the NIC sends to its own MAC comes back to it from
+    /// the wire (a loopback, a switch). Where it does not (a point-to-point
+    /// link), the NIC loops such frames back itself, as a NIC delivers
+    /// traffic between its own QPs without the wire.
+    fn reflects(&self) -> bool {
+        false
+    }
+
     /// A file descriptor that is readable while frames wait to be polled
     /// (a socket), for an idle device worker to sleep on.
     fn wait_fd(&self) -> Option<RawFd> {
@@ -143,6 +151,10 @@ impl<W: Wire + ?Sized> Wire for Box<W> {
 
     fn polled(&self) -> bool {
         (**self).polled()
+    }
+
+    fn reflects(&self) -> bool {
+        (**self).reflects()
     }
 
     fn wait_fd(&self) -> Option<RawFd> {

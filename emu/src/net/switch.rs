@@ -246,6 +246,11 @@ impl Drop for SwitchPort {
 }
 
 impl Wire for SwitchPort {
+    /// A frame to the sender's own MAC goes back to it.
+    fn reflects(&self) -> bool {
+        true
+    }
+
     fn send(&mut self, frames: &mut Vec<Frame>) {
         for f in frames.drain(..) {
             let Ok(eth) = EthernetFrame::new_checked(&f[..]) else {

@@ -77,6 +77,10 @@ impl<W: Wire> Wire for Tap<W> {
         self.inner.polled()
     }
 
+    fn reflects(&self) -> bool {
+        self.inner.reflects()
+    }
+
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         self.inner.wait_fd()
     }
