@@ -69,6 +69,9 @@ command -v gcc >/dev/null 2>&1 || vm_missing+=(gcc)
 # a Python stand-in, and needs a QEMU that still has pvrdma (7.2 to 9.0:
 # Debian 12's qemu-system-x86 is 7.2; QEMU 9.1 removed the device).
 command -v python3 >/dev/null 2>&1 || vm_missing+=(python3)
+# rdma-core's own test suite (tests/rdma-core/run.sh) runs on Debian's
+# pyverbs, which uses the system Python.
+/usr/bin/python3 -c 'import pyverbs' >/dev/null 2>&1 || vm_missing+=(python3-pyverbs)
 # rnic-trace's test renders its HTML in headless Chromium.
 [ -x /usr/bin/chromium ] || vm_missing+=(chromium)
 # Compressed modules (Debian 13 ships .ko.xz) are unpacked for the VM.
@@ -98,7 +101,7 @@ fi
 
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
-    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, perftest, tshark, chromium)"
+    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, pyverbs, perftest, tshark, chromium)"
 fi
 if command -v qemu-system-x86_64 >/dev/null 2>&1 &&
     ! qemu-system-x86_64 -device help 2>/dev/null | grep -q '"pvrdma"'; then
