@@ -48,6 +48,21 @@ impl Setup {
     }
 }
 
+/// `LOCAL_WRITE` in a bind's access, which programs pass (rdma-core's
+/// tests do), is no right of a window: the driver drops it and the bind
+/// gives the remote rights asked.
+fn local_write_in_a_bind_is_dropped(mode: ExecMode) {
+    let s = setup(mode, MwType::Type2);
+    let wc = s.bind(0, 64, access::LOCAL_WRITE | access::REMOTE_WRITE, 1);
+    assert_ok(&wc, 1, WcOpcode::BindMw);
+    assert_ok(
+        &s.write(2, 8, b"granted", s.mw.rkey()),
+        2,
+        WcOpcode::RdmaWrite,
+    );
+    assert_eq!(read_mr(&s.mr, 8, 7), b"granted");
+}
+
 fn type2_bound_used_and_invalidated_by_the_peer(mode: ExecMode) {
     let s = setup(mode, MwType::Type2);
     let old = s.mw.rkey();
@@ -178,7 +193,7 @@ fn bind_errors(mode: ExecMode) {
     );
     bad(
         "not a REMOTE_* flag",
-        &|s| s.bind(0, 8, access::LOCAL_WRITE, 1),
+        &|s| s.bind(0, 8, access::REMOTE_READ | access::MW_BIND, 1),
         Syndrome::AccessDenied,
     );
     bad(
@@ -341,6 +356,7 @@ both_modes!(
     local_invalidate_and_rebind,
     type1_bound_by_ibv_bind_mw,
     bind_errors,
+    local_write_in_a_bind_is_dropped,
     window_rights_and_owner,
     rereg_mr,
 );
