@@ -69,6 +69,10 @@ command -v gcc >/dev/null 2>&1 || vm_missing+=(gcc)
 # a Python stand-in, and needs a QEMU that still has pvrdma (7.2 to 9.0:
 # Debian 12's qemu-system-x86 is 7.2; QEMU 9.1 removed the device).
 command -v python3 >/dev/null 2>&1 || vm_missing+=(python3)
+# UCX and Open MPI (tests/ucx/run.sh, tests/mpi/run.sh).
+command -v ucx_perftest >/dev/null 2>&1 || vm_missing+=(ucx-utils)
+command -v mpirun >/dev/null 2>&1 || vm_missing+=(openmpi-bin)
+command -v mpicc >/dev/null 2>&1 || vm_missing+=(libopenmpi-dev)
 # rdma-core's own test suite (tests/rdma-core/run.sh) runs on Debian's
 # pyverbs, which uses the system Python.
 /usr/bin/python3 -c 'import pyverbs' >/dev/null 2>&1 || vm_missing+=(python3-pyverbs)
@@ -101,9 +105,27 @@ fi
 
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
-    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, pyverbs, perftest, tshark, chromium)"
+    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, pyverbs, UCX, Open MPI, perftest, tshark, chromium)"
 fi
 if command -v qemu-system-x86_64 >/dev/null 2>&1 &&
     ! qemu-system-x86_64 -device help 2>/dev/null | grep -q '"pvrdma"'; then
     echo "setup: $(qemu-system-x86_64 --version | head -1) has no pvrdma device: the PVRDMA VM test (tests/pvrdma/run.sh) needs QEMU 7.2 to 9.0 and will fail" >&2
 fi
+
+# UCX opens a device only if /dev/infiniband/<dev_name> is a character
+# device it may read and write. The drop-in names device N `uverbsN`, as
+# the kernel would; no kernel module stands behind these nodes (opening
+# one fails with ENXIO), so they are made here, once, with the kernel's
+# uverbs numbers (major 231, minor 192 + N), readable and writable by all
+# as udev makes them.
+if [ -w /dev ] || [ -d /dev/infiniband ]; then
+    sudo=()
+    [ "$(id -u)" = 0 ] || sudo=(sudo)
+    "${sudo[@]}" mkdir -p /dev/infiniband
+    for n in $(seq 0 15); do
+        node=/dev/infiniband/uverbs$n
+        [ -c "$node" ] || "${sudo[@]}" mknod -m 666 "$node" c 231 $((192 + n)) 2>/dev/null ||
+            echo "setup: cannot make $node (UCX will not see rnic device $n)" >&2
+    done
+fi
+

@@ -11,6 +11,7 @@ use std::time::Duration;
 use rnic_emu::pcap;
 use rnic_emu::wire::frame::{classify, Received};
 use rnic_emu::wire::opcode;
+use rnic_hw_regs::cqe::{SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6};
 use rnic_tests::fabric::{Fabric, Nic};
 use rnic_tests::*;
 
@@ -152,7 +153,14 @@ fn exchange(mode: ExecMode, gid_index: u8) {
         assert_eq!(wc.qp_num, b.qp.qp_num());
         assert!(wc.flags & wc_flags::GRH != 0);
         assert_eq!(wc.imm_data, imm);
-        assert_eq!((wc.pkey_index, wc.sl, wc.slid), (0, 0, 0));
+        // `sl` tells the packet's network header type, as a ConnectX CQE
+        // does (UCX reads it to find the destination in the GRH).
+        let ty = if gid_index == 0 {
+            SL_ROCE_V2_IPV4
+        } else {
+            SL_ROCE_V2_IPV6
+        };
+        assert_eq!((wc.pkey_index, wc.sl, wc.slid), (0, ty, 0));
         let got = b.buf(k, GRH_LEN + len);
         assert_eq!(&got[GRH_LEN..], &bytes(len, k as u8)[..], "message {k}");
         // The GRH: the IPv4 header in its last 20 bytes, or the IPv6

@@ -81,8 +81,11 @@ pub struct Cqe {
     pub pkey_index: le16,
     /// Source LID (0 on RoCE).
     pub slid: le16,
-    /// Service level of a UD receive (0 on an untagged RoCE wire, which
-    /// carries none).
+    /// On a UD receive, what the RoCEv2 annex (A17.4.5.1) asks a UD CQE
+    /// to tell: the packet's network header type, in the encoding of
+    /// ConnectX's CQE that programs (UCX) read from `ibv_wc.sl` ([`SL_ROCE_V2_IPV4`],
+    /// [`SL_ROCE_V2_IPV6`]); an untagged RoCE wire carries no service level.
+    /// 0 on other CQEs.
     pub sl: u8,
     /// Reserved, zero.
     pub reserved0: [u8; 3],
@@ -174,6 +177,13 @@ const_assert_eq!(core::mem::offset_of!(Cqe, flags), 32);
 const_assert_eq!(core::mem::offset_of!(Cqe, pkey_index), 36);
 const_assert_eq!(core::mem::offset_of!(Cqe, slid), 38);
 const_assert_eq!(core::mem::offset_of!(Cqe, sl), 40);
+
+/// [`Cqe::sl`] of a UD receive of a RoCEv2 packet over IPv4: bit 3, a UDP
+/// header; bits 2:0, L3 header type 2 (IPv4).
+pub const SL_ROCE_V2_IPV4: u8 = 0x8 | 0x2;
+/// [`Cqe::sl`] of a UD receive of a RoCEv2 packet over IPv6: bit 3, a UDP
+/// header; bits 2:0, L3 header type 1 (IPv6).
+pub const SL_ROCE_V2_IPV6: u8 = 0x8 | 0x1;
 const_assert_eq!(core::mem::offset_of!(Cqe, owner), CQE_OWNER_OFFSET);
 
 // Plain data for DMA memory: every field listed, so padding fails the build.

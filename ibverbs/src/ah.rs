@@ -30,7 +30,7 @@ pub(crate) fn ah_attr(a: &IbvAhAttr) -> AhAttr {
     let g = &a.grh;
     AhAttr {
         dgid: g.dgid.raw,
-        flow_label: g.flow_label,
+        flow_label: flow_label(g.flow_label),
         sgid_index: g.sgid_index,
         hop_limit: g.hop_limit,
         traffic_class: g.traffic_class,
@@ -39,6 +39,13 @@ pub(crate) fn ah_attr(a: &IbvAhAttr) -> AhAttr {
         is_global: a.is_global != 0,
         ..AhAttr::default()
     }
+}
+
+/// The 20 bits of a flow label that a GRH carries. Programs pass wider
+/// values (UCX passes `0xffffffff`), which kernel providers take and
+/// mask, as rxe does when it derives the UDP source port: so does this.
+pub(crate) fn flow_label(raw: u32) -> u32 {
+    raw & 0xf_ffff
 }
 
 /// The UD destination of a send request through the live AH `ah`.
@@ -86,7 +93,10 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut IbvPd, attr: *mut IbvAhAttr) -> 
             AHS.add(p);
             p.cast()
         }
-        Err(e) => errno::fail(e.errno()),
+        Err(e) => {
+            log::debug!("ibv_create_ah: {e}");
+            errno::fail(e.errno())
+        }
     }
 }
 

@@ -105,9 +105,12 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         return fail(libc::EINVAL);
     }
     // SAFETY: live (checked above): a box of ours.
-    let ch_context = unsafe { (*channel).context };
+    let (ch_context, fd) = unsafe { ((*channel).context, (*channel).fd) };
+    // On a channel whose fd the program made non-blocking (to poll it),
+    // libibverbs' read fails with EAGAIN when no event waits: so does this.
+    let wait = if nonblocking(fd) { 0 } else { WAIT_NS };
     loop {
-        match ch.get_cq_event(WAIT_NS) {
+        match ch.get_cq_event(wait) {
             Ok(Some(fired)) => {
                 let Some(ours) = cq_by_num(ch_context, fired) else {
                     // Destroyed meanwhile: nothing to report.
@@ -121,8 +124,18 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 }
                 return 0;
             }
+            Ok(None) if wait == 0 => return fail(libc::EAGAIN),
             Ok(None) => continue,
             Err(e) => return fail(e.errno()),
         }
     }
+}
+
+/// Whether `fd` is open with `O_NONBLOCK`: the program waits for it to
+/// turn readable itself, and a call that would read it must not block.
+pub(crate) fn nonblocking(fd: c_int) -> bool {
+    // SAFETY: F_GETFL reads the descriptor's flags; a bad descriptor
+    // fails (-1), which counts as blocking.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_NONBLOCK != 0
 }

@@ -31,7 +31,8 @@ unsafe impl Send for Device {}
 unsafe impl Sync for Device {}
 
 impl Device {
-    fn new(spec: DeviceSpec) -> Device {
+    /// Device `index` of the configuration.
+    fn new(index: usize, spec: DeviceSpec) -> Device {
         let mut ibv = IbvDevice {
             ops: DeviceOps {
                 dummy1: std::ptr::null_mut(),
@@ -44,8 +45,12 @@ impl Device {
             dev_path: [0; SYSFS_PATH_MAX],
             ibdev_path: [0; SYSFS_PATH_MAX],
         };
-        // No kernel device stands behind it: no uverbs name, no sysfs path.
         set_str(&mut ibv.name, &spec.name);
+        // No kernel device stands behind it, so no sysfs paths; but the
+        // uverbs name a kernel would give device `index`, whose node in
+        // /dev/infiniband programs check before they open a device (UCX
+        // does), and `scripts/setup.sh` makes.
+        set_str(&mut ibv.dev_name, &format!("uverbs{index}"));
         Device {
             ibv,
             provider_ops: std::ptr::null(),
@@ -63,7 +68,13 @@ fn devices() -> Result<&'static [Device], &'static str> {
         // driver and the device log.
         let _ = env_logger::try_init();
         config::from_env()
-            .map(|specs| specs.into_iter().map(Device::new).collect())
+            .map(|specs| {
+                specs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, spec)| Device::new(i, spec))
+                    .collect()
+            })
             .inspect_err(|e| eprintln!("rnic libibverbs: {e}"))
     });
     match made {

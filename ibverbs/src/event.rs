@@ -55,8 +55,13 @@ pub unsafe extern "C" fn ibv_get_async_event(
     if event.is_null() {
         return fail(libc::EINVAL);
     }
+    // As for completion events: a non-blocking async_fd makes an empty
+    // wait fail with EAGAIN, as libibverbs' read of it does.
+    // SAFETY: an open context (checked above): a box of ours.
+    let nonblocking = crate::channel::nonblocking(unsafe { (*context).async_fd });
     loop {
         let polled = match c.ctx.poll_event() {
+            Ok(None) if nonblocking => return fail(libc::EAGAIN),
             Ok(None) => c.ctx.wait_event(WAIT_NS),
             got => got,
         };

@@ -275,7 +275,7 @@ pub unsafe extern "C" fn ibv_modify_qp(
         ..QpAttr::default()
     };
     d.ah_attr.dgid = g.dgid.raw;
-    d.ah_attr.flow_label = g.flow_label;
+    d.ah_attr.flow_label = crate::ah::flow_label(g.flow_label);
     d.ah_attr.sgid_index = g.sgid_index;
     d.ah_attr.hop_limit = g.hop_limit;
     d.ah_attr.traffic_class = g.traffic_class;

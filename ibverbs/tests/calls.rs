@@ -665,3 +665,84 @@ int main(void) {
 "#;
     c_ok(code, None);
 }
+
+/// A program that makes the channel's fd or the async fd non-blocking (UCX
+/// does, to wait on them with epoll) gets -1 with `EAGAIN` where nothing
+/// waits, as libibverbs' read of such an fd gives, and the event once it is
+/// there.
+#[test]
+fn nonblocking_event_fds_answer_eagain() {
+    let code = r#"
+#include <fcntl.h>
+#include <poll.h>
+static int nonblock(int fd) { return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
+int main(void) {
+    struct ibv_context *ctx = open_first();
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+    CHECK(ch && nonblock(ch->fd) == 0, 1);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+    struct ibv_cq *ev_cq; void *ev_ctx;
+    errno = 0;
+    CHECK(cq && ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, 2);
+    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
+    union ibv_gid gid;
+    ibv_query_gid(ctx, 1, 0, &gid);
+    CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 3);
+    static char buf[64];
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    CHECK(ibv_req_notify_cq(cq, 0) == 0, 4);
+    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = 1; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey;
+    CHECK(ibv_post_send(a, &w, &bad) == 0, 5);
+    struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+    CHECK(poll(&p, 1, 5000) == 1, 6);
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq, 7);
+    ibv_ack_cq_events(cq, 1);
+    errno = 0;
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, 8);
+    /* The async fd: whatever waits is taken, then EAGAIN. */
+    CHECK(nonblock(ctx->async_fd) == 0, 9);
+    struct ibv_async_event ae;
+    int n = 0;
+    while (ibv_get_async_event(ctx, &ae) == 0 && n < 100) { ibv_ack_async_event(&ae); n++; }
+    CHECK(n < 100 && errno == EAGAIN, 10);
+    return 0;
+}
+"#;
+    c_ok(code, None);
+}
+
+/// What UCX asks of a device besides the verbs: the uverbs name a kernel
+/// would give it (UCX looks for /dev/infiniband/<dev_name>), and an AH
+/// whose flow label is wider than the GRH's 20 bits (UCX passes
+/// 0xffffffff), which kernel providers take and mask.
+#[test]
+fn what_ucx_asks_of_a_device() {
+    let code = r#"
+int main(void) {
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    CHECK(list && list[0] && strcmp(list[0]->dev_name, "uverbs0") == 0, 1);
+    ibv_free_device_list(list);
+    struct ibv_context *ctx = open_first();
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    union ibv_gid gid;
+    CHECK(pd && ibv_query_gid(ctx, 1, 0, &gid) == 0, 2);
+    struct ibv_ah_attr at;
+    memset(&at, 0, sizeof at);
+    at.is_global = 1;
+    at.port_num = 1;
+    at.dlid = 0xc000;
+    at.grh.dgid = gid;
+    at.grh.hop_limit = 64;
+    at.grh.flow_label = 0xffffffff;
+    struct ibv_ah *ah = ibv_create_ah(pd, &at);
+    CHECK(ah && ibv_destroy_ah(ah) == 0, 3);
+    return 0;
+}
+"#;
+    c_ok(code, None);
+}

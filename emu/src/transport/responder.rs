@@ -994,8 +994,17 @@ pub(super) enum Extra {
     Inv(u32),
 }
 
+/// Where a UD message came from, as its receive CQE tells.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct UdSource {
+    /// The DETH's source QP.
+    pub src_qp: u32,
+    /// The packet's network header type (`Cqe::sl`).
+    pub sl: u8,
+}
+
 /// Consumes the receive WQE `wr_id` with a successful completion. `ud`
-/// is the source QP of a UD message (whose GRH heads the buffer); an RC
+/// says where a UD message came from (its GRH heads the buffer); an RC
 /// message comes from the connected QP.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn complete_recv(
@@ -1006,13 +1015,14 @@ pub(super) fn complete_recv(
     len: u64,
     extra: Extra,
     solicited: bool,
-    ud: Option<u32>,
+    ud: Option<UdSource>,
 ) {
     let qpn = qp.qpn;
     let counter = retire_recv(qp);
     let mut c = cq::cqe(wr_id, qpn, counter, opcode.raw(), WcStatus::Success, 0);
     c.byte_len = le32::from_ne(len as u32);
-    c.src_qp = ud.map_or(qp.attrs.dest_qp_num, le32::from_ne);
+    c.src_qp = ud.map_or(qp.attrs.dest_qp_num, |u| le32::from_ne(u.src_qp));
+    c.sl = ud.map_or(0, |u| u.sl);
     match extra {
         Extra::Imm(imm) => c.imm = imm,
         Extra::Inv(rkey) => c.imm = rkey.to_be_bytes(),

@@ -19,7 +19,7 @@
 //! `LOC_LEN_ERR` and the QP moves to the error state.
 
 use rnic_hw_regs::counters::counter;
-use rnic_hw_regs::cqe::Syndrome;
+use rnic_hw_regs::cqe::{Syndrome, SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6};
 use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
 use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
 
@@ -204,13 +204,23 @@ pub(crate) fn on_packet(qp: &mut Qp, dev: &mut Dev, roce: &RoceRepr, payload: &[
         return;
     }
     let mut grh = [0u8; GRH_LEN];
-    match ip.first().map(|b| b >> 4) {
-        Some(4) if ip.len() >= 20 => grh[20..].copy_from_slice(&ip[..20]),
-        Some(6) if ip.len() >= GRH_LEN => grh.copy_from_slice(&ip[..GRH_LEN]),
+    let sl = match ip.first().map(|b| b >> 4) {
+        Some(4) if ip.len() >= 20 => {
+            grh[20..].copy_from_slice(&ip[..20]);
+            SL_ROCE_V2_IPV4
+        }
+        Some(6) if ip.len() >= GRH_LEN => {
+            grh.copy_from_slice(&ip[..GRH_LEN]);
+            SL_ROCE_V2_IPV6
+        }
         _ => return,
-    }
+    };
+    let from = responder::UdSource {
+        src_qp: deth.src_qp,
+        sl,
+    };
     let mut w = responder::take_rwqe(qp);
-    let r = receive(qp, dev, &mut w, roce, &grh, payload, deth.src_qp);
+    let r = receive(qp, dev, &mut w, roce, &grh, payload, from);
     responder::put_rwqe(qp, w);
     match r {
         Ok(()) => {}
@@ -230,7 +240,7 @@ fn receive(
     roce: &RoceRepr,
     grh: &[u8; GRH_LEN],
     payload: &[u8],
-    src_qp: u32,
+    from: responder::UdSource,
 ) -> Result<(), Refuse> {
     responder::next_recv(qp, dev, w)?;
     let code = crate::wire::aeth::NakCode::RemoteOperational;
@@ -276,7 +286,7 @@ fn receive(
         len,
         imm,
         roce.bth.solicited,
-        Some(src_qp),
+        Some(from),
     );
     Ok(())
 }
