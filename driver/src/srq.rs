@@ -7,6 +7,10 @@
 //! when its completion is polled (or removed when its QP is reset or
 //! destroyed), so posting stops at the oldest slot still outstanding: the
 //! device never has more than a ring of WQEs ahead of its consumer index.
+//! The ring is therefore [`RING_SPARE_LOG`] powers of two larger than the
+//! requests the SRQ holds: a program that keeps its SRQ full (UCX does)
+//! reposts each request as it completes, also while an older one is held
+//! by a QP still receiving its message.
 
 use alloc::format;
 use alloc::sync::Arc;
@@ -70,6 +74,10 @@ pub(crate) struct SrqSlots {
 
 struct SlotTable {
     mask: u32,
+    /// Requests outstanding at most (`max_wr`): the ring has room for more.
+    capacity: u32,
+    /// Requests outstanding now.
+    outstanding: u32,
     /// Free-running index of the next WQE to post.
     head: u32,
     /// The oldest outstanding index (`head` if none is).
@@ -79,10 +87,13 @@ struct SlotTable {
 }
 
 impl SlotTable {
-    fn new(log_wqes: u32) -> Self {
+    /// A table of a ring of `2^log_wqes` slots for `capacity` requests.
+    fn new(log_wqes: u32, capacity: u32) -> Self {
         let n = 1usize << log_wqes;
         Self {
             mask: (n - 1) as u32,
+            capacity,
+            outstanding: 0,
             head: 0,
             tail: 0,
             wrid: vec![0; n],
@@ -106,18 +117,26 @@ impl SlotTable {
         if !core::mem::replace(&mut self.busy[slot], false) {
             return None;
         }
+        self.outstanding -= 1;
         while self.tail != self.head && !self.busy[(self.tail & self.mask) as usize] {
             self.tail = self.tail.wrapping_add(1);
         }
         Some(self.wrid[slot])
     }
 
-    /// The same outstanding slots in a table of `2^log_wqes`, which holds
-    /// them all (checked by the caller).
-    fn resized(&self, log_wqes: u32) -> Self {
-        let mut t = Self::new(log_wqes);
+    /// Whether another request may be posted: fewer than `capacity` are
+    /// outstanding, and the ring has a slot past the oldest.
+    fn has_room(&self) -> bool {
+        self.outstanding < self.capacity && self.head.wrapping_sub(self.tail) < self.size()
+    }
+
+    /// The same outstanding slots in a table of `2^log_wqes` for
+    /// `capacity` requests, which holds them all (checked by the caller).
+    fn resized(&self, log_wqes: u32, capacity: u32) -> Self {
+        let mut t = Self::new(log_wqes, capacity);
         t.head = self.head;
         t.tail = self.tail;
+        t.outstanding = self.outstanding;
         let mut i = self.tail;
         while i != self.head {
             let (old, new) = ((i & self.mask) as usize, (i & t.mask) as usize);
@@ -135,6 +154,18 @@ impl SrqSlots {
     pub(crate) fn retire(&self, counter: u16) -> Option<u64> {
         self.table.lock().retire(counter)
     }
+}
+
+/// The ring of an SRQ of `2^n` requests has `2^(n + RING_SPARE_LOG)` slots.
+pub(crate) const RING_SPARE_LOG: u32 = 1;
+
+/// The requests an SRQ asked for `max_wr` holds (a power of two), and the
+/// log2 of its ring's slots; `None` if the ring would not fit the device's
+/// 16-bit indices.
+fn srq_size(max_wr: u32) -> Option<(u32, u32)> {
+    let capacity = max_wr.checked_next_power_of_two()?;
+    let log_wqes = capacity.trailing_zeros() + RING_SPARE_LOG;
+    (log_wqes <= 15).then_some((capacity, log_wqes))
 }
 
 /// Bytes of a ring of `2^log_wqes` slots of `2^log_stride` bytes.
@@ -168,18 +199,17 @@ impl<H: Hal> Pd<H> {
                 attr.max_sge, dev.max_srq_sge
             )));
         }
-        // max_wr <= max_srq_wr: a u32, whose power of two fits u64.
-        let log_wqes = u64::from(attr.max_wr).next_power_of_two().trailing_zeros();
         let stride = ((1 + attr.max_sge.max(1) as usize) * SEG_SIZE)
             .next_power_of_two()
             .max(1 << MIN_LOG_RQ_STRIDE);
         let log_stride = stride.trailing_zeros();
-        if log_stride > u32::from(MAX_LOG_RQ_STRIDE) || log_wqes > 15 {
+        let size = srq_size(attr.max_wr).filter(|_| log_stride <= u32::from(MAX_LOG_RQ_STRIDE));
+        let Some((capacity, log_wqes)) = size else {
             return Err(Error::invalid(format!(
                 "an SRQ of {} requests of {} entries does not fit the device's WQE formats",
                 attr.max_wr, attr.max_sge
             )));
-        }
+        };
         let hal = ctx.hal();
         let mem = hal
             .dma_alloc(ring_len(log_wqes, log_stride))
@@ -234,7 +264,7 @@ impl<H: Hal> Pd<H> {
         let max_sge = dev.max_srq_sge.min((stride / SEG_SIZE - 1) as u32);
         ctx.srqs.write().insert(srqn);
         log::debug!(
-            "created SRQ {srqn}: {} requests of {max_sge} entries",
+            "created SRQ {srqn}: {capacity} requests of {max_sge} entries, a ring of {}",
             1u32 << log_wqes
         );
         Ok(Srq {
@@ -242,7 +272,7 @@ impl<H: Hal> Pd<H> {
                 pd: Arc::clone(&self.inner),
                 slots: Arc::new(SrqSlots {
                     srqn,
-                    table: Mutex::new(SlotTable::new(log_wqes)),
+                    table: Mutex::new(SlotTable::new(log_wqes, capacity)),
                 }),
                 uar_page,
                 max_sge,
@@ -268,9 +298,8 @@ impl<H: Hal> Srq<H> {
     /// What the SRQ provides (its limit as last set here: see
     /// [`Srq::query`] for the device's).
     pub fn attr(&self) -> SrqAttr {
-        let post = self.inner.post.lock();
         SrqAttr {
-            max_wr: 1 << post.log_wqes,
+            max_wr: self.inner.slots.table.lock().capacity,
             max_sge: self.inner.max_sge,
             srq_limit: 0,
         }
@@ -292,7 +321,7 @@ impl<H: Hal> Srq<H> {
                 result = Err(PostError { index, error });
                 break;
             }
-            if head.wrapping_sub(t.tail) >= t.size() {
+            if !t.has_room() {
                 result = Err(PostError {
                     index,
                     error: Error::new(
@@ -306,6 +335,7 @@ impl<H: Hal> Srq<H> {
             let slot = (head & t.mask) as usize;
             t.wrid[slot] = wr.wr_id;
             t.busy[slot] = true;
+            t.outstanding += 1;
             head = head.wrapping_add(1);
             t.head = head;
         }
@@ -334,6 +364,7 @@ impl<H: Hal> Srq<H> {
         }
         let mut post = s.post.lock();
         let mut log_wqes = post.log_wqes;
+        let mut capacity = s.slots.table.lock().capacity;
         if mask & srq_attr::MAX_WR != 0 {
             let max = ctx.attr.max_srq_wr;
             if attr.max_wr == 0 || attr.max_wr > max {
@@ -342,19 +373,17 @@ impl<H: Hal> Srq<H> {
                     attr.max_wr
                 )));
             }
-            log_wqes = u64::from(attr.max_wr).next_power_of_two().trailing_zeros();
-            if log_wqes > 15 {
-                return Err(Error::invalid(format!(
+            (capacity, log_wqes) = srq_size(attr.max_wr).ok_or_else(|| {
+                Error::invalid(format!(
                     "SRQ max_wr {} does not fit the device's indices",
                     attr.max_wr
-                )));
-            }
+                ))
+            })?;
         }
-        if mask & srq_attr::LIMIT != 0 && attr.srq_limit > 1 << log_wqes {
+        if mask & srq_attr::LIMIT != 0 && attr.srq_limit > capacity {
             return Err(Error::invalid(format!(
-                "SRQ limit {} exceeds its {} requests",
-                attr.srq_limit,
-                1u32 << log_wqes
+                "SRQ limit {} exceeds its {capacity} requests",
+                attr.srq_limit
             )));
         }
         let mut input = ModifySrqIn {
@@ -367,13 +396,14 @@ impl<H: Hal> Srq<H> {
         if mask & srq_attr::MAX_WR == 0 {
             return ctx.exec::<_, ()>(CmdOpcode::ModifySrq, &input);
         }
-        let (tail, head) = {
+        let (tail, head, outstanding) = {
             let t = s.slots.table.lock();
-            (t.tail, t.head)
+            (t.tail, t.head, t.outstanding)
         };
-        if head.wrapping_sub(tail) > 1 << log_wqes {
+        if outstanding > capacity || head.wrapping_sub(tail) > 1 << log_wqes {
             return Err(Error::invalid(format!(
-                "SRQ {}: {} requests are outstanding, more than max_wr {}",
+                "SRQ {}: {outstanding} requests are outstanding (the oldest {} back), more \
+                 than an SRQ of max_wr {} holds",
                 s.slots.srqn,
                 head.wrapping_sub(tail),
                 attr.max_wr
@@ -429,7 +459,7 @@ impl<H: Hal> Srq<H> {
         post.log_wqes = log_wqes;
         {
             let mut t = s.slots.table.lock();
-            *t = t.resized(log_wqes);
+            *t = t.resized(log_wqes, capacity);
         }
         if let Some(old) = old {
             // SAFETY: from dma_alloc; the device moved to the new ring.
@@ -450,8 +480,11 @@ impl<H: Hal> Srq<H> {
             id: le32::from_ne(self.inner.slots.srqn),
         };
         let out: QuerySrqOut = self.inner.pd.ctx.exec(CmdOpcode::QuerySrq, &input)?;
+        // The device's ring has room for more than the requests the SRQ
+        // holds (RING_SPARE_LOG).
+        let capacity = self.inner.slots.table.lock().capacity;
         Ok(SrqAttr {
-            max_wr: out.max_wr.to_ne(),
+            max_wr: out.max_wr.to_ne().min(capacity),
             max_sge: out.max_sge.to_ne().min(self.inner.max_sge),
             srq_limit: out.srq_limit.to_ne(),
         })
@@ -540,15 +573,17 @@ mod tests {
     use super::*;
 
     fn post(t: &mut SlotTable, wr_id: u64) {
+        assert!(t.has_room());
         let slot = (t.head & t.mask) as usize;
         t.wrid[slot] = wr_id;
         t.busy[slot] = true;
+        t.outstanding += 1;
         t.head = t.head.wrapping_add(1);
     }
 
     #[test]
     fn slots_free_out_of_order_and_the_tail_follows_the_oldest() {
-        let mut t = SlotTable::new(2);
+        let mut t = SlotTable::new(2, 4);
         for i in 0..4 {
             post(&mut t, 10 + i);
         }
@@ -563,19 +598,47 @@ mod tests {
         post(&mut t, 15);
         assert_eq!(t.head.wrapping_sub(t.tail), 4, "full");
         assert_eq!(t.retire(6), Some(15), "index 5 in slot 1");
-        let r = t.resized(3);
-        assert_eq!((r.head, r.tail), (6, 2));
+        let r = t.resized(3, 4);
+        assert_eq!((r.head, r.tail, r.outstanding), (6, 2, 3));
         assert!(r.busy[2] && r.busy[3] && r.busy[4] && !r.busy[5]);
         assert_eq!(r.wrid[4], 14);
     }
 
     #[test]
     fn counters_wrap_at_16_bits() {
-        let mut t = SlotTable::new(0);
+        let mut t = SlotTable::new(0, 1);
         for i in 0..70_000u32 {
             post(&mut t, i.into());
             assert_eq!(t.retire(i.wrapping_add(1) as u16), Some(i.into()));
         }
         assert_eq!(t.tail, 70_000);
+    }
+
+    /// An SRQ kept full, one request held by a QP still receiving its
+    /// message: each request completed after it is posted again, until as
+    /// many have completed past it as the ring has spare slots.
+    #[test]
+    fn a_full_srq_reposts_past_a_held_request() {
+        let (capacity, log_wqes) = srq_size(4).unwrap();
+        assert_eq!((capacity, log_wqes), (4, 3));
+        let mut t = SlotTable::new(log_wqes, capacity);
+        for i in 0..4 {
+            post(&mut t, i);
+        }
+        assert!(!t.has_room(), "max_wr outstanding");
+        // Index 0 is held; 1, 2, 3 and the first of their reposts (index
+        // 4) complete and are posted again.
+        for i in 1..=4u32 {
+            let wr_id = if i < 4 { i } else { 5 };
+            assert_eq!(t.retire((i + 1) as u16), Some(wr_id.into()));
+            post(&mut t, (4 + i).into());
+        }
+        assert_eq!(t.head.wrapping_sub(t.tail), 8, "the ring is spanned");
+        assert_eq!(t.retire(6), Some(6), "index 5");
+        assert_eq!(t.outstanding, 3);
+        assert!(!t.has_room(), "no slot past the held one");
+        assert_eq!(t.retire(1), Some(0), "the held one completes");
+        assert_eq!((t.tail, t.outstanding), (6, 2));
+        assert!(t.has_room());
     }
 }
