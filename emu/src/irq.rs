@@ -88,10 +88,13 @@ impl IrqLines {
     fn take(&self, p: &mut [bool], vector: u16) -> bool {
         let i = usize::from(vector);
         let was = std::mem::replace(&mut p[i], false);
-        if let Some(fd) = &self.fds[i] {
+        // Raises write the eventfd under the same lock, so it holds a count
+        // exactly while the vector is pending: read only then, since a
+        // program may have made it blocking (libibverbs' channel fds are).
+        if let (true, Some(fd)) = (was, &self.fds[i]) {
             let mut n = 0u64;
-            // SAFETY: reads 8 bytes into `n` from an eventfd we own; a
-            // non-blocking read of an empty one fails with EAGAIN.
+            // SAFETY: reads 8 bytes into `n` from an eventfd we own, whose
+            // count is not zero.
             let _ = unsafe { libc::read(fd.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
         }
         was

@@ -48,9 +48,11 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut IbvContext) -> *m
     };
     match c.ctx.create_comp_channel() {
         Ok(ch) => {
+            let fd = ch.fd().unwrap_or(-1);
+            make_blocking(fd);
             let ibv = IbvCompChannel {
                 context,
-                fd: ch.fd().unwrap_or(-1),
+                fd,
                 refcnt: 0,
             };
             let p = Box::into_raw(Box::new(Channel { ibv, ch: Some(ch) }));
@@ -127,6 +129,21 @@ pub unsafe extern "C" fn ibv_get_cq_event(
             Ok(None) if wait == 0 => return fail(libc::EAGAIN),
             Ok(None) => continue,
             Err(e) => return fail(e.errno()),
+        }
+    }
+}
+
+/// Clears `O_NONBLOCK` on `fd`, an event fd handed to the program: rdma-core's
+/// are blocking until the program says otherwise (UCX makes them
+/// non-blocking, `ibv_rc_pingpong -e` does not), and [`nonblocking`] then
+/// tells which the program wants.
+pub(crate) fn make_blocking(fd: c_int) {
+    // SAFETY: F_GETFL and F_SETFL read and set the descriptor's flags; a
+    // bad descriptor fails both, harmlessly.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
         }
     }
 }

@@ -281,7 +281,11 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         device,
         ops,
         cmd_fd: cmd.as_raw_fd(),
-        async_fd: ctx.event_fd().unwrap_or(-1),
+        async_fd: {
+            let fd = ctx.event_fd().unwrap_or(-1);
+            crate::channel::make_blocking(fd);
+            fd
+        },
         num_comp_vectors: ctx.num_comp_vectors().min(c_int::MAX as u32) as c_int,
         // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
         // on glibc.

@@ -666,10 +666,10 @@ int main(void) {
     c_ok(code, None);
 }
 
-/// A program that makes the channel's fd or the async fd non-blocking (UCX
-/// does, to wait on them with epoll) gets -1 with `EAGAIN` where nothing
-/// waits, as libibverbs' read of such an fd gives, and the event once it is
-/// there.
+/// The channel's fd and the async fd are blocking, as rdma-core's are; a
+/// program that makes them non-blocking (UCX does, to wait on them with
+/// epoll) gets -1 with `EAGAIN` where nothing waits, as libibverbs' read
+/// of such an fd gives, and the event once it is there.
 #[test]
 fn nonblocking_event_fds_answer_eagain() {
     let code = r#"
@@ -680,7 +680,9 @@ int main(void) {
     struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
-    CHECK(ch && nonblock(ch->fd) == 0, 1);
+    /* Blocking until the program says otherwise, as rdma-core's are. */
+    CHECK(ch && !(fcntl(ch->fd, F_GETFL) & O_NONBLOCK) && !(fcntl(ctx->async_fd, F_GETFL) & O_NONBLOCK), 11);
+    CHECK(nonblock(ch->fd) == 0, 1);
     struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
     struct ibv_cq *ev_cq; void *ev_ctx;
     errno = 0;

@@ -108,6 +108,11 @@ pub struct VfioUserHal {
     posted: Option<(u8, Producer)>,
     /// One eventfd per MSI-X vector.
     irqs: Vec<File>,
+    /// Taken to read an eventfd's count, which is read only while it is
+    /// readable: a program may have made the descriptor blocking (a
+    /// libibverbs completion channel's fd is), and two waiters woken by
+    /// one interrupt must not both read.
+    irq_take: Mutex<()>,
     epoch: Instant,
 }
 
@@ -203,6 +208,7 @@ impl VfioUserHal {
             }),
             posted,
             irqs,
+            irq_take: Mutex::new(()),
             epoch: Instant::now(),
         })
     }
@@ -417,8 +423,15 @@ unsafe impl Hal for VfioUserHal {
         if n == 0 {
             return Ok(false);
         }
+        let _one_taker = self.irq_take.lock().unwrap_or_else(|e| e.into_inner());
+        p.revents = 0;
+        // SAFETY: one valid pollfd; a zero timeout returns at once.
+        if unsafe { libc::poll(&mut p, 1, 0) } <= 0 {
+            // Another waiter took this interrupt.
+            return Ok(false);
+        }
         let mut count = 0u64;
-        // SAFETY: reads 8 bytes into `count` from our eventfd.
+        // SAFETY: reads 8 bytes into `count` from our eventfd, readable.
         let _ = unsafe { libc::read(p.fd, (&mut count as *mut u64).cast(), 8) };
         Ok(true)
     }

@@ -5,8 +5,12 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// An eventfd: the kernel adds to its counter each time the interrupt it is
 /// wired to fires.
+///
+/// Its takers take the count one at a time and only while it is readable,
+/// so that a program that made the descriptor blocking (a libibverbs
+/// completion channel's fd is) never blocks one of them.
 #[derive(Debug)]
-pub struct EventFd(OwnedFd);
+pub struct EventFd(OwnedFd, std::sync::Mutex<()>);
 
 impl EventFd {
     /// A new non-blocking, close-on-exec eventfd with count 0.
@@ -17,7 +21,10 @@ impl EventFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: eventfd returned a new descriptor that nothing else owns.
-        Ok(Self(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(Self(
+            unsafe { OwnedFd::from_raw_fd(fd) },
+            std::sync::Mutex::new(()),
+        ))
     }
 
     /// Adds 1 to the counter, as an interrupt does.
@@ -35,6 +42,16 @@ impl EventFd {
     /// Reads and clears the counter: how many times it fired since the
     /// last read (0 if none).
     pub fn take(&self) -> io::Result<u64> {
+        let _one_taker = self.1.lock().unwrap_or_else(|e| e.into_inner());
+        let mut pfd = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; a zero timeout returns at once.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+            return Ok(0);
+        }
         let mut buf = [0u8; 8];
         // SAFETY: reads at most 8 bytes into a valid 8-byte buffer.
         let n = unsafe { libc::read(self.0.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
