@@ -63,7 +63,9 @@ pub struct WorkerStats {
     pub timeouts: u64,
     /// Of those, times it then found a NIC that nobody lent itself to
     /// with work that no timer explains (a doorbell, a command, frames):
-    /// work that waited for the worker's clock instead of waking it.
+    /// work that waited for the worker's clock instead of waking it (work
+    /// whose wake-up raced the timeout, its fd readable by the time the
+    /// worker looks, woke it and is not counted).
     pub late: u64,
     /// Of those, times it took back a NIC whose lending thread had
     /// stopped looking for [`LEND_WINDOW`] and found work waiting: a
@@ -430,7 +432,12 @@ fn sleep(core: &Core, entries: &mut [Entry], fds: &mut Vec<libc::pollfd>) {
                     late = true;
                 }
             }
-            if late {
+            // A frame or doorbell whose wake-up raced the timeout has its
+            // fd readable now: that work woke the worker, it did not wait.
+            // SAFETY: as for the sleep above, with a zero timeout.
+            let raced =
+                late && unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) } > 0;
+            if late && !raced {
                 core.stats.late.fetch_add(1, Ordering::Relaxed);
             }
             if takeover {
