@@ -138,7 +138,7 @@ fn shared_by_rc_uc_ud(mode: ExecMode) {
     // B: the SRQ and its buffers in one PD, the QPs in another.
     let (srq_pd, qp_pd) = (nb.ctx.alloc_pd().unwrap(), nb.ctx.alloc_pd().unwrap());
     let srq = srq_of(&srq_pd, 8);
-    assert_eq!(srq.attr().max_wr, 8);
+    assert_eq!(srq.attr().max_wr, 15, "16 slots, one ending the list");
     assert_eq!(srq.attr().max_sge, 1);
     let mr_b = srq_pd.alloc_mr(8 * SLOT, access::LOCAL_WRITE).unwrap();
     let cq_b = nb.ctx.create_cq(64).unwrap();
@@ -252,8 +252,11 @@ fn interleaved(mode: ExecMode) {
         srq.post_recv(&wrs).unwrap();
     };
     post_all(0);
-    // The ring is full.
+    // The rest of its 31 requests, which no message takes, fill it.
     let sg = [mr_b.sge(0, 8).unwrap()];
+    let room = srq.attr().max_wr as usize - 2 * N;
+    let fill: Vec<RecvWr<'_>> = (0..room).map(|i| recv(500 + i as u64, &sg)).collect();
+    srq.post_recv(&fill).unwrap();
     let e = srq.post_recv(&[recv(99, &sg)]).unwrap_err();
     assert_eq!(e.error.kind(), ErrorKind::NoMemory);
     // Both QPs' messages go out together, interleaved on the wire.
@@ -314,7 +317,7 @@ fn limit_rnr_and_resize(mode: ExecMode) {
     let f = Fabric::new(mode, 2, 3);
     let (na, nb) = (&f.nics[0], &f.nics[1]);
     let pd_b = nb.ctx.alloc_pd().unwrap();
-    let srq = srq_of(&pd_b, 8);
+    let srq = srq_of(&pd_b, 7);
     let mr_b = pd_b.alloc_mr(33 * SLOT, access::LOCAL_WRITE).unwrap();
     let cq_b = nb.ctx.create_cq(64).unwrap();
     let b = qp(&pd_b, &cq_b, Some(&srq), QpType::Rc);
@@ -326,12 +329,12 @@ fn limit_rnr_and_resize(mode: ExecMode) {
     up(&b, na, a.qp_num());
     let srqn = srq.srq_num();
 
-    post_slots(&srq, &mr_b, 0, 8);
+    post_slots(&srq, &mr_b, 0, 7);
     let limit = |n| SrqAttr {
         srq_limit: n,
         ..SrqAttr::default()
     };
-    let e = srq.modify(&limit(9), srq_mask::LIMIT).unwrap_err();
+    let e = srq.modify(&limit(8), srq_mask::LIMIT).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument, "above max_wr");
     assert_eq!(
         srq.modify(&limit(1), 4).unwrap_err().kind(),
@@ -342,7 +345,7 @@ fn limit_rnr_and_resize(mode: ExecMode) {
     assert_eq!(
         srq.query().unwrap(),
         SrqAttr {
-            max_wr: 8,
+            max_wr: 7,
             max_sge: 1,
             srq_limit: 4
         }
@@ -356,12 +359,12 @@ fn limit_rnr_and_resize(mode: ExecMode) {
         next += 1;
         wc
     };
-    // Four taken leave four: not fewer than the limit.
-    for _ in 0..4 {
+    // Three taken leave four: not fewer than the limit.
+    for _ in 0..3 {
         one(&f);
     }
     assert_no_event(&nb.ctx);
-    // The fifth leaves three.
+    // The fourth leaves three.
     one(&f);
     let ev = expect_event(&nb.ctx);
     assert_eq!((ev.event_type, ev.obj), (EventType::SrqLimitReached, srqn));
@@ -388,7 +391,7 @@ fn limit_rnr_and_resize(mode: ExecMode) {
     let e = srq
         .modify(
             &SrqAttr {
-                max_wr: 4,
+                max_wr: 3,
                 ..SrqAttr::default()
             },
             srq_mask::MAX_WR,
@@ -404,26 +407,26 @@ fn limit_rnr_and_resize(mode: ExecMode) {
         srq_mask::MAX_WR | srq_mask::LIMIT,
     )
     .unwrap();
-    assert_eq!(srq.attr().max_wr, 32);
+    assert_eq!(srq.attr().max_wr, 31);
     assert_eq!(
         srq.query().unwrap(),
         SrqAttr {
-            max_wr: 32,
+            max_wr: 31,
             max_sge: 1,
             srq_limit: 10
         }
     );
     // The six posted before the resize come first, in order, then those
-    // posted after it; 26 more fill the new ring.
-    post_slots(&srq, &mr_b, 7, 26);
+    // posted after it; 25 more fill the new SRQ of 31.
+    post_slots(&srq, &mr_b, 7, 25);
     let e = srq
         .post_recv(&[recv(1, &[mr_b.sge(0, 8).unwrap()])])
         .unwrap_err();
-    assert_eq!(e.error.kind(), ErrorKind::NoMemory, "32 outstanding");
-    for k in 1..=32u64 {
+    assert_eq!(e.error.kind(), ErrorKind::NoMemory, "31 outstanding");
+    for k in 1..=31u64 {
         let wc = one(&f);
         assert_eq!(wc.wr_id, 1000 + k, "after the resize");
-        if k == 23 {
+        if k == 22 {
             // Nine left, below the new limit of ten.
             let ev = expect_event(&nb.ctx);
             assert_eq!((ev.event_type, ev.obj), (EventType::SrqLimitReached, srqn));
@@ -449,8 +452,8 @@ fn cut_off(mode: ExecMode, leave: fn(&Fabric, EQp, &ECq, &EMr, &Srq<EmuHal>)) {
     let f = Fabric::new(mode, 2, 4);
     let nb = &f.nics[1];
     let pd = nb.ctx.alloc_pd().unwrap();
-    let srq = srq_of(&pd, 2);
-    let mr = pd.alloc_mr(2 * SLOT, access::LOCAL_WRITE).unwrap();
+    let srq = srq_of(&pd, 3);
+    let mr = pd.alloc_mr(3 * SLOT, access::LOCAL_WRITE).unwrap();
     let cq = nb.ctx.create_cq(16).unwrap();
     let b = qp(&pd, &cq, Some(&srq), QpType::Uc);
     let c = Conn::default();
@@ -466,7 +469,7 @@ fn cut_off(mode: ExecMode, leave: fn(&Fabric, EQp, &ECq, &EMr, &Srq<EmuHal>)) {
         qp_attr::STATE | qp_attr::AV | qp_attr::PATH_MTU | qp_attr::DEST_QPN | qp_attr::RQ_PSN,
     )
     .unwrap();
-    post_slots(&srq, &mr, 0, 2);
+    post_slots(&srq, &mr, 0, 3);
     let mut peer = Peer::new(&f);
     peer.send(
         2,
@@ -481,7 +484,7 @@ fn cut_off(mode: ExecMode, leave: fn(&Fabric, EQp, &ECq, &EMr, &Srq<EmuHal>)) {
     let ev = expect_event(&nb.ctx);
     assert_eq!((ev.event_type, ev.obj), (EventType::CommEst, b.qp_num()));
     leave(&f, b, &cq, &mr, &srq);
-    // Slot 0 is free again: two posts fill the ring.
+    // Slot 0 is free again: one post fills the SRQ of three again.
     post_slots(&srq, &mr, 0, 1);
     let e = srq
         .post_recv(&[recv(9, &[mr.sge(0, 8).unwrap()])])
@@ -535,8 +538,8 @@ fn driver_checks() {
     let attr = ctx.device_attr();
     assert_eq!(
         (attr.max_srq, attr.max_srq_wr, attr.max_srq_sge),
-        (1024, 1 << 14, 16),
-        "the device's rings of 2^15 slots hold SRQs of 2^14 requests"
+        (1024, (1 << 15) - 1, 16),
+        "a ring of 2^15 slots, one ending the list"
     );
     let pd = ctx.alloc_pd().unwrap();
     let bad = |max_wr, max_sge| {
@@ -550,7 +553,7 @@ fn driver_checks() {
         .kind()
     };
     assert_eq!(bad(0, 1), ErrorKind::InvalidArgument);
-    assert_eq!(bad((1 << 14) + 1, 1), ErrorKind::InvalidArgument);
+    assert_eq!(bad(1 << 15, 1), ErrorKind::InvalidArgument);
     assert_eq!(bad(4, 17), ErrorKind::InvalidArgument);
     // The limit given at creation is ignored, as ibv_create_srq does.
     let srq = pd
@@ -563,7 +566,7 @@ fn driver_checks() {
     assert_eq!(
         srq.query().unwrap(),
         SrqAttr {
-            max_wr: 8,
+            max_wr: 7,
             max_sge: 3,
             srq_limit: 0
         }

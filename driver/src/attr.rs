@@ -34,9 +34,8 @@ pub(crate) fn device_attr(o: &QueryDeviceOut) -> DeviceAttr {
         max_msg_sz: o.max_msg_sz.to_ne(),
         local_ca_ack_delay: o.local_ca_ack_delay.to_ne(),
         max_srq: o.max_srq.to_ne(),
-        // An SRQ's ring has more slots than requests
-        // (`srq::RING_SPARE_LOG`): the largest SRQ is that much smaller.
-        max_srq_wr: o.max_srq_wr.to_ne() >> crate::srq::RING_SPARE_LOG,
+        // An SRQ's list ends at a slot it does not fill.
+        max_srq_wr: o.max_srq_wr.to_ne().saturating_sub(1),
         max_srq_sge: o.max_srq_sge.to_ne(),
     }
 }

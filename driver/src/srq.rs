@@ -2,15 +2,15 @@
 //! query and destruction, and the slot accounting the CQ poller retires
 //! against.
 //!
-//! The device takes an SRQ's WQEs in ring order, but they complete in any
-//! order (each QP finishes its own messages). A slot is free again only
-//! when its completion is polled (or removed when its QP is reset or
-//! destroyed), so posting stops at the oldest slot still outstanding: the
-//! device never has more than a ring of WQEs ahead of its consumer index.
-//! The ring is therefore [`RING_SPARE_LOG`] powers of two larger than the
-//! requests the SRQ holds: a program that keeps its SRQ full (UCX does)
-//! reposts each request as it completes, also while an older one is held
-//! by a QP still receiving its message.
+//! An SRQ's WQEs are a list through its ring's slots, as in mlx5's SRQ:
+//! each WQE names the slot of the next, and the device follows the list
+//! from slot 0. WQEs complete in any order (each QP finishes its own
+//! messages), and a slot is free again as soon as its completion is polled
+//! (or removed when its QP is reset or destroyed): it is linked at the end
+//! of the list of free slots, and a program that keeps its SRQ full (UCX
+//! does) posts it again at once, whatever older WQEs are still held. One
+//! free slot always ends the list, unposted, so that the WQE posted last
+//! can name it: an SRQ of `2^n` slots holds `2^n - 1` requests.
 
 use alloc::format;
 use alloc::sync::Arc;
@@ -73,77 +73,107 @@ pub(crate) struct SrqSlots {
 }
 
 struct SlotTable {
-    mask: u32,
-    /// Requests outstanding at most (`max_wr`): the ring has room for more.
-    capacity: u32,
+    /// `next[s]`: the slot after `s` in the list (a posted WQE names it).
+    next: Vec<u32>,
+    /// The list's first free slot: the next post fills it.
+    head: u32,
+    /// The list's last free slot, which is not posted while it is last.
+    tail: u32,
+    /// WQEs posted, free-running: the count the doorbell record publishes.
+    posted: u32,
     /// Requests outstanding now.
     outstanding: u32,
-    /// Free-running index of the next WQE to post.
-    head: u32,
-    /// The oldest outstanding index (`head` if none is).
-    tail: u32,
     wrid: Vec<u64>,
     busy: Vec<bool>,
 }
 
 impl SlotTable {
-    /// A table of a ring of `2^log_wqes` slots for `capacity` requests.
-    fn new(log_wqes: u32, capacity: u32) -> Self {
-        let n = 1usize << log_wqes;
+    /// A table of `n` slots, all free: a list from slot 0 to `n - 1`.
+    fn new(n: u32) -> Self {
         Self {
-            mask: (n - 1) as u32,
-            capacity,
-            outstanding: 0,
+            next: (0..n).map(|s| (s + 1) % n).collect(),
             head: 0,
-            tail: 0,
-            wrid: vec![0; n],
-            busy: vec![false; n],
+            tail: n - 1,
+            posted: 0,
+            outstanding: 0,
+            wrid: vec![0; n as usize],
+            busy: vec![false; n as usize],
         }
     }
 
     fn size(&self) -> u32 {
-        self.mask + 1
+        self.next.len() as u32
     }
 
-    /// Frees the slot of the 16-bit `counter` (index + 1) of a completion
-    /// and returns its work request ID; `None` if it names no outstanding
-    /// slot.
-    fn retire(&mut self, counter: u16) -> Option<u64> {
-        let back = u32::from((self.head as u16).wrapping_sub(counter.wrapping_sub(1)));
-        if back == 0 || back > self.head.wrapping_sub(self.tail) {
-            return None;
-        }
-        let slot = (self.head.wrapping_sub(back) & self.mask) as usize;
-        if !core::mem::replace(&mut self.busy[slot], false) {
-            return None;
-        }
-        self.outstanding -= 1;
-        while self.tail != self.head && !self.busy[(self.tail & self.mask) as usize] {
-            self.tail = self.tail.wrapping_add(1);
-        }
-        Some(self.wrid[slot])
+    /// Requests the SRQ holds (`max_wr`): every slot but the list's end.
+    fn capacity(&self) -> u32 {
+        self.size() - 1
     }
 
-    /// Whether another request may be posted: fewer than `capacity` are
-    /// outstanding, and the ring has a slot past the oldest.
+    /// Whether another request may be posted: a free slot is left besides
+    /// the list's end.
     fn has_room(&self) -> bool {
-        self.outstanding < self.capacity && self.head.wrapping_sub(self.tail) < self.size()
+        self.head != self.tail
     }
 
-    /// The same outstanding slots in a table of `2^log_wqes` for
-    /// `capacity` requests, which holds them all (checked by the caller).
-    fn resized(&self, log_wqes: u32, capacity: u32) -> Self {
-        let mut t = Self::new(log_wqes, capacity);
-        t.head = self.head;
-        t.tail = self.tail;
-        t.outstanding = self.outstanding;
-        let mut i = self.tail;
-        while i != self.head {
-            let (old, new) = ((i & self.mask) as usize, (i & t.mask) as usize);
-            t.busy[new] = self.busy[old];
-            t.wrid[new] = self.wrid[old];
-            i = i.wrapping_add(1);
+    /// Takes the head slot for request `wr_id`: the slot and the slot its
+    /// WQE names next. The caller checked [`SlotTable::has_room`].
+    fn post(&mut self, wr_id: u64) -> (u32, u32) {
+        let slot = self.head;
+        let next = self.next[slot as usize];
+        self.busy[slot as usize] = true;
+        self.wrid[slot as usize] = wr_id;
+        self.head = next;
+        self.posted = self.posted.wrapping_add(1);
+        self.outstanding += 1;
+        (slot, next)
+    }
+
+    /// Frees the slot of the 16-bit `counter` (slot + 1) of a completion,
+    /// linking it at the end of the list, and returns its work request ID;
+    /// `None` if it names no outstanding slot.
+    fn retire(&mut self, counter: u16) -> Option<u64> {
+        let slot = u32::from(counter.wrapping_sub(1));
+        if slot >= self.size() || !core::mem::replace(&mut self.busy[slot as usize], false) {
+            return None;
         }
+        // The old end is unposted: no WQE the device may read names its
+        // successor yet.
+        self.next[self.tail as usize] = slot;
+        self.tail = slot;
+        self.outstanding -= 1;
+        Some(self.wrid[slot as usize])
+    }
+
+    /// Whether a table of `n` slots can take over: every outstanding slot
+    /// and the head are below `n`, and it holds the outstanding requests.
+    fn fits(&self, n: u32) -> bool {
+        self.head < n && self.outstanding < n && self.busy.iter().skip(n as usize).all(|&b| !b)
+    }
+
+    /// The same outstanding slots, and the posted WQEs' list, in a table
+    /// of `n` slots, which [`SlotTable::fits`] them. The free slots are
+    /// linked anew from the head, which the device reaches after the last
+    /// WQE posted.
+    fn resized(&self, n: u32) -> Self {
+        let mut t = Self::new(n);
+        let keep = self.size().min(n) as usize;
+        t.busy[..keep].copy_from_slice(&self.busy[..keep]);
+        t.wrid[..keep].copy_from_slice(&self.wrid[..keep]);
+        for s in 0..keep {
+            if t.busy[s] {
+                t.next[s] = self.next[s];
+            }
+        }
+        let mut end = self.head;
+        for s in (0..n).filter(|&s| s != self.head && !t.busy[s as usize]) {
+            t.next[end as usize] = s;
+            end = s;
+        }
+        t.head = self.head;
+        t.tail = end;
+        t.posted = self.posted;
+        t.outstanding = self.outstanding;
         t
     }
 }
@@ -156,16 +186,13 @@ impl SrqSlots {
     }
 }
 
-/// The ring of an SRQ of `2^n` requests has `2^(n + RING_SPARE_LOG)` slots.
-pub(crate) const RING_SPARE_LOG: u32 = 1;
-
-/// The requests an SRQ asked for `max_wr` holds (a power of two), and the
-/// log2 of its ring's slots; `None` if the ring would not fit the device's
-/// 16-bit indices.
-fn srq_size(max_wr: u32) -> Option<(u32, u32)> {
-    let capacity = max_wr.checked_next_power_of_two()?;
-    let log_wqes = capacity.trailing_zeros() + RING_SPARE_LOG;
-    (log_wqes <= 15).then_some((capacity, log_wqes))
+/// The log2 of the slots of an SRQ asked for `max_wr` requests (one more
+/// than it holds, the list's end); `None` if they would not fit the
+/// device's 16-bit indices.
+fn srq_log_wqes(max_wr: u32) -> Option<u32> {
+    let n = max_wr.checked_add(1)?.checked_next_power_of_two()?;
+    let log_wqes = n.trailing_zeros();
+    (log_wqes <= 15).then_some(log_wqes)
 }
 
 /// Bytes of a ring of `2^log_wqes` slots of `2^log_stride` bytes.
@@ -203,8 +230,8 @@ impl<H: Hal> Pd<H> {
             .next_power_of_two()
             .max(1 << MIN_LOG_RQ_STRIDE);
         let log_stride = stride.trailing_zeros();
-        let size = srq_size(attr.max_wr).filter(|_| log_stride <= u32::from(MAX_LOG_RQ_STRIDE));
-        let Some((capacity, log_wqes)) = size else {
+        let size = srq_log_wqes(attr.max_wr).filter(|_| log_stride <= u32::from(MAX_LOG_RQ_STRIDE));
+        let Some(log_wqes) = size else {
             return Err(Error::invalid(format!(
                 "an SRQ of {} requests of {} entries does not fit the device's WQE formats",
                 attr.max_wr, attr.max_sge
@@ -264,15 +291,15 @@ impl<H: Hal> Pd<H> {
         let max_sge = dev.max_srq_sge.min((stride / SEG_SIZE - 1) as u32);
         ctx.srqs.write().insert(srqn);
         log::debug!(
-            "created SRQ {srqn}: {capacity} requests of {max_sge} entries, a ring of {}",
-            1u32 << log_wqes
+            "created SRQ {srqn}: {} requests of {max_sge} entries",
+            (1u32 << log_wqes) - 1
         );
         Ok(Srq {
             inner: Arc::new(SrqInner {
                 pd: Arc::clone(&self.inner),
                 slots: Arc::new(SrqSlots {
                     srqn,
-                    table: Mutex::new(SlotTable::new(log_wqes, capacity)),
+                    table: Mutex::new(SlotTable::new(1 << log_wqes)),
                 }),
                 uar_page,
                 max_sge,
@@ -299,7 +326,7 @@ impl<H: Hal> Srq<H> {
     /// [`Srq::query`] for the device's).
     pub fn attr(&self) -> SrqAttr {
         SrqAttr {
-            max_wr: self.inner.slots.table.lock().capacity,
+            max_wr: self.inner.slots.table.lock().capacity(),
             max_sge: self.inner.max_sge,
             srq_limit: 0,
         }
@@ -315,7 +342,7 @@ impl<H: Hal> Srq<H> {
         // The slot table is shared with the pollers of every CQ the SRQ's
         // QPs complete on: taken once for the batch.
         let mut t = s.slots.table.lock();
-        let (start, mut head) = (t.head, t.head);
+        let start = t.posted;
         for (index, wr) in wrs.iter().enumerate() {
             if let Err(error) = check_recv(wr, s.max_sge) {
                 result = Err(PostError { index, error });
@@ -331,22 +358,18 @@ impl<H: Hal> Srq<H> {
                 });
                 break;
             }
-            write_recv(&mut post.ring, head, wr);
-            let slot = (head & t.mask) as usize;
-            t.wrid[slot] = wr.wr_id;
-            t.busy[slot] = true;
-            t.outstanding += 1;
-            head = head.wrapping_add(1);
-            t.head = head;
+            let (slot, next) = t.post(wr.wr_id);
+            write_recv(&mut post.ring, slot, wr, next);
         }
+        let posted = t.posted;
         drop(t);
-        if head != start {
+        if posted != start {
             // DbRec::publish is the one release store: the WQEs are visible
             // before the record, which is written before the doorbell.
-            post.dbrec.publish(head);
+            post.dbrec.publish(posted);
             let db = WqDoorbell::new()
                 .with_qpn(s.slots.srqn)
-                .with_pi(head as u16);
+                .with_pi(posted as u16);
             s.pd.ctx.ring_doorbell(s.uar_page, SRQ_DB, db.into_bits());
         }
         result
@@ -364,7 +387,7 @@ impl<H: Hal> Srq<H> {
         }
         let mut post = s.post.lock();
         let mut log_wqes = post.log_wqes;
-        let mut capacity = s.slots.table.lock().capacity;
+        let mut capacity = s.slots.table.lock().capacity();
         if mask & srq_attr::MAX_WR != 0 {
             let max = ctx.attr.max_srq_wr;
             if attr.max_wr == 0 || attr.max_wr > max {
@@ -373,12 +396,13 @@ impl<H: Hal> Srq<H> {
                     attr.max_wr
                 )));
             }
-            (capacity, log_wqes) = srq_size(attr.max_wr).ok_or_else(|| {
+            log_wqes = srq_log_wqes(attr.max_wr).ok_or_else(|| {
                 Error::invalid(format!(
                     "SRQ max_wr {} does not fit the device's indices",
                     attr.max_wr
                 ))
             })?;
+            capacity = (1 << log_wqes) - 1;
         }
         if mask & srq_attr::LIMIT != 0 && attr.srq_limit > capacity {
             return Err(Error::invalid(format!(
@@ -396,17 +420,16 @@ impl<H: Hal> Srq<H> {
         if mask & srq_attr::MAX_WR == 0 {
             return ctx.exec::<_, ()>(CmdOpcode::ModifySrq, &input);
         }
-        let (tail, head, outstanding) = {
+        // Completions only free slots meanwhile (posting waits for the
+        // post lock, held), so what fits now fits after the command.
+        let (fits, old_slots) = {
             let t = s.slots.table.lock();
-            (t.tail, t.head, t.outstanding)
+            (t.fits(1 << log_wqes), t.size())
         };
-        if outstanding > capacity || head.wrapping_sub(tail) > 1 << log_wqes {
+        if !fits {
             return Err(Error::invalid(format!(
-                "SRQ {}: {outstanding} requests are outstanding (the oldest {} back), more \
-                 than an SRQ of max_wr {} holds",
-                s.slots.srqn,
-                head.wrapping_sub(tail),
-                attr.max_wr
+                "SRQ {}: its outstanding requests do not fit an SRQ of max_wr {}",
+                s.slots.srqn, attr.max_wr
             )));
         }
         let hal = ctx.hal();
@@ -415,15 +438,13 @@ impl<H: Hal> Srq<H> {
             .dma_alloc(ring_len(log_wqes, log_stride))
             .map_err(|e| Error::hal(e, "allocating an SRQ"))?;
         mem.zero();
-        // The outstanding WQEs go to the same indices of the new ring: the
-        // device takes those not yet taken from there. (The tail only
-        // moves on meanwhile, so the window read above covers them.)
+        // The WQEs go to the same slots of the new ring (all that it has of
+        // the old): the device takes those not yet taken from there.
         // SAFETY: the new ring points into `mem`, kept as long as the ring.
         let ring = unsafe { WqRing::new(&mem, log_wqes, 1 << log_stride) };
         let stride = 1usize << log_stride;
         let mut slot = [0u8; 1 << MAX_LOG_RQ_STRIDE];
-        let mut i = tail;
-        while i != head {
+        for i in 0..old_slots.min(1 << log_wqes) {
             let from = post.ring.slot(i);
             let to = ring.slot(i);
             // SAFETY: both slots are `stride` bytes inside live DMA regions
@@ -434,7 +455,6 @@ impl<H: Hal> Srq<H> {
                 core::ptr::copy_nonoverlapping(from.as_ptr(), slot.as_mut_ptr(), stride);
                 core::ptr::copy_nonoverlapping(slot.as_ptr(), to.as_ptr(), stride);
             }
-            i = i.wrapping_add(1);
         }
         input.log_wqes = le32::from_ne(log_wqes);
         input.buf_iova = le64::from_ne(mem.iova());
@@ -459,7 +479,7 @@ impl<H: Hal> Srq<H> {
         post.log_wqes = log_wqes;
         {
             let mut t = s.slots.table.lock();
-            *t = t.resized(log_wqes, capacity);
+            *t = t.resized(1 << log_wqes);
         }
         if let Some(old) = old {
             // SAFETY: from dma_alloc; the device moved to the new ring.
@@ -480,9 +500,8 @@ impl<H: Hal> Srq<H> {
             id: le32::from_ne(self.inner.slots.srqn),
         };
         let out: QuerySrqOut = self.inner.pd.ctx.exec(CmdOpcode::QuerySrq, &input)?;
-        // The device's ring has room for more than the requests the SRQ
-        // holds (RING_SPARE_LOG).
-        let capacity = self.inner.slots.table.lock().capacity;
+        // The list's end is a slot the SRQ does not fill.
+        let capacity = self.inner.slots.table.lock().capacity();
         Ok(SrqAttr {
             max_wr: out.max_wr.to_ne().min(capacity),
             max_sge: out.max_sge.to_ne().min(self.inner.max_sge),
@@ -572,73 +591,96 @@ impl<H: Hal> Drop for SrqInner<H> {
 mod tests {
     use super::*;
 
-    fn post(t: &mut SlotTable, wr_id: u64) {
+    /// Posts `wr_id` and checks the slot and the slot it names.
+    fn post(t: &mut SlotTable, wr_id: u64, want: (u32, u32)) {
         assert!(t.has_room());
-        let slot = (t.head & t.mask) as usize;
-        t.wrid[slot] = wr_id;
-        t.busy[slot] = true;
-        t.outstanding += 1;
-        t.head = t.head.wrapping_add(1);
+        assert_eq!(t.post(wr_id), want, "request {wr_id}");
     }
 
     #[test]
-    fn slots_free_out_of_order_and_the_tail_follows_the_oldest() {
-        let mut t = SlotTable::new(2, 4);
-        for i in 0..4 {
-            post(&mut t, 10 + i);
-        }
-        assert_eq!(t.retire(2), Some(11), "index 1 completes first");
-        assert_eq!(t.tail, 0, "index 0 is still out");
+    fn slots_come_free_in_any_order_and_are_posted_again_at_once() {
+        let mut t = SlotTable::new(4);
+        assert_eq!(t.capacity(), 3);
+        post(&mut t, 10, (0, 1));
+        post(&mut t, 11, (1, 2));
+        post(&mut t, 12, (2, 3));
+        assert!(!t.has_room(), "slot 3 ends the list");
+        // Slot 1 completes while 0 is held: it is free at once.
+        assert_eq!(t.retire(2), Some(11));
         assert_eq!(t.retire(2), None, "twice");
-        assert_eq!(t.retire(5), None, "never posted");
-        assert_eq!(t.retire(0), None, "before the ring");
+        assert_eq!(t.retire(9), None, "no such slot");
+        assert_eq!(t.retire(0), None, "slot 0xffff");
+        assert_eq!(t.outstanding, 2);
+        // Slot 3, the old end, is posted and names slot 1.
+        post(&mut t, 13, (3, 1));
+        assert!(!t.has_room());
+        assert_eq!(t.posted, 4);
+        assert_eq!(t.retire(1), Some(10), "the held one");
+        post(&mut t, 14, (1, 0));
+        assert_eq!((t.head, t.tail, t.outstanding), (0, 0, 3));
+    }
+
+    #[test]
+    fn a_full_srq_reposts_past_a_held_request_for_ever() {
+        let mut t = SlotTable::new(8);
+        for i in 0..7 {
+            t.post(i);
+        }
+        // Slot 0 stays held; every other completes and is posted again,
+        // many times round.
+        for k in 0..1000u64 {
+            let slot = t.head;
+            let held_next = (0..8).find(|&s| s != 0 && t.busy[s as usize]).unwrap();
+            assert_eq!(
+                t.retire((held_next + 1) as u16),
+                Some(t.wrid[held_next as usize])
+            );
+            let (s, _) = t.post(100 + k);
+            assert_eq!(s, slot);
+            assert_eq!(t.outstanding, 7);
+            assert!(t.busy[0]);
+        }
+    }
+
+    #[test]
+    fn a_resize_keeps_the_posted_list_and_links_the_free_slots_anew() {
+        let mut t = SlotTable::new(4);
+        t.post(10); // slot 0, names 1
+        t.post(11); // slot 1, names 2
         assert_eq!(t.retire(1), Some(10));
-        assert_eq!(t.tail, 2, "past both");
-        post(&mut t, 14);
-        post(&mut t, 15);
-        assert_eq!(t.head.wrapping_sub(t.tail), 4, "full");
-        assert_eq!(t.retire(6), Some(15), "index 5 in slot 1");
-        let r = t.resized(3, 4);
-        assert_eq!((r.head, r.tail, r.outstanding), (6, 2, 3));
-        assert!(r.busy[2] && r.busy[3] && r.busy[4] && !r.busy[5]);
-        assert_eq!(r.wrid[4], 14);
+        // Slot 1 posted, naming 2 (the head); 0 and 3 free.
+        let g = t.resized(8);
+        assert_eq!(g.capacity(), 7);
+        assert!(g.busy[1] && !g.busy[0]);
+        assert_eq!(
+            (g.next[1], g.head),
+            (2, 2),
+            "the device goes on at the head"
+        );
+        let mut free = vec![g.head];
+        let mut s = g.head;
+        while s != g.tail {
+            s = g.next[s as usize];
+            free.push(s);
+        }
+        free.sort_unstable();
+        assert_eq!(free, [0, 2, 3, 4, 5, 6, 7]);
+        assert!(g.fits(4) && !g.fits(2), "slot 2, the head, needs four");
+        let back = g.resized(4);
+        assert_eq!((back.head, back.outstanding, back.capacity()), (2, 1, 3));
+        assert_eq!(back.wrid[1], 11);
     }
 
     #[test]
     fn counters_wrap_at_16_bits() {
-        let mut t = SlotTable::new(0, 1);
-        for i in 0..70_000u32 {
-            post(&mut t, i.into());
-            assert_eq!(t.retire(i.wrapping_add(1) as u16), Some(i.into()));
+        let mut t = SlotTable::new(2);
+        for i in 0..70_000u64 {
+            let (slot, _) = t.post(i);
+            assert_eq!(t.retire((slot + 1) as u16), Some(i));
         }
-        assert_eq!(t.tail, 70_000);
-    }
-
-    /// An SRQ kept full, one request held by a QP still receiving its
-    /// message: each request completed after it is posted again, until as
-    /// many have completed past it as the ring has spare slots.
-    #[test]
-    fn a_full_srq_reposts_past_a_held_request() {
-        let (capacity, log_wqes) = srq_size(4).unwrap();
-        assert_eq!((capacity, log_wqes), (4, 3));
-        let mut t = SlotTable::new(log_wqes, capacity);
-        for i in 0..4 {
-            post(&mut t, i);
-        }
-        assert!(!t.has_room(), "max_wr outstanding");
-        // Index 0 is held; 1, 2, 3 and the first of their reposts (index
-        // 4) complete and are posted again.
-        for i in 1..=4u32 {
-            let wr_id = if i < 4 { i } else { 5 };
-            assert_eq!(t.retire((i + 1) as u16), Some(wr_id.into()));
-            post(&mut t, (4 + i).into());
-        }
-        assert_eq!(t.head.wrapping_sub(t.tail), 8, "the ring is spanned");
-        assert_eq!(t.retire(6), Some(6), "index 5");
-        assert_eq!(t.outstanding, 3);
-        assert!(!t.has_room(), "no slot past the held one");
-        assert_eq!(t.retire(1), Some(0), "the held one completes");
-        assert_eq!((t.tail, t.outstanding), (6, 2));
-        assert!(t.has_room());
+        assert_eq!(t.posted, 70_000);
+        assert_eq!(srq_log_wqes(4095), Some(12));
+        assert_eq!(srq_log_wqes(4096), Some(13));
+        assert_eq!(srq_log_wqes(1 << 15), None);
     }
 }

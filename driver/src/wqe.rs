@@ -389,8 +389,9 @@ pub(crate) fn check_recv(wr: &RecvWr<'_>, max_sge: u32) -> Result<()> {
 }
 
 /// Writes the receive WQE of `wr` (checked by [`check_recv`] against a
-/// `max_recv_sge` that fits the slot) into slot index `idx`.
-pub(crate) fn write_recv(ring: &mut WqRing, idx: u32, wr: &RecvWr<'_>) {
+/// `max_recv_sge` that fits the slot) into slot index `idx`; `next` is
+/// the slot an SRQ's device takes after it (0 in a receive queue).
+pub(crate) fn write_recv(ring: &mut WqRing, idx: u32, wr: &RecvWr<'_>, next: u32) {
     let mut n = 0u32;
     for sge in wr.sg_list.iter().filter(|s| s.length != 0) {
         n += 1;
@@ -402,7 +403,7 @@ pub(crate) fn write_recv(ring: &mut WqRing, idx: u32, wr: &RecvWr<'_>) {
         RecvWqeHdr {
             wr_id: le64::from_ne(wr.wr_id),
             sge_count: le32::from_ne(n),
-            reserved: le32::from_ne(0),
+            next: le32::from_ne(next),
         },
     );
 }
@@ -797,11 +798,11 @@ mod tests {
         };
         check_recv(&w, 3).unwrap();
         assert!(check_recv(&w, 2).is_err());
-        write_recv(&mut ring, 5, &w);
+        write_recv(&mut ring, 5, &w, 9);
         let mut want = raw(&RecvWqeHdr {
             wr_id: le64::from_ne(42),
             sge_count: le32::from_ne(2),
-            reserved: le32::from_ne(0),
+            next: le32::from_ne(9),
         });
         want.extend(data(&A));
         want.extend(data(&B));

@@ -339,8 +339,12 @@ pub(crate) struct Srq {
     pub uar_page: u32,
     pub buf: DmaRange,
     pub dbrec: DmaRange,
-    /// Free-running index of the next WQE to take (16 bits significant).
+    /// Free-running count of the WQEs taken (16 bits significant), which
+    /// the doorbell record's producer count is compared with.
     pub ci: u32,
+    /// The slot of the next WQE to take: 0 at creation, then the `next` of
+    /// each WQE taken.
+    pub next_slot: u32,
     /// Producer index last accepted from the doorbell record (never more
     /// than the ring size ahead of `ci`).
     pub pi: u32,

@@ -2,11 +2,14 @@
 //! limit event, the SRQ doorbell, and what a QP on an SRQ gives back when
 //! it leaves service.
 //!
-//! A QP on an SRQ takes the WQE at the SRQ's consumer index when a
-//! message needs one, and the index moves on at once: the WQE is the QP's
-//! from then on (other QPs take the next ones), held until its message
-//! completes. Its completion carries the SRQ index plus one in
-//! `wqe_counter`, as a receive queue's carries its own.
+//! An SRQ's WQEs are a list through its ring's slots: each names the slot
+//! of the next. A QP on an SRQ takes the WQE at the head of the list when
+//! a message needs one (while fewer are taken than the doorbell record
+//! counts posted), and the head moves to the slot it names at once: the
+//! WQE is the QP's from then on (other QPs take the next ones), held until
+//! its message completes. Its completion carries its slot plus one in
+//! `wqe_counter`, and software may reuse the slot as soon as it has it,
+//! whatever WQEs posted before it are still held.
 
 use rnic_hw_regs::cqe::Syndrome;
 use rnic_hw_regs::eqe::EventType;
@@ -68,8 +71,8 @@ fn fail(dev: &mut Dev, srqn: u32, syn: Syndrome) {
     }
 }
 
-/// Takes the WQE at SRQ `srqn`'s consumer index into `w` and returns its
-/// index. The doorbell record is read only once the WQEs known from it
+/// Takes the WQE at the head of SRQ `srqn`'s list into `w` and returns its
+/// slot. The doorbell record is read only once the WQEs known from it
 /// are taken, and again when the limit may have been crossed: fewer WQEs
 /// left than the armed limit raises `SrqLimitReached` and disarms it.
 pub(crate) fn take(dev: &mut Dev, srqn: u32, w: &mut RecvWqe) -> Result<u32, TakeError> {
@@ -90,14 +93,18 @@ pub(crate) fn take(dev: &mut Dev, srqn: u32, w: &mut RecvWqe) -> Result<u32, Tak
             }
         }
     }
-    let index = srq.ci;
-    let slot = index & ((1 << srq.log_wqes) - 1);
+    let mask = (1u32 << srq.log_wqes) - 1;
+    let slot = srq.next_slot & mask;
     let r = wqe::fetch_recv(w, &mut srq.buf, &dev.iommu, slot, srq.log_stride, max_sge);
     if let Err(RecvError::Fault) = r {
         fail(dev, srqn, Syndrome::DmaFault);
         return Err(TakeError::Broken(Syndrome::DmaFault));
     }
+    // The list goes on at the slot this WQE names (a malformed WQE's
+    // header was read too).
+    srq.next_slot = w.next & mask;
     srq.ci = srq.ci.wrapping_add(1);
+    let index = slot;
     if srq.limit > 0 && known(srq) < srq.limit {
         // The record may publish more than was known.
         let left = published(srq, &dev.iommu);

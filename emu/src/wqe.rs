@@ -301,6 +301,8 @@ impl SendWqe {
 #[derive(Debug)]
 pub(crate) struct RecvWqe {
     pub wr_id: u64,
+    /// The header's `next` (an SRQ's list).
+    pub next: u32,
     sges: [DataSeg; MAX_SEND_WQE_DS],
     n: usize,
 }
@@ -309,6 +311,7 @@ impl Default for RecvWqe {
     fn default() -> Self {
         Self {
             wr_id: 0,
+            next: 0,
             sges: [DataSeg::default(); MAX_SEND_WQE_DS],
             n: 0,
         }
@@ -346,6 +349,7 @@ pub(crate) fn fetch_recv(
     let at = slot as usize * stride;
     let hdr: RecvWqeHdr = ring.read(iommu, at).ok_or(RecvError::Fault)?;
     let wr_id = hdr.wr_id.to_ne();
+    w.next = hdr.next.to_ne();
     let n = hdr.sge_count.to_ne() as usize;
     // (The stride already bounds `n` below the array's length; the
     // explicit check keeps the copy below in bounds whatever it is.)

@@ -180,8 +180,11 @@ pub struct RecvWqeHdr {
     pub wr_id: le64,
     /// Number of [`DataSeg`]s that follow.
     pub sge_count: le32,
-    /// Reserved, zero.
-    pub reserved: le32,
+    /// In an SRQ, the slot whose WQE the device takes after this one (low
+    /// 16 bits): the SRQ's WQEs are a list through its ring's slots, so
+    /// that software reuses a slot as soon as its WQE completes, in any
+    /// order. Zero in a receive queue.
+    pub next: le32,
 }
 
 /// Number of BBs a send WQE of `ds` segments occupies.
@@ -220,7 +223,7 @@ rnic_queues::pod_struct! {
     DataSeg { byte_count, lkey, addr }
     BindSeg { mw_rkey, new_rkey, mr_lkey, access, va, length }
     InlineHdr { byte_count }
-    RecvWqeHdr { wr_id, sge_count, reserved }
+    RecvWqeHdr { wr_id, sge_count, next }
     DatagramSeg {
         dest_qpn, qkey, dgid, dmac, sgid_index, hop_limit, traffic_class, sl, reserved0,
         flow_label, reserved1,

@@ -198,7 +198,7 @@ impl<H: Hal> Qp<H> {
                 break;
             }
             let pi = rq.ring.pi();
-            write_recv(&mut rq.ring, pi, wr);
+            write_recv(&mut rq.ring, pi, wr, 0);
             self.shared.record_recv_wqe(pi, wr.wr_id);
             rq.ring.advance(1);
         }

@@ -83,6 +83,7 @@ pub(super) fn create(
             buf,
             dbrec,
             ci: 0,
+            next_slot: 0,
             pi: 0,
             limit,
             error: false,

@@ -215,7 +215,7 @@ impl Bed {
         let hdr = RecvWqeHdr {
             wr_id: le64::from_ne(wr_id),
             sge_count: le32::from_ne(1),
-            reserved: le32::from_ne(0),
+            next: le32::from_ne(0),
         };
         let sge = DataSeg {
             byte_count: le32::from_ne(len),

@@ -671,7 +671,7 @@ impl TQp {
         let hdr = RecvWqeHdr {
             wr_id: le64::from_ne(wr_id),
             sge_count: le32::from_ne(sges.len() as u32),
-            reserved: le32::from_ne(0),
+            next: le32::from_ne(0),
         };
         self.rq.write(off, hdr);
         for (i, s) in sges.iter().enumerate() {
