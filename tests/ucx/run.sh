@@ -70,6 +70,16 @@ done
 echo "$md" | grep -E 'Transport|Device' | sed 's/^#/ /'
 
 failed=0
+# listening PORT: whether a server listens on TCP PORT within 10 s (it
+# does once its UCX context is up).
+listening() {
+    for _ in $(seq 50); do
+        sleep 0.2
+        ss -ltn "sport = :$1" | grep -q LISTEN && return 0
+    done
+    return 1
+}
+
 # perftest TEST SIZE ITERS TLS WIRE_A WIRE_B: one server, one client.
 perftest() {
     local t=$1 size=$2 n=$3 tls=$4 a=$5 b=$6
@@ -78,16 +88,8 @@ perftest() {
         -p "$oob" >"$work/server" 2>&1 &
     local server=$!
     pids+=("$server")
-    local rc=1 out
-    for _ in $(seq 50); do
-        # The server listens once its context is up.
-        sleep 0.2
-        if ss -ltn "sport = :$oob" | grep -q LISTEN; then
-            rc=0
-            break
-        fi
-    done
-    if [ "$rc" = 0 ]; then
+    local rc=0 out
+    if listening "$oob"; then
         out=$(RNIC_DEVICES=$b env "${env[@]}" timeout 120 ucx_perftest 127.0.0.1 -t "$t" \
             -s "$size" -n "$n" -p "$oob" 2>&1) || rc=$?
     else
@@ -138,17 +140,12 @@ RNIC_DEVICES=$udp_a env "${env[@]}" timeout 120 io_demo -q -p "$io_port" -d 1:26
     -o read,write >"$work/io_server" 2>&1 &
 io_server=$!
 pids+=("$io_server")
-rc=1
-for _ in $(seq 50); do
-    sleep 0.2
-    if ss -ltn "sport = :$io_port" | grep -q LISTEN; then
-        rc=0
-        break
-    fi
-done
-if [ "$rc" = 0 ]; then
+rc=0
+if listening "$io_port"; then
     RNIC_DEVICES=$udp_b env "${env[@]}" timeout 120 io_demo -q -p "$io_port" -d 1:262144 \
         -o read,write -i "$((iters_big * 4))" 127.0.0.1 >"$work/io_client" 2>&1 || rc=$?
+else
+    rc=1
 fi
 kill "$io_server" 2>/dev/null || true
 touch "$work/io_client"
