@@ -13,7 +13,14 @@
 //!   `shm-open:PATH` (the shared-memory wire between two processes of one
 //!   host: one creates the file, the other opens it), or `udp-fd:FD=REMOTE`
 //!   (a UDP socket inherited as descriptor FD, bound by the parent, which
-//!   keeps the port across the programs it runs one after another);
+//!   keeps the port across the programs it runs one after another), or
+//!   `fabric:DIR` (the shared-memory fabric in directory DIR: every NIC of
+//!   every process that names it reaches every other by MAC, as an MPI job
+//!   needs). On a fabric the default `mac` and `ipv4` are the process's
+//!   own, from its process ID and the device's index
+//!   (`02:<index>:<pid as 4 bytes>` and `10.0.0.0/8` holding
+//!   `pid · 4 + index mod 4`), so that the ranks of a job, started alike,
+//!   have addresses of their own;
 //! - `vfio`: the PCI address (`0000:00:03.0`) of a real rnic bound to
 //!   vfio-pci, which the device then is instead of an emulated NIC. It has
 //!   its own MAC, GIDs and wire, so `mac`, `ipv4` and `wire` do not go
@@ -66,6 +73,11 @@ pub enum WireSpec {
         fd: i32,
         /// Where it sends.
         remote: SocketAddr,
+    },
+    /// The shared-memory fabric in a directory.
+    Fabric {
+        /// The directory of its members' inboxes.
+        dir: PathBuf,
     },
     /// The shared-memory wire in a file.
     Shm {
@@ -123,6 +135,7 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
         let mut d = DeviceSpec::default_at(devs.len());
         // Keys that describe an emulated NIC, given.
         let mut emulated: Option<&str> = None;
+        let (mut mac_given, mut ipv4_given) = (false, false);
         for kv in item.split(',').map(str::trim) {
             let (k, v) = kv
                 .split_once('=')
@@ -137,8 +150,12 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
                     return Err(format!("device {}: vfio-user: a socket path", d.name))
                 }
                 "vfio-user" => d.vfio_user = Some(v.into()),
-                "mac" => d.mac = mac(v)?,
+                "mac" => {
+                    d.mac = mac(v)?;
+                    mac_given = true;
+                }
                 "ipv4" => {
+                    ipv4_given = true;
                     d.ipv4 = v
                         .parse::<std::net::Ipv4Addr>()
                         .map_err(|e| format!("device {}: ipv4 `{v}`: {e}", d.name))?
@@ -161,6 +178,15 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
                 d.name
             ));
         }
+        if let WireSpec::Fabric { .. } = d.wire {
+            let (mac, ipv4) = process_addresses(devs.len(), std::process::id());
+            if !mac_given {
+                d.mac = mac;
+            }
+            if !ipv4_given {
+                d.ipv4 = ipv4;
+            }
+        }
         if d.vfio.is_some() && d.vfio_user.is_some() {
             return Err(format!("device {}: vfio or vfio-user, not both", d.name));
         }
@@ -170,6 +196,16 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
         devs.push(d);
     }
     Ok(devs)
+}
+
+/// The default MAC and IPv4 address of device `index` of process `pid`
+/// on a fabric: distinct for every live process (Linux's process IDs stay
+/// below 2²²) and for four devices in each.
+fn process_addresses(index: usize, pid: u32) -> ([u8; 6], [u8; 4]) {
+    let p = pid.to_be_bytes();
+    let mac = [0x02, index as u8, p[0], p[1], p[2], p[3]];
+    let v = (((pid & 0x3f_ffff) << 2) | (index as u32 & 3)).to_be_bytes();
+    (mac, [10, v[1], v[2], v[3]])
 }
 
 fn name(v: &str) -> Result<String, String> {
@@ -243,6 +279,12 @@ fn wire(v: &str) -> Result<WireSpec, String> {
             remote: r.parse::<SocketAddr>().map_err(|e| format!("`{r}`: {e}"))?,
         });
     }
+    if let Some(dir) = v.strip_prefix("fabric:") {
+        if dir.is_empty() {
+            return Err("a directory after the colon".into());
+        }
+        return Ok(WireSpec::Fabric { dir: dir.into() });
+    }
     for (prefix, create) in [("shm-create:", true), ("shm-open:", false)] {
         if let Some(path) = v.strip_prefix(prefix) {
             if path.is_empty() {
@@ -254,7 +296,10 @@ fn wire(v: &str) -> Result<WireSpec, String> {
             });
         }
     }
-    Err("loopback, udp:LOCAL=REMOTE, udp-fd:FD=REMOTE, shm-create:PATH or shm-open:PATH".into())
+    Err(
+        "loopback, udp:LOCAL=REMOTE, udp-fd:FD=REMOTE, shm-create:PATH, shm-open:PATH or fabric:DIR"
+            .into(),
+    )
 }
 
 #[cfg(test)]
@@ -304,6 +349,38 @@ mod tests {
                 create: false
             }
         );
+    }
+
+    #[test]
+    fn fabric_devices_have_the_processs_addresses_unless_given() {
+        let d = parse(
+            [
+                "wire=fabric:/dev/shm/f",
+                "wire=fabric:/dev/shm/f,ipv4=10.9.9.9",
+            ]
+            .into_iter(),
+        )
+        .unwrap();
+        assert_eq!(
+            d[0].wire,
+            WireSpec::Fabric {
+                dir: "/dev/shm/f".into()
+            }
+        );
+        let (mac0, ip0) = process_addresses(0, std::process::id());
+        let (mac1, _) = process_addresses(1, std::process::id());
+        assert_eq!((d[0].mac, d[0].ipv4), (mac0, ip0));
+        assert_eq!((d[1].mac, d[1].ipv4), (mac1, [10, 9, 9, 9]));
+        assert_eq!(
+            process_addresses(2, 0x12_3456),
+            ([2, 2, 0, 0x12, 0x34, 0x56], [10, 0x48, 0xd1, 0x5a])
+        );
+        // Neighbouring processes and devices differ.
+        assert_ne!(process_addresses(0, 7).1, process_addresses(0, 8).1);
+        assert_ne!(process_addresses(0, 7).1, process_addresses(1, 7).1);
+        assert!(parse(["wire=fabric:"].into_iter())
+            .unwrap_err()
+            .contains("directory"));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, Weak};
 
 use rnic_driver::DeviceHandle;
-use rnic_emu::net::{ShmWire, UdpWire};
+use rnic_emu::net::{ShmFabric, ShmWire, UdpWire};
 use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
 use rnic_verbs::provider::Provider;
 use rnic_verbs::{Error, GidType};
@@ -226,6 +226,10 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
                     .map_err(|e| platform(format!("udp-fd {fd}: {e}")))?,
             )
         }
+        WireSpec::Fabric { dir } => b.wire(
+            ShmFabric::join(dir, spec.mac)
+                .map_err(|e| platform(format!("fabric {}: {e}", dir.display())))?,
+        ),
         WireSpec::Shm { path, create } => {
             let w = if *create {
                 ShmWire::create(path)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Open MPI over rnic: Debian's Open MPI 4.1 with `--mca pml ucx`, UCX's
 # verbs transports only (rc_verbs, ud_verbs), every rank a process on this
-# machine whose rnic NIC is a device of one rnicd, so that every rank's NIC
-# reaches every other's through rnicd's switch. The same benchmark
+# machine with an rnic NIC that reaches every other rank's NIC, two ways:
+# `fabric`, each rank's NIC in its own process on the shared-memory fabric
+# (wire=fabric:DIR in /dev/shm); `rnicd`, each rank's NIC a device of one
+# rnicd, reaching the others through rnicd's switch. The same benchmark
 # (tests/mpi/bench.c: point-to-point latency and bandwidth, MPI_Allreduce
 # with every rank checking every element) runs over Open MPI's TCP
 # transport (`--mca pml ob1 --mca btl tcp,self`) in the same run, and each
@@ -38,10 +40,11 @@ done
 bash ibverbs/build.sh --release >/dev/null
 cargo build --release -q -p rnicd
 work=$(mktemp -d)
+fabric=$(mktemp -d /dev/shm/rnic-mpi-fabric.XXXXXX)
 rnicd_pid=
 cleanup() {
     [ -z "$rnicd_pid" ] || kill "$rnicd_pid" 2>/dev/null || true
-    rm -rf "$work"
+    rm -rf "$work" "$fabric"
 }
 trap cleanup EXIT
 mpicc -O2 -Wall -Wextra -Werror -o "$work/bench" tests/mpi/bench.c
@@ -54,8 +57,11 @@ target/release/rnicd --socket "$sock" --slots 16 >"$work/rnicd.log" 2>&1 &
 rnicd_pid=$!
 for _ in $(seq 50); do [ -S "$sock" ] && break; sleep 0.1; done
 
-rnic=(--mca pml ucx -x LD_LIBRARY_PATH="$PWD/target/ibverbs" -x RNIC_DEVICES="vfio-user=$sock"
+ucx=(--mca pml ucx -x LD_LIBRARY_PATH="$PWD/target/ibverbs"
     -x UCX_TLS=rc_verbs,ud_verbs,self -x UCX_NET_DEVICES=rnic0:1 -x UCX_WARN_UNUSED_ENV_VARS=n)
+# Every rank's NIC takes addresses of its own from its process ID.
+on_fabric=("${ucx[@]}" -x RNIC_DEVICES="wire=fabric:$fabric")
+on_rnicd=("${ucx[@]}" -x RNIC_DEVICES="vfio-user=$sock")
 tcp=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 
 # run NAME RANKS ARGS...: the benchmark's lines in $work/NAME.RANKS.
@@ -76,22 +82,29 @@ run() {
     fi
 }
 
+# table N: every figure of the three runs with N ranks, and each rnic one
+# as a ratio to TCP's (time: less is better; bandwidth: more is better).
+table() {
+    local n=$1
+    join -j1 <(awk '{print $1"-"$2, $3}' "$work/fabric.$n" | sort) \
+        <(awk '{print $1"-"$2, $3}' "$work/rnicd.$n" | sort) |
+        join -j1 - <(awk '{print $1"-"$2, $3}' "$work/tcp.$n" | sort) |
+        awk '{split($1, k, "-"); order = (k[1] == "latency") ? 1 : (k[1] == "bandwidth") ? 2 : 3;
+              printf "%d %s %s %s %s %s %.2f %.2f\n", order, k[1], k[2], $2, $3, $4, $2 / $4, $3 / $4}' |
+        sort -k1,1n -k3,3n | cut -d' ' -f2- |
+        awk 'BEGIN {printf "  %-9s %10s %12s %12s %12s %8s %8s\n", "test", "bytes", "fabric", "rnicd", "tcp", "fab/tcp", "rnicd/tcp"}
+             {unit = ($1 == "bandwidth") ? "MB/s" : "us";
+              printf "  %-9s %10d %9.2f %-2s %9.2f %-2s %9.2f %-2s %8.2f %8.2f\n", $1, $2, $3, unit, $4, unit, $5, unit, $6, $7}'
+}
+
 failed=0
 for n in "${ranks[@]}"; do
-    run rnic "$n" "${rnic[@]}" || failed=1
+    run fabric "$n" "${on_fabric[@]}" || failed=1
+    run rnicd "$n" "${on_rnicd[@]}" || failed=1
     run tcp "$n" "${tcp[@]}" || failed=1
     [ "$failed" = 0 ] || break
-    echo "== $n ranks: rnic (pml ucx, rc_verbs through rnicd) beside TCP (pml ob1, btl tcp)"
-    # Latency and all-reduce: time, less is better, ratio rnic / TCP.
-    # Bandwidth: MB/s, ratio rnic / TCP (more is better).
-    join -j1 <(awk '{print $1"-"$2, $3}' "$work/rnic.$n" | sort) \
-        <(awk '{print $1"-"$2, $3}' "$work/tcp.$n" | sort) |
-        awk '{split($1, k, "-"); order = (k[1] == "latency") ? 1 : (k[1] == "bandwidth") ? 2 : 3;
-              printf "%d %s %s %s %s %.2f\n", order, k[1], k[2], $2, $3, $2 / $3}' |
-        sort -k1,1n -k3,3n | cut -d' ' -f2- |
-        awk 'BEGIN {printf "  %-9s %10s %12s %12s %8s\n", "test", "bytes", "rnic", "tcp", "rnic/tcp"}
-             {unit = ($1 == "bandwidth") ? "MB/s" : "us";
-              printf "  %-9s %10d %9.2f %-2s %9.2f %-2s %8.2f\n", $1, $2, $3, unit, $4, unit, $5}'
+    echo "== $n ranks: rnic (pml ucx, rc_verbs; NICs on the shared-memory fabric, and NICs of one rnicd) beside TCP (pml ob1, btl tcp)"
+    table "$n"
 done
 if [ "$failed" != 0 ]; then
     exit 1

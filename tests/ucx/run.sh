@@ -6,7 +6,8 @@
 #      ud_verbs.
 #   2. `ucx_perftest`, two processes, runs UCP tag-matching latency and
 #      bandwidth (8 B and 64 KiB, the eager and the rendezvous protocols)
-#      over each transport, between two rnic NICs on a UDP wire and
+#      over each transport, between two rnic NICs on a UDP wire, on the
+#      shared-memory fabric (each process's NIC its own, in /dev/shm), and
 #      between two NICs of one rnicd (shared memory and its switch).
 #   3. `io_demo -q`, two processes, moves random-sized reads and writes
 #      over rc_verbs with UCX's own data-integrity check (the connection is
@@ -40,10 +41,11 @@ bash ibverbs/build.sh --release >/dev/null
 cargo build --release -q -p rnicd
 export LD_LIBRARY_PATH=$PWD/target/ibverbs
 work=$(mktemp -d)
+fabric=$(mktemp -d /dev/shm/rnic-ucx-fabric.XXXXXX)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    rm -rf "$work"
+    rm -rf "$work" "$fabric"
 }
 trap cleanup EXIT
 
@@ -111,11 +113,16 @@ perftest() {
         '{printf "  %-8s %6s B  %-17s latency %8.2f us (median %8.2f)  bandwidth %9.1f MB/s  %9.0f msg/s\n", t, s, tls, $4, $3, $6, $8}'
 }
 
-for wire in udp rnicd; do
+for wire in udp fabric rnicd; do
     if [ "$wire" = udp ]; then
         a=$udp_a
         b=$udp_b
         echo "== ucx_perftest, two processes, NICs on a UDP wire"
+    elif [ "$wire" = fabric ]; then
+        # Each process's NIC has addresses of its own, from its process ID.
+        a=wire=fabric:$fabric
+        b=$a
+        echo "== ucx_perftest, two processes, NICs on the shared-memory fabric"
     else
         sock=$work/rnicd.sock
         target/release/rnicd --socket "$sock" >"$work/rnicd.log" 2>&1 &

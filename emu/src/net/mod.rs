@@ -12,6 +12,9 @@
 //!   and flooding broadcast, multicast and unknown destinations;
 //! - [`UdpWire`]: one frame per UDP datagram, as QEMU's `-netdev socket,udp=`
 //!   and `-netdev dgram` carry them: NICs in other processes, or a VM's;
+//! - [`ShmWire`]: a ring of frames each way in a file two processes map;
+//! - [`ShmFabric`]: any number of NICs in any processes of one host, each
+//!   with an inbox file in one directory that the others send into;
 //!
 //! and the middleware, in smoltcp's style a wire around a wire:
 //!
@@ -21,9 +24,11 @@
 //!   [`Tap::capture`] writes them to a pcap file.
 
 mod capture;
+mod fabric;
 mod faults;
 mod loopback;
 mod shm;
+mod shm_ring;
 mod switch;
 mod tap;
 mod udp;
@@ -32,6 +37,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 pub use capture::CaptureHandle;
+pub use fabric::ShmFabric;
 pub use faults::{FaultConfig, FaultHandle, FaultStats, Faults};
 pub use loopback::Loopback;
 pub use shm::ShmWire;

@@ -36,24 +36,18 @@
 //! that opens the file does the opposite. The link is up while the other
 //! side is attached.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::io;
 use std::path::Path;
-use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use memmap2::MmapMut;
-
+use super::shm_ring::{Mapping, Ring, Rx, Tx, SLOT_BYTES};
 use super::{Frame, Waker, Wire};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"RNICSHM1");
 /// Slots per ring.
 const SLOTS: u32 = 512;
-/// Bytes per slot: an 8-byte header, then the frame.
-const SLOT_BYTES: usize = 8 << 10;
-/// The largest frame a slot holds.
-const MAX_FRAME: usize = SLOT_BYTES - 8;
 const HEADER_BYTES: usize = 4096;
 const RING_BYTES: usize = SLOTS as usize * SLOT_BYTES;
 /// Length of the shared file.
@@ -61,17 +55,16 @@ const FILE_LEN: usize = HEADER_BYTES + 2 * RING_BYTES;
 
 const SLOTS_AT: usize = 8;
 const SLOT_BYTES_AT: usize = 12;
-const fn producer_at(ring: usize) -> usize {
-    64 * (1 + 2 * ring)
-}
-const fn consumer_at(ring: usize) -> usize {
-    64 * (2 + 2 * ring)
-}
 const fn attached_at(side: usize) -> usize {
     320 + 64 * side
 }
-const fn slot_at(ring: usize, slot: u32) -> usize {
-    HEADER_BYTES + ring * RING_BYTES + slot as usize * SLOT_BYTES
+const fn ring(r: usize) -> Ring {
+    Ring {
+        producer: 64 * (1 + 2 * r),
+        consumer: 64 * (2 + 2 * r),
+        slots_at: HEADER_BYTES + r * RING_BYTES,
+        slots: SLOTS,
+    }
 }
 
 /// Frame buffers the wire keeps at most, and keeps for receiving when the
@@ -84,15 +77,12 @@ const OPEN_WAIT: Duration = Duration::from_secs(5);
 
 /// One side of a shared-memory wire.
 pub struct ShmWire {
-    /// Kept for as long as `base` is used.
-    _map: MmapMut,
-    /// The mapping's first byte.
-    base: NonNull<u8>,
+    map: Mapping,
     side: usize,
-    /// Our producer index on the ring we send on.
-    tx_pi: u32,
-    /// Our consumer index on the ring we receive on.
-    rx_ci: u32,
+    /// The ring we send on (ring `side`).
+    tx: Tx,
+    /// The ring we receive on.
+    rx: Rx,
     waker: Option<Waker>,
     /// Buffers of frames sent, reused for frames received and handed back
     /// to the NIC ([`Wire::reclaim`]).
@@ -105,8 +95,8 @@ impl std::fmt::Debug for ShmWire {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShmWire")
             .field("side", &self.side)
-            .field("tx_pi", &self.tx_pi)
-            .field("rx_ci", &self.rx_ci)
+            .field("tx", &self.tx)
+            .field("rx", &self.rx)
             .finish_non_exhaustive()
     }
 }
@@ -122,14 +112,14 @@ impl ShmWire {
             .truncate(true)
             .open(path)?;
         file.set_len(FILE_LEN as u64)?;
-        let w = Self::map(&file, 0)?;
-        w.u32_at(SLOTS_AT).store(SLOTS, Ordering::Relaxed);
-        w.u32_at(SLOT_BYTES_AT)
+        let map = Mapping::new(&file, FILE_LEN)?;
+        map.u32_at(SLOTS_AT).store(SLOTS, Ordering::Relaxed);
+        map.u32_at(SLOT_BYTES_AT)
             .store(SLOT_BYTES as u32, Ordering::Relaxed);
-        w.u32_at(attached_at(0)).store(1, Ordering::Relaxed);
+        map.u32_at(attached_at(0)).store(1, Ordering::Relaxed);
         // The header is complete before an opener can see the magic.
-        w.u64_at(0).store(MAGIC, Ordering::Release);
-        Ok(w)
+        map.u64_at(0).store(MAGIC, Ordering::Release);
+        Ok(Self::attach(map, 0))
     }
 
     /// Opens the file another process made with [`ShmWire::create`] and
@@ -142,9 +132,9 @@ impl ShmWire {
                 format!("not a shared-memory wire: its length is not {FILE_LEN}"),
             ));
         }
-        let mut w = Self::map(&file, 1)?;
+        let map = Mapping::new(&file, FILE_LEN)?;
         let deadline = Instant::now() + OPEN_WAIT;
-        while w.u64_at(0).load(Ordering::Acquire) != MAGIC {
+        while map.u64_at(0).load(Ordering::Acquire) != MAGIC {
             if Instant::now() > deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
@@ -154,8 +144,8 @@ impl ShmWire {
             std::thread::sleep(Duration::from_millis(1));
         }
         let geometry = (
-            w.u32_at(SLOTS_AT).load(Ordering::Relaxed),
-            w.u32_at(SLOT_BYTES_AT).load(Ordering::Relaxed),
+            map.u32_at(SLOTS_AT).load(Ordering::Relaxed),
+            map.u32_at(SLOT_BYTES_AT).load(Ordering::Relaxed),
         );
         if geometry != (SLOTS, SLOT_BYTES as u32) {
             return Err(io::Error::new(
@@ -165,58 +155,22 @@ impl ShmWire {
         }
         // Pick up where the rings are: frames already queued to us are
         // received, none of ours is pending.
-        w.tx_pi = w.u32_at(producer_at(1)).load(Ordering::Acquire);
-        w.rx_ci = w.u32_at(consumer_at(0)).load(Ordering::Acquire);
-        w.u32_at(attached_at(1)).store(1, Ordering::Release);
+        let w = Self::attach(map, 1);
+        w.map.u32_at(attached_at(1)).store(1, Ordering::Release);
         Ok(w)
     }
 
-    fn map(file: &File, side: usize) -> io::Result<ShmWire> {
-        // SAFETY: the mapping is shared with another process that may
-        // change any byte at any time; this module only ever reaches it
-        // through atomics (`u32_at`, `u64_at`) at `base`, never through
-        // references to plain data, so no access races.
-        let mut map = unsafe { MmapMut::map_mut(file)? };
-        if map.len() != FILE_LEN {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "the shared-memory wire changed length",
-            ));
-        }
-        let base = NonNull::new(map.as_mut_ptr()).expect("a mapping is never at 0");
-        Ok(ShmWire {
-            _map: map,
-            base,
+    fn attach(map: Mapping, side: usize) -> ShmWire {
+        ShmWire {
+            tx: Tx::new(&map, ring(side)),
+            rx: Rx::new(&map, ring(1 - side)),
+            map,
             side,
-            tx_pi: 0,
-            rx_ci: 0,
             waker: None,
             pool: Vec::new(),
             dropped: 0,
             bad: 0,
-        })
-    }
-
-    fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= FILE_LEN);
-        // SAFETY: in bounds and aligned (the mapping is page-aligned);
-        // the bytes are only ever accessed atomically (see `map`), and
-        // the reference lives no longer than the mapping (`&self`).
-        unsafe { AtomicU32::from_ptr(self.base.as_ptr().add(off).cast()) }
-    }
-
-    fn u64_at(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= FILE_LEN);
-        // SAFETY: as in `u32_at`.
-        unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(off).cast()) }
-    }
-
-    fn tx_ring(&self) -> usize {
-        self.side
-    }
-
-    fn rx_ring(&self) -> usize {
-        1 - self.side
+        }
     }
 
     /// Frames dropped because the other side's ring was full.
@@ -229,130 +183,36 @@ impl ShmWire {
         self.bad
     }
 
-    /// Frames waiting for us on the ring, as far as the index says
-    /// (`None`: an index the other side broke).
-    fn pending(&self) -> Option<u32> {
-        let pi = self
-            .u32_at(producer_at(self.rx_ring()))
-            .load(Ordering::Acquire);
-        let n = pi.wrapping_sub(self.rx_ci);
-        (n <= SLOTS).then_some(n)
-    }
-
-    /// Copies `frame` into slot `slot` of our ring, a word at a time.
-    fn put(&self, slot: u32, frame: &[u8]) {
-        let at = slot_at(self.tx_ring(), slot);
-        self.u32_at(at).store(frame.len() as u32, Ordering::Relaxed);
-        let words = self.words(at + 8, frame.len().div_ceil(8));
-        let mut chunks = frame.chunks_exact(8);
-        for (w, c) in words.iter().zip(&mut chunks) {
-            let c: [u8; 8] = c.try_into().expect("chunks of 8");
-            w.store(u64::from_ne_bytes(c), Ordering::Relaxed);
+    fn wake_if_pending(&self) {
+        if self.rx.pending(&self.map) != Some(0) {
+            if let Some(w) = &self.waker {
+                w();
+            }
         }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut c = [0u8; 8];
-            c[..rest.len()].copy_from_slice(rest);
-            words[words.len() - 1].store(u64::from_ne_bytes(c), Ordering::Relaxed);
-        }
-    }
-
-    /// Copies the frame of slot `slot` of the ring we receive on into
-    /// `out`, a word at a time; `false` if its length is impossible.
-    fn take(&self, slot: u32, out: &mut Frame) -> bool {
-        let at = slot_at(self.rx_ring(), slot);
-        let len = self.u32_at(at).load(Ordering::Relaxed) as usize;
-        if len > MAX_FRAME {
-            return false;
-        }
-        let words = self.words(at + 8, len.div_ceil(8));
-        out.clear();
-        out.resize(words.len() * 8, 0);
-        for (c, w) in out.chunks_exact_mut(8).zip(words) {
-            c.copy_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
-        }
-        out.truncate(len);
-        true
-    }
-
-    /// `n` words of the mapping from byte `off`.
-    fn words(&self, off: usize, n: usize) -> &[AtomicU64] {
-        assert!(off % 8 == 0 && off + 8 * n <= FILE_LEN);
-        // SAFETY: in bounds and aligned; the bytes are only ever accessed
-        // atomically (see `map`); the slice lives no longer than `&self`.
-        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(off).cast(), n) }
     }
 }
 
-// SAFETY: `base` points into the mapping the wire owns, which no other
-// object of this process reaches, and every access through it is atomic:
-// the wire may move to another thread.
-unsafe impl Send for ShmWire {}
-
 impl Drop for ShmWire {
     fn drop(&mut self) {
-        self.u32_at(attached_at(self.side))
+        self.map
+            .u32_at(attached_at(self.side))
             .store(0, Ordering::Release);
     }
 }
 
 impl Wire for ShmWire {
     fn send(&mut self, frames: &mut Vec<Frame>) {
-        let ring = self.tx_ring();
-        let ci = self.u32_at(consumer_at(ring)).load(Ordering::Acquire);
-        for f in frames.drain(..) {
-            let used = self.tx_pi.wrapping_sub(ci);
-            if f.len() > MAX_FRAME || used >= SLOTS {
-                // A full ring is a congested link: the frame is lost.
-                self.dropped += 1;
-            } else {
-                self.put(self.tx_pi % SLOTS, &f);
-                self.tx_pi = self.tx_pi.wrapping_add(1);
-            }
-            if self.pool.len() < POOL {
-                self.pool.push(f);
-            }
-        }
-        // The slots are written before the other side sees the index.
-        self.u32_at(producer_at(ring))
-            .store(self.tx_pi, Ordering::Release);
+        self.dropped += self.tx.send(&self.map, frames.iter());
+        let room = POOL.saturating_sub(self.pool.len());
+        self.pool.extend(frames.drain(..).take(room));
     }
 
     fn recv(&mut self, out: &mut Vec<Frame>, max: usize) -> usize {
-        let Some(n) = self.pending() else {
-            // An index more than a ring ahead: nothing behind it can be
-            // trusted. Skip to it.
-            self.bad += 1;
-            self.rx_ci = self
-                .u32_at(producer_at(self.rx_ring()))
-                .load(Ordering::Acquire);
-            self.u32_at(consumer_at(self.rx_ring()))
-                .store(self.rx_ci, Ordering::Release);
-            return 0;
-        };
-        let n = (n as usize).min(max);
-        let mut got = 0;
-        for _ in 0..n {
-            let mut f = self.pool.pop().unwrap_or_default();
-            if self.take(self.rx_ci % SLOTS, &mut f) {
-                out.push(f);
-                got += 1;
-            } else {
-                self.bad += 1;
-                self.pool.push(f);
-            }
-            self.rx_ci = self.rx_ci.wrapping_add(1);
-        }
-        // The slots are read before the other side may reuse them.
-        self.u32_at(consumer_at(self.rx_ring()))
-            .store(self.rx_ci, Ordering::Release);
+        let r = self.rx.recv(&self.map, out, max, &mut self.pool);
+        self.bad += r.bad;
         // More may have come: look again on the next step.
-        if self.pending() != Some(0) {
-            if let Some(w) = &self.waker {
-                w();
-            }
-        }
-        got
+        self.wake_if_pending();
+        r.got
     }
 
     fn set_waker(&mut self, waker: Waker) {
@@ -368,11 +228,7 @@ impl Wire for ShmWire {
     /// Called on each step of the device: frames on the ring make the
     /// device receive.
     fn poll(&mut self, _now_ns: u64) {
-        if self.pending() != Some(0) {
-            if let Some(w) = &self.waker {
-                w();
-            }
-        }
+        self.wake_if_pending();
     }
 
     /// No thread moves the frames and no descriptor tells of them: the
@@ -384,7 +240,8 @@ impl Wire for ShmWire {
     }
 
     fn link_up(&self) -> bool {
-        self.u32_at(attached_at(1 - self.side))
+        self.map
+            .u32_at(attached_at(1 - self.side))
             .load(Ordering::Acquire)
             == 1
     }
@@ -393,6 +250,7 @@ impl Wire for ShmWire {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::shm_ring::MAX_FRAME;
 
     /// A file path, removed when dropped.
     struct TempPath(std::path::PathBuf);
@@ -461,16 +319,17 @@ mod tests {
         let (mut a, mut b, _p) = pair();
         a.send(&mut vec![vec![1; 64], vec![2; 64]]);
         // The peer lies about a length and then about its index.
-        a.u32_at(slot_at(0, 0)).store(u32::MAX, Ordering::Relaxed);
+        a.map
+            .u32_at(ring(0).slots_at)
+            .store(u32::MAX, Ordering::Relaxed);
         let mut got = Vec::new();
         assert_eq!(b.recv(&mut got, 64), 1);
         assert_eq!((got[0][0], b.bad()), (2, 1));
-        a.u32_at(producer_at(0))
-            .store(a.tx_pi.wrapping_add(SLOTS + 1), Ordering::Release);
+        a.tx.skip(SLOTS + 1);
+        a.send(&mut Vec::new());
         assert_eq!(b.recv(&mut got, 64), 0);
         assert_eq!(b.bad(), 2);
         // Back in step with whatever the index said.
-        a.tx_pi = a.tx_pi.wrapping_add(SLOTS + 1);
         a.send(&mut vec![vec![3; 64]]);
         got.clear();
         assert_eq!(b.recv(&mut got, 64), 1);
