@@ -408,9 +408,9 @@ fn device_attr_of(c: &Context) -> Result<IbvDeviceAttr, c_int> {
     out.atomic_cap = int(a.atomic_cap);
     // Memory windows take their keys from the MR table.
     out.max_mw = int(a.max_mr);
-    // Address handles are the driver's own objects: one per QP is what
-    // the device can use at once.
-    out.max_ah = int(a.max_qp);
+    // Address handles are the library's own objects in host memory (the
+    // device holds none), bounded by memory alone, as mlx5 reports them.
+    out.max_ah = c_int::MAX;
     out.max_srq = int(a.max_srq);
     out.max_srq_wr = int(a.max_srq_wr);
     out.max_srq_sge = int(a.max_srq_sge);

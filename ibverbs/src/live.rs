@@ -2,26 +2,29 @@
 //! passes back is checked before it is used: a stale or foreign one gets
 //! `EINVAL`, not a crash.
 
+use std::collections::BTreeSet;
 use std::ffi::c_int;
 use std::sync::{Mutex, MutexGuard};
 
 use rnic_verbs::DestroyError;
 
-/// The addresses of the live objects of one type.
-pub(crate) struct Live(Mutex<Vec<usize>>);
+/// The addresses of the live objects of one type, in a set ordered by
+/// address: a program may hold tens of thousands (a UD peer's address
+/// handles, an MPI job's QPs), and each call looks its pointer up.
+pub(crate) struct Live(Mutex<BTreeSet<usize>>);
 
 impl Live {
     pub(crate) const fn new() -> Live {
-        Live(Mutex::new(Vec::new()))
+        Live(Mutex::new(BTreeSet::new()))
     }
 
-    fn list(&self) -> MutexGuard<'_, Vec<usize>> {
+    fn list(&self) -> MutexGuard<'_, BTreeSet<usize>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Notes the object at `p` live.
     pub(crate) fn add<T>(&self, p: *const T) {
-        self.list().push(p as usize);
+        self.list().insert(p as usize);
     }
 
     /// Whether `p` is a live object.
@@ -32,14 +35,7 @@ impl Live {
     /// Takes `p` off the live objects; whether it was one. Of two threads
     /// freeing one object, only one is told yes.
     pub(crate) fn remove<T>(&self, p: *const T) -> bool {
-        let mut l = self.list();
-        match l.iter().position(|&q| q == p as usize) {
-            Some(i) => {
-                l.swap_remove(i);
-                true
-            }
-            None => false,
-        }
+        self.list().remove(&(p as usize))
     }
 
     /// Runs `f` on `p` if it is a live object, holding the list: it
