@@ -1,5 +1,6 @@
 //! The verified traffic of [`rnic_tests::traffic`] between NICs in two
-//! processes, over UDP wires on 127.0.0.1 and over a shared-memory wire,
+//! processes, over UDP wires on 127.0.0.1, over a shared-memory wire and
+//! over the shared-memory fabric,
 //! through the same faults as the in-process test (on the parent's port).
 //!
 //! The peer process is the `traffic-peer` helper (`tests/bin/
@@ -12,7 +13,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
-use rnic_emu::net::{FaultConfig, ShmWire, UdpWire, Wire};
+use rnic_emu::net::{FaultConfig, ShmFabric, ShmWire, UdpWire, Wire};
+use rnic_tests::fabric::nic_config;
 use rnic_tests::side::side;
 
 /// The descriptor the peer finds its UDP socket at.
@@ -84,4 +86,13 @@ fn two_processes_over_shared_memory() {
     let args = ["shm".to_string(), path.display().to_string()];
     two_processes(Box::new(wire), &args, None);
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn two_processes_on_the_shared_memory_fabric() {
+    let dir = std::env::temp_dir().join(format!("rnic-fabric-test-{}", std::process::id()));
+    let wire = ShmFabric::join(&dir, nic_config(1).mac).expect("join the fabric");
+    let args = ["fabric".to_string(), dir.display().to_string()];
+    two_processes(Box::new(wire), &args, None);
+    let _ = std::fs::remove_dir_all(&dir);
 }
