@@ -337,9 +337,13 @@ impl NicCore {
             ExecMode::Inline => self.drive(Some(Work::Doorbell(off, v))),
             // A send or receive queue's doorbell only points the device
             // at a doorbell record, which is authoritative: it may take
-            // the latch, out of order with the queue's.
+            // the latch, which the device serves before the queue, unless
+            // writes wait in the queue. Those were made before it (a CQ
+            // armed, then a send posted), and PCIe keeps one CPU's posted
+            // writes in order: a completion of the send must see the arm.
             ExecMode::Thread
                 if matches!(off % UAR_PAGE_SIZE, SQ_DB | RQ_DB | SRQ_DB)
+                    && self.queue.is_empty()
                     && self.latch.put(off, v, None) =>
             {
                 self.notify.nudge();
@@ -374,8 +378,12 @@ impl NicCore {
                 }
                 run_list();
             }
-            ExecMode::Thread if self.latch.put(off, db, Some(words)) => self.notify.nudge(),
-            // The latch is taken: an SQ doorbell, and the ring's WQE.
+            // As in `write64`: the latch only while no earlier write waits.
+            ExecMode::Thread if self.queue.is_empty() && self.latch.put(off, db, Some(words)) => {
+                self.notify.nudge()
+            }
+            // The latch is taken, or writes wait: an SQ doorbell, and the
+            // ring's WQE.
             ExecMode::Thread => self.push(Work::Doorbell(off - BF + SQ_DB, db)),
         }
     }
