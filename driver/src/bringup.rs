@@ -77,6 +77,8 @@ pub(crate) struct Caps {
     pub(crate) uc: bool,
     /// The device takes BlueFlame writes (spec 8.1).
     pub(crate) bf: bool,
+    /// The device has the general services QP (spec 13.8.1).
+    pub(crate) gsi: bool,
     /// Completion EQs `CREATE_EQ` can create.
     pub(crate) max_eq: u32,
     /// MSI-X vectors (at least 1).
@@ -110,6 +112,7 @@ impl Caps {
             ud: dev.ud(),
             uc: dev.uc(),
             bf: dev.bf(),
+            gsi: dev.gsi(),
             log_max_wq: queue.log_max_wq(),
             log_max_cqe: queue.log_max_cqe(),
             max_sge: queue.max_sge().into(),

@@ -20,7 +20,9 @@ use crate::transport::{QpTimers, ReqState, RespState};
 /// number never used: a number is not handed out again at once, so frames
 /// still in flight to a destroyed QP are less likely to reach its
 /// successor. Each object belongs to the user context that created it
-/// (uid 0: none).
+/// (uid 0: none). The first numbers may be reserved: objects get them
+/// only by name ([`Table::insert_reserved`]), never as free numbers (the
+/// QP table's QPN 1, the general services QP's).
 #[derive(Debug)]
 pub(crate) struct Table<T> {
     slots: Vec<Option<T>>,
@@ -30,18 +32,45 @@ pub(crate) struct Table<T> {
     free: VecDeque<u32>,
     first: u32,
     capacity: u32,
+    /// Numbers `first .. first + reserved` are reserved.
+    reserved: u32,
 }
 
 impl<T> Table<T> {
     /// A table of numbers `first .. end`.
     pub(crate) fn new(first: u32, end: u32) -> Self {
+        Self::reserving(first, 0, end)
+    }
+
+    /// A table of numbers `first .. end` whose first `reserved` numbers
+    /// are taken only by name.
+    pub(crate) fn reserving(first: u32, reserved: u32, end: u32) -> Self {
+        let capacity = end.saturating_sub(first);
+        let reserved = reserved.min(capacity);
         Self {
-            slots: Vec::new(),
-            owners: Vec::new(),
+            slots: (0..reserved).map(|_| None).collect(),
+            owners: vec![0; reserved as usize],
             free: VecDeque::new(),
             first,
-            capacity: end.saturating_sub(first),
+            capacity,
+            reserved,
         }
+    }
+
+    /// Stores `v` under the reserved number `n`, created by context
+    /// `uid`; `false` (and nothing stored) if `n` is not reserved or
+    /// already holds an object.
+    pub(crate) fn insert_reserved(&mut self, n: u32, uid: u32, v: T) -> bool {
+        let Some(i) = n.checked_sub(self.first).filter(|&i| i < self.reserved) else {
+            return false;
+        };
+        let slot = &mut self.slots[i as usize];
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(v);
+        self.owners[i as usize] = uid;
+        true
     }
 
     /// The number the next object gets, if any is free.
@@ -103,13 +132,15 @@ impl<T> Table<T> {
     pub(crate) fn remove(&mut self, n: u32) -> Option<T> {
         let i = self.index(n)?;
         let v = self.slots[i].take()?;
-        self.free.push_back(i as u32);
+        if i as u32 >= self.reserved {
+            self.free.push_back(i as u32);
+        }
         Some(v)
     }
 
     /// Removes every object and gives the memory back.
     pub(crate) fn clear(&mut self) {
-        *self = Self::new(self.first, self.first + self.capacity);
+        *self = Self::reserving(self.first, self.reserved, self.first + self.capacity);
     }
 
     /// The numbers of every object, in order.
@@ -487,6 +518,28 @@ mod tests {
         assert!(t.get(6).is_none() && t.get(1).is_none());
         t.clear();
         assert_eq!((t.free_number(), t.slots.capacity()), (Some(2), 0));
+    }
+
+    #[test]
+    fn reserved_numbers_are_taken_by_name_only() {
+        // QPNs 1 (reserved: the GSI QP's) to 4.
+        let mut t: Table<u8> = Table::reserving(1, 1, 5);
+        assert_eq!(t.free_number(), Some(2));
+        assert!(!t.insert_reserved(2, 0, 9), "2 is not reserved");
+        assert!(t.insert_reserved(1, 3, 9));
+        assert!(!t.insert_reserved(1, 3, 9), "taken");
+        assert!(t.owned(1, 3));
+        for n in 2..5 {
+            assert_eq!(t.free_number(), Some(n));
+            t.insert(n, 0, 0);
+        }
+        assert_eq!(t.free_number(), None);
+        assert_eq!(t.remove(1), Some(9));
+        assert_eq!(t.free_number(), None, "1 is never a free number");
+        assert!(t.insert_reserved(1, 0, 8));
+        t.clear();
+        assert_eq!(t.free_number(), Some(2));
+        assert!(t.get(1).is_none() && t.insert_reserved(1, 0, 7));
     }
 
     #[test]

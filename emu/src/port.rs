@@ -553,7 +553,7 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     let accepted = st.qps.get(qpn).is_some_and(|qp| {
         if info.transport == Transport::Ud {
             // Any source; a UD QP receives from RTR on.
-            return qp.qp_type == QpType::Ud
+            return qp.qp_type.is_datagram()
                 && matches!(
                     qp.state,
                     QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
@@ -579,6 +579,11 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     if !accepted {
         log::trace!("port: {} for QP {qpn} dropped", info.name);
         st.dev.port.counters.add(counter::RX_UNKNOWN_QP, 1);
+        if qpn <= 1 {
+            // A MAD for QP0 (RoCE has no subnet management) or for a GSI
+            // QP not created or not ready.
+            st.dev.port.counters.add(counter::MADS_DROPPED, 1);
+        }
         return;
     }
     let Some((qp, dev)) = st.parts(qpn) else {
@@ -587,7 +592,7 @@ fn roce(st: &mut State, repr: &FrameRepr, payload: &[u8], f: &[u8]) {
     qp.counters.add(counter::RX_FRAMES, 1);
     qp.counters.add(counter::RX_BYTES, f.len() as u64);
     // A connected QP's first packet in RTR establishes communication.
-    if qp.state == QpState::Rtr && qp.qp_type != QpType::Ud && !qp.comm_est {
+    if qp.state == QpState::Rtr && !qp.qp_type.is_datagram() && !qp.comm_est {
         qp.comm_est = true;
         crate::eq::post(dev, rnic_hw_regs::eqe::EventType::CommEst, qpn, 0);
     }

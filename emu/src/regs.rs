@@ -85,6 +85,7 @@ pub(crate) fn read(dev: &Dev, off: usize) -> u32 {
             .with_uc(true)
             .with_srq(c.max_srq > 0)
             .with_bf(true)
+            .with_gsi(true)
             .into_bits()
             .to_ne(),
         CAP_MAX_QP => c.max_qp,

@@ -172,7 +172,8 @@ impl State {
     pub(crate) fn new(cfg: EmuConfig, irq: Arc<IrqLines>) -> Self {
         Self {
             // QPNs 0 and 1 are reserved; CAP_MAX_QP counts them.
-            qps: Table::new(2, cfg.max_qp),
+            // QPN 0 is QP0's, which RoCE has not; QPN 1 the GSI QP's.
+            qps: Table::reserving(1, 1, cfg.max_qp),
             dev: Dev::new(cfg, irq),
             backlog_turns: 0,
         }

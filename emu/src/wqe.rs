@@ -198,7 +198,7 @@ impl SendWqe {
         };
         // UD carries SENDs only; UC SENDs, WRITEs and the local
         // operations; only RC has SEND with invalidate.
-        let ud = self.qp_type == QpType::Ud;
+        let ud = self.qp_type.is_datagram();
         if (ud && !matches!(op, ReqOp::Send | ReqOp::SendImm))
             || (self.qp_type == QpType::Uc && (op.is_rd_atomic() || op == ReqOp::SendInv))
         {

@@ -533,14 +533,15 @@ fn qp_create_rejections(mode: ExecMode) {
     let good = Tdev::create_qp_in(pdn, cq.cqn, cq.cqn, &mem);
     use CmdStatus::*;
     let cases = [
-        // RC, UC and UD are 2, 3 and 4: 1 and 5 are no type.
+        // GSI, RC, UC and UD are 1, 2, 3 and 4: 0 (QP0) and 5 are no
+        // type.
         (
             CreateQpIn { qp_type: 5, ..good },
             BadParam,
             offset_of!(CreateQpIn, qp_type),
         ),
         (
-            CreateQpIn { qp_type: 1, ..good },
+            CreateQpIn { qp_type: 0, ..good },
             BadParam,
             offset_of!(CreateQpIn, qp_type),
         ),

@@ -146,7 +146,7 @@ pub struct Version {
 /// Major interface version described by this crate.
 pub const VERSION_MAJOR: u16 = 1;
 /// Minor interface version described by this crate.
-pub const VERSION_MINOR: u16 = 4;
+pub const VERSION_MINOR: u16 = 5;
 
 /// `CAP_DEV`: device-wide capabilities.
 #[bitfield(u32, repr = le32, from = le32::from_ne, into = le32::to_ne)]
@@ -174,7 +174,10 @@ pub struct DevCaps {
     /// The device takes BlueFlame writes ([`crate::uar::BF`], from version
     /// 1.4).
     pub bf: bool,
-    #[bits(7)]
+    /// The device has the general services QP, QP1 (`qp_type` GSI, from
+    /// version 1.5).
+    pub gsi: bool,
+    #[bits(6)]
     __: u8,
 }
 

@@ -104,6 +104,15 @@ pub mod counter {
         /// message starts, with no receive WQE, or refused by the
         /// responder's checks (rkey, access, opcode sequence, lengths).
         UC_DROPPED = 32;
+        /// Port: management datagrams the general services QP sent
+        /// (version 1.5).
+        MADS_SENT = 33;
+        /// Port: management datagrams the general services QP received.
+        MADS_RECEIVED = 34;
+        /// Port: management datagrams dropped: for QP0 (no subnet
+        /// management on RoCE), for QP1 with no GSI QP ready, or with a
+        /// Q_Key other than `GSI_QKEY`.
+        MADS_DROPPED = 35;
     }
 }
 

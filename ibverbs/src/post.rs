@@ -11,7 +11,7 @@ use rnic_verbs::provider::QueuePair;
 use std::ffi::c_int;
 
 use crate::any::AnyQp;
-use rnic_verbs::{send_flags, Payload, PostError, QpType, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
+use rnic_verbs::{send_flags, Payload, PostError, RecvWr, RemoteAddr, SendOp, SendWr, Sge};
 use static_assertions::const_assert_eq;
 
 use crate::abi::{IbvQp, IbvRecvWr, IbvSendWr, IbvSge};
@@ -116,7 +116,7 @@ unsafe fn op_of(qp: &AnyQp, w: &IbvSendWr) -> Result<SendOp, c_int> {
         rkey: rdma.rkey,
     };
     let imm = w.imm_data.to_ne_bytes();
-    if qp.qp_type() == QpType::Ud {
+    if qp.qp_type().is_datagram() {
         let imm = match w.opcode {
             2 => None,
             3 => Some(imm),

@@ -547,6 +547,9 @@ impl<H: Hal> ProtectionDomain<Context<H>> for Pd<H> {
             QpType::Rc => pv::QpType::Rc,
             QpType::Ud => pv::QpType::Ud,
             QpType::Uc => return Err(unsupported("UC QPs")),
+            // QEMU's device serves QP1 through its MAD multiplexer, a
+            // service of the host this provider does not speak to.
+            QpType::Gsi => return Err(unsupported("the GSI QP")),
         };
         if init.cap.max_inline_data > 0 {
             return Err(Error::invalid(format!(

@@ -25,14 +25,31 @@ wire_enum! {
 }
 
 wire_enum! {
-    /// QP transport types (`enum ibv_qp_type`).
+    /// QP transport types (`enum ibv_qp_type`, and the kernel's
+    /// `IB_QPT_GSI`, which libibverbs does not name).
     QpType: u8 {
+        /// The general services QP, QP1 (IBA 13.5.2): a UD QP at QPN 1
+        /// that carries management datagrams (the communication manager's),
+        /// with the well-known Q_Key [`GSI_QKEY`]; one per port.
+        Gsi = 1,
         /// Reliable connected.
         Rc = 2,
         /// Unreliable connected.
         Uc = 3,
         /// Unreliable datagram.
         Ud = 4,
+    }
+}
+
+/// The Q_Key of the general services QP (IBA 13.5.2): every MAD it
+/// sends carries it, and it takes no datagram with another.
+pub const GSI_QKEY: u32 = 0x8001_0000;
+
+impl QpType {
+    /// Whether the QP sends and receives datagrams (UD, and the general
+    /// services QP, which is UD).
+    pub const fn is_datagram(self) -> bool {
+        matches!(self, QpType::Ud | QpType::Gsi)
     }
 }
 

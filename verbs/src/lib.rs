@@ -31,7 +31,7 @@ mod wr;
 pub use attr::{DeviceAttr, Gid, PortAttr};
 pub use enums::{
     access, qp_attr, GidType, LinkLayer, Mtu, PortState, QpState, QpType, WcOpcode, WcStatus,
-    WrOpcode,
+    WrOpcode, GSI_QKEY,
 };
 pub use error::{DestroyError, Error, ErrorKind, PostError, Refusal, Result};
 pub use event::{AsyncEvent, EventElement, EventType};

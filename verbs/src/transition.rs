@@ -31,10 +31,13 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
         (Reset, Init) => match ty {
             QpType::Rc | QpType::Uc => t(PKEY_INDEX | PORT | ACCESS_FLAGS, 0),
             QpType::Ud => t(PKEY_INDEX | PORT | QKEY, 0),
+            // The port is the GSI QP's own (the kernel's table allows none).
+            QpType::Gsi => t(PKEY_INDEX | QKEY, PORT),
         },
         (Init, Init) => match ty {
             QpType::Rc | QpType::Uc => t(0, PKEY_INDEX | PORT | ACCESS_FLAGS),
             QpType::Ud => t(0, PKEY_INDEX | PORT | QKEY),
+            QpType::Gsi => t(0, PKEY_INDEX | QKEY),
         },
         (Init, Rtr) => match ty {
             QpType::Rc => t(
@@ -45,7 +48,7 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
                 AV | PATH_MTU | DEST_QPN | RQ_PSN,
                 ALT_PATH | ACCESS_FLAGS | PKEY_INDEX,
             ),
-            QpType::Ud => t(0, PKEY_INDEX | QKEY),
+            QpType::Ud | QpType::Gsi => t(0, PKEY_INDEX | QKEY),
         },
         (Rtr, Rts) => match ty {
             QpType::Rc => t(
@@ -53,7 +56,7 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
                 CUR_STATE | ALT_PATH | ACCESS_FLAGS | MIN_RNR_TIMER | PATH_MIG_STATE,
             ),
             QpType::Uc => t(SQ_PSN, CUR_STATE | ALT_PATH | ACCESS_FLAGS | PATH_MIG_STATE),
-            QpType::Ud => t(SQ_PSN, CUR_STATE | QKEY),
+            QpType::Ud | QpType::Gsi => t(SQ_PSN, CUR_STATE | QKEY),
         },
         (Rts, Rts) => match ty {
             QpType::Rc => t(
@@ -61,7 +64,7 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
                 CUR_STATE | ACCESS_FLAGS | ALT_PATH | PATH_MIG_STATE | MIN_RNR_TIMER,
             ),
             QpType::Uc => t(0, CUR_STATE | ACCESS_FLAGS | ALT_PATH | PATH_MIG_STATE),
-            QpType::Ud => t(0, CUR_STATE | QKEY),
+            QpType::Ud | QpType::Gsi => t(0, CUR_STATE | QKEY),
         },
         (Rts, Sqd) => t(0, EN_SQD_ASYNC_NOTIFY),
         (Sqd, Rts) => match ty {
@@ -70,7 +73,7 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
                 CUR_STATE | ALT_PATH | ACCESS_FLAGS | MIN_RNR_TIMER | PATH_MIG_STATE,
             ),
             QpType::Uc => t(0, CUR_STATE | ALT_PATH | ACCESS_FLAGS | PATH_MIG_STATE),
-            QpType::Ud => t(0, CUR_STATE | QKEY),
+            QpType::Ud | QpType::Gsi => t(0, CUR_STATE | QKEY),
         },
         (Sqd, Sqd) => match ty {
             QpType::Rc => t(
@@ -91,12 +94,12 @@ pub const fn qp_transition(ty: QpType, cur: QpState, next: QpState) -> Option<Tr
                 0,
                 AV | ALT_PATH | ACCESS_FLAGS | PKEY_INDEX | PATH_MIG_STATE,
             ),
-            QpType::Ud => t(0, PKEY_INDEX | QKEY),
+            QpType::Ud | QpType::Gsi => t(0, PKEY_INDEX | QKEY),
         },
         (Sqe, Rts) => match ty {
             QpType::Rc => None,
             QpType::Uc => t(0, CUR_STATE | ACCESS_FLAGS),
-            QpType::Ud => t(0, CUR_STATE | QKEY),
+            QpType::Ud | QpType::Gsi => t(0, CUR_STATE | QKEY),
         },
         _ => None,
     }
@@ -150,6 +153,13 @@ mod transition_tests {
             Some((STATE, CUR_STATE | ACCESS_FLAGS))
         );
         assert!(qp_transition(QpType::Rc, Sqe, Rts).is_none());
+        // The GSI QP is UD but for its port, which it has already.
+        assert_eq!(
+            opt(QpType::Gsi, Reset, Init),
+            Some((STATE | PKEY_INDEX | QKEY, PORT))
+        );
+        assert_eq!(opt(QpType::Gsi, Init, Rtr), opt(QpType::Ud, Init, Rtr));
+        assert_eq!(opt(QpType::Gsi, Rtr, Rts), opt(QpType::Ud, Rtr, Rts));
         let rc = opt(QpType::Rc, Sqd, Sqd).unwrap().1;
         assert!(rc & AV != 0 && rc & TIMEOUT != 0 && rc & QKEY == 0);
     }

@@ -68,6 +68,7 @@ impl<H: Hal> Pd<H> {
         match init.qp_type {
             QpType::Rc => {}
             QpType::Ud if caps.ud => {}
+            QpType::Gsi if caps.gsi => {}
             QpType::Uc if caps.uc => {}
             t => {
                 return Err(Error::new(
@@ -100,7 +101,7 @@ impl<H: Hal> Pd<H> {
             max_sge: caps.max_sge,
             max_inline: caps.max_inline,
             max_wqe_bbs: caps.max_wqe_bbs,
-            ud: init.qp_type == QpType::Ud,
+            ud: init.qp_type.is_datagram(),
             srq: init.srq.is_some(),
         };
         let layout = QpLayout::new(&init.cap, &lim)?;
@@ -212,7 +213,9 @@ impl<H: Hal> Pd<H> {
             sq: Mutex::new(SendQueue::new(sq_ring, sq_db, cap.max_send_wr)),
             rq: rq.map(Mutex::new),
             srq: init.srq.map(|s| Arc::clone(&s.inner)),
-            port: Mutex::new(0),
+            // The GSI QP is QP1 of port 1 from the start (INIT does not
+            // name its port); any other QP gets its port at INIT.
+            port: Mutex::new(u8::from(init.qp_type == QpType::Gsi)),
             mem: Some(mem),
         })
     }

@@ -3,7 +3,7 @@
 use rnic_hw_regs::cmd::*;
 use rnic_hw_regs::wqe::{MAX_LOG_RQ_STRIDE, MIN_LOG_RQ_STRIDE, SEND_WQE_BB};
 use rnic_hw_regs::{le32, PAGE_SIZE};
-use rnic_verbs::{access, qp_attr, qp_transition, Mtu, QpState, QpType};
+use rnic_verbs::{access, qp_attr, qp_transition, Mtu, QpState, QpType, GSI_QKEY};
 
 use super::{check, fail, off, CmdError, CmdResult};
 use crate::counters::Counters;
@@ -15,6 +15,9 @@ use crate::transport::{QpTimers, ReqState, RespState};
 
 /// QP numbers and PSNs are 24 bits wide.
 const MAX_24: u32 = (1 << 24) - 1;
+
+/// The general services QP's number (IBA 13.5.2).
+pub(crate) const GSI_QPN: u32 = 1;
 
 pub(super) fn create(
     st: &mut State,
@@ -122,49 +125,59 @@ pub(super) fn create(
         )?
     };
     let dbrec = map(i.dbrec_iova.to_ne(), 8, 8, off!(CreateQpIn, dbrec_iova))?;
-    let qpn = st
-        .qps
-        .free_number()
-        .ok_or(fail(CmdStatus::NoResources, 0))?;
-    st.qps.insert(
+    // The GSI QP is QPN 1, one per port; any other takes a free number.
+    let qpn = if qp_type == QpType::Gsi {
+        check(
+            st.qps.get(GSI_QPN).is_none(),
+            CmdStatus::Busy,
+            off!(CreateQpIn, qp_type),
+        )?;
+        GSI_QPN
+    } else {
+        st.qps
+            .free_number()
+            .ok_or(fail(CmdStatus::NoResources, 0))?
+    };
+    let qp = Qp {
         qpn,
-        uid,
-        Qp {
-            qpn,
-            qp_type,
-            sqd_notify: false,
-            drained: false,
-            comm_est: false,
-            pdn,
-            srqn,
-            recv_pdn,
-            send_cqn,
-            recv_cqn,
-            sq_sig_all: i.sq_sig_all == 1,
-            log_sq_bbs: log_sq as u8,
-            log_rq_wqes: log_rq as u8,
-            log_rq_stride: stride,
-            max_inline,
-            uar_page: page,
-            sq,
-            rq,
-            dbrec,
-            state: QpState::Reset,
-            attrs: QpAttrs::default(),
-            sq_ci: 0,
-            sq_fetch: 0,
-            bf: None,
-            rq_ci: 0,
-            sq_pi: 0,
-            rq_pi: 0,
-            kicked: false,
-            path: None,
-            req: ReqState::default(),
-            resp: RespState::default(),
-            timers: QpTimers::default(),
-            counters: Counters::default(),
-        },
-    );
+        qp_type,
+        sqd_notify: false,
+        drained: false,
+        comm_est: false,
+        pdn,
+        srqn,
+        recv_pdn,
+        send_cqn,
+        recv_cqn,
+        sq_sig_all: i.sq_sig_all == 1,
+        log_sq_bbs: log_sq as u8,
+        log_rq_wqes: log_rq as u8,
+        log_rq_stride: stride,
+        max_inline,
+        uar_page: page,
+        sq,
+        rq,
+        dbrec,
+        state: QpState::Reset,
+        attrs: QpAttrs::default(),
+        sq_ci: 0,
+        sq_fetch: 0,
+        bf: None,
+        rq_ci: 0,
+        sq_pi: 0,
+        rq_pi: 0,
+        kicked: false,
+        path: None,
+        req: ReqState::default(),
+        resp: RespState::default(),
+        timers: QpTimers::default(),
+        counters: Counters::default(),
+    };
+    if qpn == GSI_QPN {
+        st.qps.insert_reserved(qpn, uid, qp);
+    } else {
+        st.qps.insert(qpn, uid, qp);
+    }
     adjust_users(st, pdn, send_cqn, recv_cqn, srqn, true);
     log::debug!(
         "QP {qpn} ({qp_type:?}): pd {pdn}, send CQ {send_cqn}, recv CQ {recv_cqn}, \
@@ -264,7 +277,13 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
     )?;
     let has = |bit: u32| mask & bit != 0;
     let max_rd = st.dev.cfg.max_rd_atomic;
-    let values: [(u32, bool, usize); 16] = [
+    let values: [(u32, bool, usize); 17] = [
+        // The GSI QP takes MADs only, whose Q_Key is the well-known one.
+        (
+            qp_attr::QKEY,
+            qp_type != QpType::Gsi || a.qkey.to_ne() == GSI_QKEY,
+            attr!(qkey),
+        ),
         (
             qp_attr::ACCESS_FLAGS,
             a.qp_access_flags.to_ne() & !access::QP_SUPPORTED == 0,
@@ -355,7 +374,7 @@ pub(super) fn modify(st: &mut State, uid: u32, input: &[u8; CMD_IN_SIZE]) -> Cmd
             if has(qp_attr::RNR_RETRY) {
                 qp.req.rnr_left = attrs.rnr_retry;
             }
-            if qp_type != QpType::Ud && (has(qp_attr::AV) || has(qp_attr::DEST_QPN)) {
+            if !qp_type.is_datagram() && (has(qp_attr::AV) || has(qp_attr::DEST_QPN)) {
                 let sgid = st.dev.gids[attrs.ah.sgid_index as usize].gid;
                 qp.path = Path::new(sgid, &attrs.ah, qpn, attrs.dest_qp_num.to_ne());
             }

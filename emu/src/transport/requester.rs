@@ -114,7 +114,7 @@ pub(crate) fn run(qp: &mut Qp, dev: &mut Dev) -> bool {
         }
         _ => return budget == 0,
     }
-    if qp.qp_type == QpType::Ud {
+    if qp.qp_type.is_datagram() {
         super::ud::send(qp, dev, &mut budget);
         return budget == 0;
     }
@@ -248,7 +248,7 @@ fn admit(
     let qpn = qp.qpn;
     let port_mtu = mtu_bytes(dev.cfg.active_mtu.raw()) as u64;
     let (pdn, mtu) = (qp.pdn, mtu_bytes(qp.attrs.path_mtu));
-    let ud = qp.qp_type == QpType::Ud;
+    let ud = qp.qp_type.is_datagram();
     let max_rd = qp.attrs.max_rd_atomic.max(1);
     let ctrl = w.ctrl;
     let mut e = Inflight {

@@ -17,11 +17,15 @@
 //! place it) followed by the payload, and a completion with the source QP
 //! and the GRH flag. A buffer too small for both completes with
 //! `LOC_LEN_ERR` and the QP moves to the error state.
+//!
+//! The general services QP (QPN 1) is a UD QP whose Q_Key is always
+//! `GSI_QKEY`: what it sends and receives are MADs, counted as such
+//! (`MADS_SENT`, `MADS_RECEIVED`, `MADS_DROPPED`).
 
 use rnic_hw_regs::counters::counter;
 use rnic_hw_regs::cqe::{Syndrome, SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6};
 use rnic_hw_regs::wqe::MAX_SEND_WQE_DS;
-use rnic_verbs::{access, QpState, WcOpcode, WcStatus};
+use rnic_verbs::{access, QpState, QpType, WcOpcode, WcStatus};
 
 use super::responder::{self, Refuse};
 use super::{completer, requester, ReqOp};
@@ -173,6 +177,9 @@ fn send_one(qp: &mut Qp, dev: &mut Dev) -> Sent {
     });
     match sent {
         Ok(()) => {
+            if qp.qp_type == QpType::Gsi {
+                port::count(qp, dev, counter::MADS_SENT);
+            }
             done(qp, dev, WcStatus::Success, Syndrome::None);
             Sent::Yes
         }
@@ -198,9 +205,13 @@ pub(crate) fn on_packet(qp: &mut Qp, dev: &mut Dev, roce: &RoceRepr, payload: &[
     let Some(deth) = roce.deth else {
         return;
     };
+    let gsi = qp.qp_type == QpType::Gsi;
     if deth.qkey != qp.attrs.qkey.to_ne() {
         log::trace!("QP {qpn}: UD packet with Q_Key {:#x} dropped", deth.qkey);
         port::count(qp, dev, counter::RX_BAD_QKEY);
+        if gsi {
+            port::count(qp, dev, counter::MADS_DROPPED);
+        }
         return;
     }
     let mut grh = [0u8; GRH_LEN];
@@ -223,10 +234,14 @@ pub(crate) fn on_packet(qp: &mut Qp, dev: &mut Dev, roce: &RoceRepr, payload: &[
     let r = receive(qp, dev, &mut w, roce, &grh, payload, from);
     responder::put_rwqe(qp, w);
     match r {
+        Ok(()) if gsi => port::count(qp, dev, counter::MADS_RECEIVED),
         Ok(()) => {}
         Err(Refuse::Rnr) => {
             log::trace!("QP {qpn}: UD message dropped: no receive WQE");
             port::count(qp, dev, counter::RX_NO_RECV_WQE);
+            if gsi {
+                port::count(qp, dev, counter::MADS_DROPPED);
+            }
         }
         Err(Refuse::Nak(_, event)) => qp::to_err(qp, dev, event),
     }

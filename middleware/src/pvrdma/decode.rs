@@ -340,7 +340,7 @@ pub fn send_wqe(queue: &str, idx: u32, ty: Option<QpType>, wqe: &[u8]) -> Decode
         c.total_len.to_ne()
     )];
     let wr = &wqe[SQ_WQE_WR_OFFSET.min(wqe.len())..];
-    if ty == Some(QpType::Ud) {
+    if matches!(ty, Some(QpType::Ud | QpType::Gsi)) {
         let u: UdWr = read(wr);
         parts.push(format!(
             "dest qpn {} qkey {:#x} dgid {} gid index {}",

@@ -249,7 +249,7 @@ pub fn send_wqe(qpn: u32, idx: u32, ty: Option<QpType>, wqe: &[u8]) -> Decoded {
     let ds = usize::from(w.ds()).min(wqe.len() / SEG_SIZE);
     let mut at = SEG_SIZE;
     let seg = |at: usize| &wqe[at.min(wqe.len())..];
-    if ty == Some(QpType::Ud) {
+    if ty.is_some_and(QpType::is_datagram) {
         let d: DatagramSeg = read(seg(at));
         parts.push(format!(
             "dest qpn {} qkey {:#x} dgid {}",
