@@ -2,7 +2,7 @@
 //!
 //! This crate is `#![no_std]`, brings its own `#[panic_handler]` and
 //! `#[global_allocator]`, and uses items of `rnic-hw-regs`, `rnic-pvrdma-regs`,
-//! `rnic-queues`, `rnic-driver` and `rnic-pvrdma`. The check is the link build:
+//! `rnic-queues`, `rnic-driver`, `rnic-pvrdma` and `rnic-cm`. The check is the link build:
 //!
 //! ```text
 //! cargo rustc -p rnic-nostd-check --profile nostd --crate-type staticlib
@@ -203,4 +203,22 @@ pub extern "C" fn rnic_nostd_check_pvrdma_dsr() -> u32 {
     };
     region.write(0, dsr);
     region.read::<Dsr>(0).driver_version.to_ne()
+}
+
+/// Writes a CM RTU into a MAD and reads it back: the communication
+/// manager's wire formats link without `std`. Returns the communication ID
+/// read back.
+#[no_mangle]
+pub extern "C" fn rnic_nostd_check_cm_rtu() -> u32 {
+    use rnic_cm::msg::Message;
+    use rnic_cm::rtu::{RtuRepr, PRIVATE_DATA_LEN};
+    let rtu = Message::Rtu(RtuRepr {
+        local_comm_id: 7,
+        remote_comm_id: 9,
+        private_data: [0; PRIVATE_DATA_LEN],
+    });
+    match Message::parse(&rtu.emit(1)) {
+        Ok((_, Message::Rtu(r))) => r.local_comm_id,
+        _ => 0,
+    }
 }
