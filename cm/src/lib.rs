@@ -15,6 +15,10 @@
 //!   (the kernel's `struct cma_hdr`) and the service IDs of its port
 //!   spaces.
 //!
+//! [`manager`] is the protocol: the communication IDs' state machine
+//! (IBA 12.9), with its timers, retries and duplicates, pure and
+//! unit-tested with hand-built messages.
+//!
 //! Every field is big-endian, at the byte and bit the IBA tables give
 //! (bit 0 the most significant bit of its byte). Parsing never fails on a
 //! field's value, only on a buffer too short for the message: what a value
@@ -23,11 +27,14 @@
 #![no_std]
 #![deny(missing_docs)]
 
+extern crate alloc;
+
 pub mod cma;
 pub mod drep;
 pub mod dreq;
 mod field;
 pub mod mad;
+pub mod manager;
 pub mod mra;
 pub mod msg;
 pub mod path;
