@@ -252,3 +252,34 @@ fn a_manager_accepts_the_kernels_req_and_answers_what_the_kernel_reads() {
     assert!(ev.is_empty());
     assert_eq!(b.stats().dropped, 1);
 }
+
+#[test]
+fn a_manager_answers_the_kernels_sidr_req_as_the_kernel_did() {
+    let m = mads("udaddy.pcap");
+    let (Message::SidrReq(q), Message::SidrRep(kernel)) = (&m[0].msg, &m[1].msg) else {
+        panic!()
+    };
+    let mut b = Manager::new(0x5054_00ff_fe00_0014, 7);
+    b.listen(q.service_id).unwrap();
+    let (ev, _) = b.receive(0, [0; 16], &m[0].raw);
+    let [Event::SidrReq { id, .. }] = ev[..] else {
+        panic!("{ev:?}")
+    };
+    let ours = b
+        .sidr_reply(
+            id,
+            status::SUCCESS,
+            kernel.qpn,
+            kernel.qkey,
+            &kernel.private_data,
+        )
+        .unwrap();
+    // The same bytes as the kernel's SIDR REP: its request ID, service ID
+    // and TID echoed.
+    assert_eq!(ours.mad[..], m[1].raw[..]);
+    // With no listener, the kernel's answer exactly.
+    let m = mads("udaddy_no_listener.pcap");
+    let mut c = Manager::new(1, 1);
+    let (_, out) = c.receive(0, [0; 16], &m[0].raw);
+    assert_eq!(out[0].mad[..], m[1].raw[..]);
+}

@@ -36,6 +36,14 @@
 //! a DREQ for an ID not known (or repeated in TimeWait) gets a DREP; any
 //! other message for an unknown ID or in a state that does not expect it
 //! is dropped and counted ([`Stats::dropped`]).
+//!
+//! Service ID resolution (IBA 12.11), a UD consumer's way to learn a
+//! service's QP and Q_Key: `sidr_request` sends a SIDR REQ, sent again on
+//! its timer until its SIDR REP comes (event `SidrRep`) or the retries run
+//! out (event `Timeout`); a SIDR REQ for a service listened on is the
+//! consumer's to answer (event `SidrReq`, then `sidr_reply`), one for any
+//! other gets a SIDR REP with status `UNSUPPORTED` at once, and one
+//! repeated while the consumer answers is dropped.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -49,6 +57,7 @@ use crate::rej::{reason, RejRepr};
 use crate::rep::RepRepr;
 use crate::req::ReqRepr;
 use crate::rtu::RtuRepr;
+use crate::sidr::{status, SidrRepRepr, SidrReqRepr};
 use crate::MAD_LEN;
 
 /// Nanoseconds of 4.096 µs · 2^`exp`, the IBA's encoding of timeouts (an
@@ -149,6 +158,23 @@ pub enum Event {
         /// The communication ID.
         id: u32,
     },
+    /// A SIDR REQ for a service listened on: [`Manager::sidr_reply`]
+    /// to it.
+    SidrReq {
+        /// The resolution's ID on this side.
+        id: u32,
+        /// The port it came from.
+        from: Gid,
+        /// The SIDR REQ.
+        req: SidrReqRepr,
+    },
+    /// The answer to our SIDR REQ.
+    SidrRep {
+        /// The resolution's ID.
+        id: u32,
+        /// The SIDR REP.
+        rep: SidrRepRepr,
+    },
 }
 
 /// What the manager counted.
@@ -201,6 +227,25 @@ struct Conn {
     req_tid: u64,
 }
 
+/// A SIDR REQ of ours waiting for its REP.
+#[derive(Debug, Clone)]
+struct Sidr {
+    peer: Gid,
+    mad: [u8; MAD_LEN],
+    deadline: u64,
+    retries_left: u8,
+    response_ns: u64,
+}
+
+/// A SIDR REQ received, waiting for the consumer's answer.
+#[derive(Debug, Clone)]
+struct SidrIn {
+    peer: Gid,
+    request_id: u32,
+    service_id: u64,
+    tid: u64,
+}
+
 /// One port's communication manager.
 #[derive(Debug, Default)]
 pub struct Manager {
@@ -210,6 +255,12 @@ pub struct Manager {
     by_remote: BTreeMap<(Gid, u32), u32>,
     /// Service IDs listened on.
     listeners: BTreeMap<u64, ()>,
+    /// Our SIDR REQs waiting for their REP, by request ID.
+    sidr_out: BTreeMap<u32, Sidr>,
+    /// SIDR REQs received and not yet answered, by our ID, and the IDs by
+    /// the requester's port and request ID.
+    sidr_in: BTreeMap<u32, SidrIn>,
+    sidr_by_remote: BTreeMap<(Gid, u32), u32>,
     next_id: u32,
     next_tid: u64,
     /// This port's CA GUID, put in REQs and REPs.
@@ -253,7 +304,63 @@ impl Manager {
 
     /// The earliest time a timer is due.
     pub fn next_deadline(&self) -> Option<u64> {
-        self.conns.values().filter_map(|c| c.deadline).min()
+        let conns = self.conns.values().filter_map(|c| c.deadline);
+        conns
+            .chain(self.sidr_out.values().map(|s| s.deadline))
+            .min()
+    }
+
+    /// Sends a SIDR REQ for `service_id` to the port `to`, with
+    /// `private_data`, sent again every `response_ns` up to `retries`
+    /// times. Returns its ID and the MAD.
+    pub fn sidr_request(
+        &mut self,
+        now: u64,
+        to: Gid,
+        service_id: u64,
+        private_data: &[u8],
+        response_ns: u64,
+        retries: u8,
+    ) -> (u32, Out) {
+        let id = self.new_id();
+        let tid = self.new_tid();
+        let mut req = SidrReqRepr {
+            request_id: id,
+            pkey: 0xffff,
+            service_id,
+            private_data: [0; crate::sidr::REQ_PRIVATE_DATA_LEN],
+        };
+        copy_in(&mut req.private_data, private_data);
+        let mad = Message::SidrReq(req).emit(tid);
+        self.sidr_out.insert(
+            id,
+            Sidr {
+                peer: to,
+                mad,
+                deadline: now + response_ns,
+                retries_left: retries,
+                response_ns,
+            },
+        );
+        (id, Out { to, mad })
+    }
+
+    /// Answers the SIDR REQ of `id` with `status`, and on success the
+    /// service's QP `qpn` and Q_Key `qkey`.
+    pub fn sidr_reply(
+        &mut self,
+        id: u32,
+        why: u8,
+        qpn: u32,
+        qkey: u32,
+        private_data: &[u8],
+    ) -> Result<Out, CallError> {
+        let r = self.sidr_in.remove(&id).ok_or(CallError::NoId)?;
+        self.sidr_by_remote.remove(&(r.peer, r.request_id));
+        Ok(Out {
+            to: r.peer,
+            mad: sidr_rep(r.request_id, why, r.service_id, qpn, qkey, private_data).emit(r.tid),
+        })
     }
 
     /// Listens on `service_id`.
@@ -477,9 +584,45 @@ impl Manager {
                 }
                 _ => self.stats.dropped += 1,
             },
-            // Service ID resolution is not served yet: a UD consumer gets
-            // no answer, as from a port without the service.
-            Message::SidrReq(_) | Message::SidrRep(_) => self.stats.dropped += 1,
+            Message::SidrReq(req) => {
+                if self.sidr_by_remote.contains_key(&(from, req.request_id)) {
+                    // Asked again while the consumer answers.
+                    self.stats.duplicates += 1;
+                } else if !self.listeners.contains_key(&req.service_id) {
+                    let rep = sidr_rep(
+                        req.request_id,
+                        status::UNSUPPORTED,
+                        req.service_id,
+                        0,
+                        0,
+                        &[],
+                    );
+                    out.push(Out {
+                        to: from,
+                        mad: rep.emit(hdr.tid),
+                    });
+                } else {
+                    let id = self.new_id();
+                    self.sidr_in.insert(
+                        id,
+                        SidrIn {
+                            peer: from,
+                            request_id: req.request_id,
+                            service_id: req.service_id,
+                            tid: hdr.tid,
+                        },
+                    );
+                    self.sidr_by_remote.insert((from, req.request_id), id);
+                    ev.push(Event::SidrReq { id, from, req });
+                }
+            }
+            Message::SidrRep(rep) => match self.sidr_out.remove(&rep.request_id) {
+                Some(_) => ev.push(Event::SidrRep {
+                    id: rep.request_id,
+                    rep,
+                }),
+                None => self.stats.dropped += 1,
+            },
         }
         (ev, out)
     }
@@ -655,6 +798,29 @@ impl Manager {
         let mut ev = Vec::new();
         let mut out = Vec::new();
         let due: Vec<u32> = self
+            .sidr_out
+            .iter()
+            .filter(|(_, s)| s.deadline <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            let Some(s) = self.sidr_out.get_mut(&id) else {
+                continue;
+            };
+            if s.retries_left > 0 {
+                s.retries_left -= 1;
+                s.deadline = now + s.response_ns;
+                out.push(Out {
+                    to: s.peer,
+                    mad: s.mad,
+                });
+                self.stats.resent += 1;
+            } else {
+                self.sidr_out.remove(&id);
+                ev.push(Event::Timeout { id });
+            }
+        }
+        let due: Vec<u32> = self
             .conns
             .iter()
             .filter(|(_, c)| c.deadline.is_some_and(|d| d <= now))
@@ -721,6 +887,30 @@ fn rej(local: u32, remote: u32, msg: u8, why: u16, private_data: &[u8]) -> Messa
     };
     copy_in(&mut r.private_data, private_data);
     Message::Rej(r)
+}
+
+/// A SIDR REP for request `request_id`.
+fn sidr_rep(
+    request_id: u32,
+    why: u8,
+    service_id: u64,
+    qpn: u32,
+    qkey: u32,
+    private_data: &[u8],
+) -> Message {
+    let mut r = SidrRepRepr {
+        request_id,
+        status: why,
+        additional_info_len: 0,
+        vendor_id: 0,
+        qpn,
+        service_id,
+        qkey,
+        additional_info: [0; crate::sidr::ADDITIONAL_INFO_LEN],
+        private_data: [0; crate::sidr::REP_PRIVATE_DATA_LEN],
+    };
+    copy_in(&mut r.private_data, private_data);
+    Message::SidrRep(r)
 }
 
 /// Copies as much of `from` as fits into `to`.
@@ -1127,5 +1317,59 @@ mod tests {
             (a.state(ia), b.state(ib)),
             (Some(State::ReqSent), Some(State::ReqRcvd))
         );
+    }
+
+    #[test]
+    fn sidr_resolves_a_service_or_says_there_is_none() {
+        let (mut a, mut b) = pair();
+        let (ia, q) = a.sidr_request(0, B, SID, b"hdr", 1000, 1);
+        let (ev, none) = b.receive(0, A, &q.mad);
+        assert!(none.is_empty());
+        let [Event::SidrReq {
+            id: ib,
+            from,
+            req: r,
+        }] = &ev[..]
+        else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (*from, r.request_id, r.service_id, &r.private_data[..3]),
+            (A, ia, SID, &b"hdr"[..])
+        );
+        // Asked again before B answers: nothing more.
+        assert_eq!(b.receive(1, A, &q.mad), (Vec::new(), Vec::new()));
+        let rep = b
+            .sidr_reply(*ib, status::SUCCESS, 0x33, 0x0123_4567, &[])
+            .unwrap();
+        assert_eq!(
+            b.sidr_reply(*ib, status::SUCCESS, 0, 0, &[]),
+            Err(CallError::NoId)
+        );
+        let (ev, _) = a.receive(2, B, &rep.mad);
+        let [Event::SidrRep { id, rep: p }] = &ev[..] else {
+            panic!("{ev:?}")
+        };
+        assert_eq!(
+            (*id, p.status, p.qpn, p.qkey, p.service_id),
+            (ia, 0, 0x33, 0x0123_4567, SID)
+        );
+        assert_eq!(a.next_deadline(), None);
+        // Nobody listens: UNSUPPORTED at once.
+        let (_, q) = a.sidr_request(3, B, SID + 1, &[], 1000, 1);
+        let (ev, rep) = b.receive(3, A, &q.mad);
+        assert!(ev.is_empty());
+        let Message::SidrRep(p) = msg(&rep[0]) else {
+            panic!()
+        };
+        assert_eq!(p.status, status::UNSUPPORTED);
+        // Nobody answers: sent again once, then Timeout.
+        let (ic, first) = a.sidr_request(10, [0xc; 16], SID, &[], 1000, 1);
+        let (ev, _) = a.poll(1009);
+        assert!(ev.is_empty());
+        let (_, again) = a.poll(1010);
+        assert_eq!(again, [first]);
+        let (ev, _) = a.poll(2010);
+        assert!(ev.contains(&Event::Timeout { id: ic }), "{ev:?}");
     }
 }
