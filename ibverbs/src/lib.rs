@@ -10,7 +10,7 @@
 //! against the header by the tests). The devices come from a
 //! configuration ([`config`]). docs/ibverbs.md says what is served.
 
-pub mod abi;
+pub use rnic_verbs_abi as abi;
 mod ah;
 mod any;
 mod channel;

@@ -1,8 +1,11 @@
 //! The structures of rdma-core 44's `infiniband/verbs.h` that programs
-//! see, field for field (the tests compare every size and offset with the
-//! header, through a C probe).
+//! see, field for field (rnic-ibverbs' tests compare every size and offset
+//! with the header, through a C probe). Types only, and no state: both of
+//! rnic's drop-in libraries (`libibverbs.so.1`, whose objects these are,
+//! and `librdmacm.so.1`, which uses them as a program does) build on them.
+#![no_std]
 
-use std::ffi::{c_char, c_int, c_void};
+use core::ffi::{c_char, c_int, c_void};
 
 /// `IBV_SYSFS_NAME_MAX`.
 pub const SYSFS_NAME_MAX: usize = 64;
@@ -45,7 +48,7 @@ pub struct IbvDevice {
 }
 
 /// Copies `s` into the C string field `dst`, cut to fit with its NUL.
-pub(crate) fn set_str(dst: &mut [c_char], s: &str) {
+pub fn set_str(dst: &mut [c_char], s: &str) {
     let n = s.len().min(dst.len() - 1);
     for (d, &b) in dst.iter_mut().zip(&s.as_bytes()[..n]) {
         *d = b as c_char;
@@ -218,7 +221,7 @@ pub struct IbvPortAttr {
 /// `ibv_query_port` fills (the header's inline wrapper zeroes the rest
 /// of a `struct ibv_port_attr` first): everything before
 /// `port_cap_flags2`.
-pub const COMPAT_PORT_ATTR_LEN: usize = std::mem::offset_of!(IbvPortAttr, port_cap_flags2);
+pub const COMPAT_PORT_ATTR_LEN: usize = core::mem::offset_of!(IbvPortAttr, port_cap_flags2);
 
 /// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` (rdma-core's `enum ibv_gid_type_sysfs`).
 pub const GID_TYPE_SYSFS_IB_ROCE_V1: c_int = 0;
