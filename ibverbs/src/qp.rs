@@ -107,12 +107,39 @@ pub unsafe extern "C" fn ibv_create_qp(
     }
     // SAFETY: non-NULL, and a struct ibv_qp_init_attr by the caller's
     // promise.
-    new_qp(pd, unsafe { &mut *qp_init_attr }, false)
+    new_qp(pd, unsafe { &mut *qp_init_attr }, false, false)
+}
+
+/// `rnic_create_gsi_qp` (rnic's own, version `RNIC_PRIVATE_1.0`): the
+/// device's general services QP, QP1, which libibverbs has no type for
+/// (the kernel owns it): what rnic's drop-in librdmacm speaks the
+/// communication manager through. `qp_init_attr` as for
+/// [`ibv_create_qp`], its type `IBV_QPT_UD` (else `EINVAL`); the QP is
+/// UD to the program, at QP number 1. NULL with `errno` as
+/// [`ibv_create_qp`], or `EBUSY` if the device's GSI QP exists.
+///
+/// # Safety
+///
+/// As [`ibv_create_qp`].
+#[no_mangle]
+pub unsafe extern "C" fn rnic_create_gsi_qp(
+    pd: *mut IbvPd,
+    qp_init_attr: *mut IbvQpInitAttr,
+) -> *mut IbvQp {
+    if qp_init_attr.is_null() {
+        return errno::fail(libc::EINVAL);
+    }
+    // SAFETY: as in `ibv_create_qp`.
+    let init = unsafe { &mut *qp_init_attr };
+    if init.qp_type != 4 {
+        return errno::fail(libc::EINVAL);
+    }
+    new_qp(pd, init, false, true)
 }
 
 /// A QP as [`ibv_create_qp`] makes it; `ex`: with its work-request
-/// interface open to the program.
-fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
+/// interface open to the program; `gsi`: the general services QP.
+fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool, gsi: bool) -> *mut IbvQp {
     let Some(p) = live_pd(pd) else {
         return errno::fail(libc::EINVAL);
     };
@@ -130,6 +157,7 @@ fn new_qp(pd: *mut IbvPd, init: &mut IbvQpInitAttr, ex: bool) -> *mut IbvQp {
     let qp_type = match init.qp_type {
         2 => QpType::Rc,
         3 => QpType::Uc,
+        4 if gsi => QpType::Gsi,
         4 => QpType::Ud,
         // Raw packet, XRC send and receive, driver-specific.
         8 | 9 | 10 | 0xff => return errno::fail(libc::EOPNOTSUPP),
@@ -443,7 +471,7 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     // structure's tail padding is `comp_mask`, only read); `a` is not
     // used again.
     let init = unsafe { &mut *attr.cast::<IbvQpInitAttr>() };
-    new_qp(pd, init, mask & QP_ATTR_SEND_OPS_FLAGS != 0)
+    new_qp(pd, init, mask & QP_ATTR_SEND_OPS_FLAGS != 0, false)
 }
 
 /// `ibv_attach_mcast`: joining a UD QP to a multicast group.

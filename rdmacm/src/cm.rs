@@ -1,0 +1,543 @@
+//! The process's connection manager: the ports of the devices it uses,
+//! the IDs, and a thread that waits on every port's GSI completions and
+//! the managers' timers, as the kernel's `rdma_cm` runs apart from the
+//! program. Every call and the thread take one lock.
+
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::Instant;
+
+use rnic_cm::cma::{self, CmaHdr};
+use rnic_cm::manager::{Event, Gid};
+use rnic_cm::rej::RejRepr;
+use rnic_cm::rep::RepRepr;
+use rnic_cm::req::ReqRepr;
+use rnic_verbs_abi::{IbvDevice, IbvQpAttr};
+
+use crate::abi::{event, IbvSaPathRec, RdmaCmEvent, RdmaCmEventParam, RdmaCmId, RdmaConnParam};
+use crate::channel::{self, EventBox, PRIVATE_MAX};
+use crate::port::Port;
+use crate::verbs;
+
+/// Where an ID is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Made, or bound.
+    Idle,
+    /// Address resolved.
+    AddrResolved,
+    /// Route resolved.
+    RouteResolved,
+    /// Listening.
+    Listening,
+    /// REQ sent.
+    Connecting,
+    /// A connection request, not yet accepted.
+    Requested,
+    /// REP sent (passive).
+    Accepting,
+    /// Connected.
+    Connected,
+    /// Disconnected (either side).
+    Disconnected,
+}
+
+/// What the library keeps of an ID besides what the program sees.
+#[derive(Debug)]
+pub(crate) struct IdState {
+    /// Its port (an index into the ports), once bound or resolved.
+    pub port: Option<usize>,
+    /// Its phase.
+    pub phase: Phase,
+    /// Its communication ID at its port's manager.
+    pub comm_id: Option<u32>,
+    /// The service ID listened on.
+    pub service_id: Option<u64>,
+    /// The PSN its QP starts sending at.
+    pub psn: u32,
+    /// The REQ of a connection request (passive side).
+    pub req: Option<ReqRepr>,
+    /// What it asked for when connecting (active side).
+    pub resources: (u8, u8),
+    /// The path record the program sees (`route.path_rec`).
+    pub path: Box<IbvSaPathRec>,
+}
+
+/// The process's CM.
+pub(crate) struct Cm {
+    state: Mutex<State>,
+    /// Wakes the thread: a port came, or a timer moved.
+    wake: c_int,
+    epoch: Instant,
+}
+
+/// What the lock holds.
+pub(crate) struct State {
+    /// The devices' ports, opened as IDs first need them.
+    pub ports: Vec<Port>,
+    /// Whether every device has been looked at.
+    pub all_open: bool,
+    /// Every ID's state, by its address.
+    pub ids: HashMap<usize, IdState>,
+    /// IDs by port and communication ID.
+    pub conns: HashMap<(usize, u32), usize>,
+    /// Listening IDs by port and service ID.
+    pub listeners: HashMap<(usize, u64), usize>,
+}
+
+// SAFETY: the raw pointers the state holds are verbs objects and IDs that
+// any thread may use; they are only reached under the lock.
+unsafe impl Send for State {}
+
+static CM: OnceLock<Cm> = OnceLock::new();
+
+/// The process's CM, its thread started on first use.
+pub(crate) fn cm() -> &'static Cm {
+    CM.get_or_init(|| {
+        // SAFETY: eventfd has no memory arguments.
+        let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        std::thread::Builder::new()
+            .name("rdmacm".into())
+            .spawn(run)
+            .expect("the rdmacm thread");
+        Cm {
+            state: Mutex::new(State {
+                ports: Vec::new(),
+                all_open: false,
+                ids: HashMap::new(),
+                conns: HashMap::new(),
+                listeners: HashMap::new(),
+            }),
+            wake,
+            epoch: Instant::now(),
+        }
+    })
+}
+
+impl Cm {
+    /// The lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Nanoseconds since the CM started: the managers' clock.
+    pub(crate) fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Makes the thread look again (a timer may be earlier now).
+    pub(crate) fn kick(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes to our eventfd.
+        unsafe { libc::write(self.wake, (&one as *const u64).cast(), 8) };
+    }
+}
+
+impl State {
+    /// Opens every device not open yet (once), each port's CM with it.
+    pub(crate) fn open_all(&mut self) {
+        if self.all_open {
+            return;
+        }
+        self.all_open = true;
+        let mut n = 0;
+        // SAFETY: the list is freed below; its entries are the library's.
+        let list = unsafe { verbs::ibv_get_device_list(&mut n) };
+        if list.is_null() {
+            return;
+        }
+        for i in 0..n.max(0) as usize {
+            // SAFETY: `n` entries.
+            let dev: *mut IbvDevice = unsafe { *list.add(i) };
+            // SAFETY: a listed device.
+            let ctx = unsafe { verbs::ibv_open_device(dev) };
+            if ctx.is_null() {
+                continue;
+            }
+            let seed = std::process::id().rotate_left(16) ^ (i as u32) << 24 ^ 0x5a5a;
+            match Port::open(ctx, seed | 1) {
+                Ok(p) => self.ports.push(p),
+                Err(e) => log::warn!("rdmacm: device {i}: {e}"),
+            }
+        }
+        // SAFETY: from ibv_get_device_list.
+        unsafe { verbs::ibv_free_device_list(list) };
+        cm().kick();
+    }
+
+    /// The port with IPv4 address `ip`.
+    pub(crate) fn port_of(&self, ip: [u8; 4]) -> Option<usize> {
+        self.ports.iter().position(|p| p.ipv4 == ip)
+    }
+}
+
+/// An event for `id` of type `ty` with `status`.
+pub(crate) fn event_for(id: *mut RdmaCmId, ty: c_int, status: c_int) -> Box<EventBox> {
+    Box::new(EventBox {
+        ev: RdmaCmEvent {
+            id,
+            listen_id: std::ptr::null_mut(),
+            event: ty,
+            status,
+            param: RdmaCmEventParam {
+                conn: RdmaConnParam {
+                    private_data: std::ptr::null(),
+                    private_data_len: 0,
+                    responder_resources: 0,
+                    initiator_depth: 0,
+                    flow_control: 0,
+                    retry_count: 0,
+                    rnr_retry_count: 0,
+                    srq: 0,
+                    qp_num: 0,
+                },
+            },
+        },
+        private: [0; PRIVATE_MAX],
+    })
+}
+
+/// Sets the event's connection private data to `data`.
+fn with_private(mut b: Box<EventBox>, data: &[u8]) -> Box<EventBox> {
+    let n = data.len().min(PRIVATE_MAX);
+    b.private[..n].copy_from_slice(&data[..n]);
+    let data = b.private.as_ptr().cast();
+    // Writing a union field is safe: the connection member is the one
+    // the program reads.
+    b.ev.param.conn.private_data = data;
+    b.ev.param.conn.private_data_len = n as u8;
+    b
+}
+
+/// Queues `ev` on `id`'s channel.
+pub(crate) fn deliver(id: *mut RdmaCmId, ev: Box<EventBox>) {
+    // SAFETY: a live ID of ours.
+    let ch = unsafe { (*id).channel };
+    // SAFETY: the channel of a live ID.
+    match unsafe { channel::of(ch) } {
+        Some(c) => c.push(ev),
+        None => log::warn!("rdmacm: an event for an ID with no channel dropped"),
+    }
+}
+
+/// The CM thread: waits for MADs and timers and acts on them.
+fn run() {
+    let cm = loop {
+        if let Some(cm) = CM.get() {
+            break cm;
+        }
+        std::thread::yield_now();
+    };
+    loop {
+        let (mut fds, timeout) = {
+            let st = cm.lock();
+            let mut fds = vec![libc::pollfd {
+                fd: cm.wake,
+                events: libc::POLLIN,
+                revents: 0,
+            }];
+            fds.extend(st.ports.iter().map(|p| libc::pollfd {
+                fd: p.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            }));
+            let now = cm.now();
+            let next = st
+                .ports
+                .iter()
+                .filter_map(|p| p.manager.next_deadline())
+                .min();
+            let ms = next.map_or(-1, |d| {
+                (d.saturating_sub(now) / 1_000_000 + 1).min(60_000) as c_int
+            });
+            (fds, ms)
+        };
+        // SAFETY: `fds` is a valid array of its length.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+        if fds[0].revents != 0 {
+            let mut n = 0u64;
+            // SAFETY: reads our eventfd (non-blocking).
+            unsafe { libc::read(cm.wake, (&mut n as *mut u64).cast(), 8) };
+        }
+        let mut st = cm.lock();
+        let now = cm.now();
+        for i in 0..st.ports.len() {
+            let mut events = st.ports[i].receive(now);
+            let (ev, out) = st.ports[i].manager.poll(now);
+            for o in &out {
+                st.ports[i].send(o);
+            }
+            events.extend(ev);
+            for e in events {
+                handle(&mut st, i, e);
+            }
+        }
+    }
+}
+
+/// A random 24-bit PSN.
+pub(crate) fn random_psn() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: fills 4 bytes.
+    unsafe { libc::getrandom(b.as_mut_ptr().cast(), 4, 0) };
+    u32::from_ne_bytes(b) & 0xff_ffff
+}
+
+/// The ID of port `port`'s communication `comm`.
+fn id_of(st: &State, port: usize, comm: u32) -> Option<*mut RdmaCmId> {
+    st.conns.get(&(port, comm)).map(|&p| p as *mut RdmaCmId)
+}
+
+/// What port `port`'s manager said.
+fn handle(st: &mut State, port: usize, e: Event) {
+    match e {
+        Event::Req {
+            id: comm,
+            from,
+            req,
+        } => on_req(st, port, comm, from, req),
+        Event::Rep { id: comm, rep } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            on_rep(st, port, comm, id, rep);
+        }
+        Event::Established { id: comm } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            if let Some(s) = st.ids.get_mut(&(id as usize)) {
+                s.phase = Phase::Connected;
+            }
+            deliver(id, event_for(id, event::ESTABLISHED, 0));
+        }
+        Event::Rejected { id: comm, rej } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            st.conns.remove(&(port, comm));
+            on_rejected(st, id, &rej);
+        }
+        Event::Timeout { id: comm } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            st.conns.remove(&(port, comm));
+            if let Some(s) = st.ids.get_mut(&(id as usize)) {
+                s.phase = Phase::Idle;
+                s.comm_id = None;
+            }
+            deliver(id, event_for(id, event::UNREACHABLE, -libc::ETIMEDOUT));
+        }
+        Event::Disconnect {
+            id: comm,
+            private_data,
+        } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            to_error(id);
+            if let Some(s) = st.ids.get_mut(&(id as usize)) {
+                s.phase = Phase::Disconnected;
+            }
+            deliver(
+                id,
+                with_private(event_for(id, event::DISCONNECTED, 0), &private_data),
+            );
+        }
+        Event::Disconnected { id: comm } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            if let Some(s) = st.ids.get_mut(&(id as usize)) {
+                s.phase = Phase::Disconnected;
+            }
+            deliver(id, event_for(id, event::DISCONNECTED, 0));
+        }
+        Event::TimeWaitExit { id: comm } => {
+            if let Some(id) = id_of(st, port, comm) {
+                st.conns.remove(&(port, comm));
+                if let Some(s) = st.ids.get_mut(&(id as usize)) {
+                    s.comm_id = None;
+                }
+                deliver(id, event_for(id, event::TIMEWAIT_EXIT, 0));
+            }
+        }
+        Event::SidrReq { id, .. } => {
+            // UD over RDMA CM is not served yet: the requester hears no
+            // such service.
+            let p = &mut st.ports[port];
+            if let Ok(out) = p
+                .manager
+                .sidr_reply(id, rnic_cm::sidr::status::UNSUPPORTED, 0, 0, &[])
+            {
+                p.send(&out);
+            }
+        }
+        Event::SidrRep { .. } => {}
+    }
+}
+
+/// Moves `id`'s QP, if any, to the error state: its work flushes.
+pub(crate) fn to_error(id: *mut RdmaCmId) {
+    // SAFETY: a live ID.
+    let qp = unsafe { (*id).qp };
+    if qp.is_null() {
+        return;
+    }
+    let mut a = IbvQpAttr {
+        qp_state: 6,
+        ..IbvQpAttr::default()
+    };
+    // SAFETY: a live QP.
+    unsafe { verbs::ibv_modify_qp(qp, &mut a, 1) };
+}
+
+fn on_rejected(st: &mut State, id: *mut RdmaCmId, rej: &RejRepr) {
+    if let Some(s) = st.ids.get_mut(&(id as usize)) {
+        s.phase = Phase::Idle;
+        s.comm_id = None;
+    }
+    let ev = with_private(
+        event_for(id, event::REJECTED, c_int::from(rej.reason)),
+        &rej.private_data,
+    );
+    deliver(id, ev);
+}
+
+/// A connection request for a listener: a new ID, and the event.
+fn on_req(st: &mut State, port: usize, comm: u32, from: Gid, req: ReqRepr) {
+    let Some(&listener) = st.listeners.get(&(port, req.service_id)) else {
+        // The listener went between the manager's check and here.
+        let p = &mut st.ports[port];
+        if let Ok(out) = p
+            .manager
+            .reject(comm, rnic_cm::rej::reason::INVALID_SERVICE_ID, &[])
+        {
+            p.send(&out);
+        }
+        return;
+    };
+    let listener = listener as *mut RdmaCmId;
+    let hdr = CmaHdr::parse(&req.private_data).ok();
+    let child = crate::id::new_id(
+        // SAFETY: a live listening ID.
+        unsafe { (*listener).channel },
+        // SAFETY: as above.
+        unsafe { (*listener).context },
+        // SAFETY: as above.
+        unsafe { (*listener).ps },
+    );
+    let p = &st.ports[port];
+    // SAFETY: the new ID, ours alone until the event is delivered.
+    unsafe {
+        let c = &mut *child;
+        c.verbs = p.ctx;
+        c.port_num = 1;
+        // SAFETY: the listener's source address, as bound.
+        c.route.addr.src = (*listener).route.addr.src;
+        if let Some(h) = hdr {
+            crate::id::set_addr(&mut c.route.addr.src, h.ip_version, &h.dst_addr, None);
+            crate::id::set_addr(
+                &mut c.route.addr.dst,
+                h.ip_version,
+                &h.src_addr,
+                Some(h.src_port),
+            );
+        }
+        c.route.addr.ibaddr.sgid.raw = p.gid;
+        c.route.addr.ibaddr.dgid.raw = from;
+        c.route.addr.ibaddr.pkey = 0xffff;
+    }
+    let mut path = Box::new(crate::id::path_record(p, from));
+    path.mtu = path.mtu.min(req.path_mtu);
+    // SAFETY: as above.
+    unsafe {
+        (*child).route.path_rec = &mut *path;
+        (*child).route.num_paths = 1;
+    }
+    let user_private = &req.private_data[cma::HEADER_LEN..];
+    let mut ev = with_private(event_for(child, event::CONNECT_REQUEST, 0), user_private);
+    ev.ev.listen_id = listener;
+    // SAFETY: the union's connection member is the one set.
+    unsafe {
+        let c = &mut ev.ev.param.conn;
+        // From the listener's side, as the kernel reports them: it may
+        // answer as many READs as the requester will have outstanding,
+        // and have outstanding as many as the requester answers.
+        c.responder_resources = req.initiator_depth;
+        c.initiator_depth = req.responder_resources;
+        c.flow_control = req.end_to_end_flow_control.into();
+        c.retry_count = req.retry_count;
+        c.rnr_retry_count = req.rnr_retry_count;
+        c.srq = req.srq.into();
+        c.qp_num = req.local_qpn;
+    }
+    st.ids.insert(
+        child as usize,
+        IdState {
+            port: Some(port),
+            phase: Phase::Requested,
+            comm_id: Some(comm),
+            service_id: None,
+            psn: random_psn(),
+            req: Some(req),
+            resources: (0, 0),
+            path,
+        },
+    );
+    st.conns.insert((port, comm), child as usize);
+    deliver(child, ev);
+}
+
+/// The REP to our REQ: the QP goes to RTS, the RTU goes out, and the
+/// program hears it is established.
+fn on_rep(st: &mut State, port: usize, comm: u32, id: *mut RdmaCmId, rep: RepRepr) {
+    let Some(s) = st.ids.get_mut(&(id as usize)) else {
+        return;
+    };
+    let (resp, init) = s.resources;
+    let mtu = s.path.mtu;
+    let psn = s.psn;
+    let dgid = s.path.dgid.raw;
+    let ready = crate::id::qp_to_rts(
+        id,
+        &crate::id::Remote {
+            qpn: rep.local_qpn,
+            psn: rep.starting_psn,
+            gid: dgid,
+            mtu,
+            // Reads answered: ours, no more than the other side's depth.
+            dest_rd_atomic: resp.min(rep.initiator_depth),
+            rd_atomic: init.min(rep.responder_resources),
+            rnr_retry: rep.rnr_retry_count,
+            retry: 7,
+        },
+        psn,
+    );
+    let p = &mut st.ports[port];
+    if let Err(e) = ready {
+        log::warn!("rdmacm: the QP did not come up on the REP: {e}");
+        if let Ok(out) = p
+            .manager
+            .reject(comm, rnic_cm::rej::reason::NO_RESOURCES, &[])
+        {
+            p.send(&out);
+        }
+        st.conns.remove(&(port, comm));
+        s.phase = Phase::Idle;
+        deliver(id, event_for(id, event::CONNECT_ERROR, -e));
+        return;
+    }
+    match p.manager.ready(comm, &[]) {
+        Ok(out) => p.send(&out),
+        Err(e) => log::warn!("rdmacm: RTU: {e:?}"),
+    }
+    s.phase = Phase::Connected;
+    cm().kick();
+    deliver(
+        id,
+        with_private(event_for(id, event::ESTABLISHED, 0), &rep.private_data),
+    );
+}

@@ -1,0 +1,934 @@
+//! Communication identifiers and what a program does with them: bind,
+//! resolve, make a QP, connect, listen, accept, reject, disconnect,
+//! destroy. Connections are RC (`RDMA_PS_TCP`, `RDMA_PS_IB`); the address
+//! is IPv4 (an IPv4-mapped GID of the device's port 1).
+
+use std::ffi::{c_int, c_void};
+
+use rnic_cm::cma::{self, CmaHdr};
+use rnic_cm::manager::{ConnectParams, Gid};
+use rnic_cm::path::PathRepr;
+use rnic_cm::rep::RepRepr;
+use rnic_cm::req::{transport, ReqRepr};
+use rnic_verbs_abi::{IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr};
+
+use crate::abi::{
+    event, IbvSaPathRec, RdmaAddr, RdmaCmId, RdmaConnParam, RdmaEventChannel, RdmaIbAddr, RdmaRoute,
+};
+use crate::cm::{cm, deliver, event_for, random_psn, to_error, IdState, Phase, State};
+use crate::errno;
+use crate::port::Port;
+use crate::verbs;
+
+/// IBV_QPT_RC.
+const QPT_RC: c_int = 2;
+/// How long the other side's CM takes to answer, as rdma_cm says
+/// (`CMA_CM_RESPONSE_TIMEOUT`: 4.096 µs · 2^20, about 4.3 s).
+const CM_RESPONSE_TIMEOUT: u8 = 20;
+/// Times a REQ is sent again (`CMA_MAX_CM_RETRIES`).
+const MAX_CM_RETRIES: u8 = 15;
+/// The QPs' local ACK timeout (4.096 µs · 2^19, about 2.1 s), the
+/// kernel's on RoCE.
+const ACK_TIMEOUT: u8 = 19;
+
+/// A new ID on `channel` (all else zero).
+pub(crate) fn new_id(
+    channel: *mut RdmaEventChannel,
+    context: *mut c_void,
+    ps: c_int,
+) -> *mut RdmaCmId {
+    // SAFETY: every field of the C structure is a pointer, an integer or
+    // a socket address, for which all-zero is valid (NULL, 0, AF_UNSPEC).
+    let mut id: Box<RdmaCmId> = Box::new(unsafe { std::mem::zeroed() });
+    id.channel = channel;
+    id.context = context;
+    id.ps = ps;
+    id.qp_type = QPT_RC;
+    Box::into_raw(id)
+}
+
+/// Writes an IP address (16 bytes, IPv4 in the last 4) and a port into
+/// `sa`, keeping its port if `port` is `None`.
+pub(crate) fn set_addr(
+    sa: &mut libc::sockaddr_storage,
+    ip_version: u8,
+    addr: &[u8; 16],
+    port: Option<u16>,
+) {
+    let keep = port_of(sa);
+    let port = port.unwrap_or(keep);
+    if ip_version == 4 {
+        // SAFETY: a sockaddr_storage holds a sockaddr_in.
+        let sin = unsafe { &mut *(sa as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        sin.sin_family = libc::AF_INET as libc::sa_family_t;
+        sin.sin_port = port.to_be();
+        sin.sin_addr.s_addr = u32::from_ne_bytes(addr[12..].try_into().expect("4 bytes"));
+    } else {
+        // SAFETY: a sockaddr_storage holds a sockaddr_in6.
+        let sin6 =
+            unsafe { &mut *(sa as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+        sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+        sin6.sin6_port = port.to_be();
+        sin6.sin6_addr.s6_addr = *addr;
+    }
+}
+
+/// The port of a socket address (0 for none).
+fn port_of(sa: &libc::sockaddr_storage) -> u16 {
+    match c_int::from(sa.ss_family) {
+        // SAFETY: an AF_INET address is a sockaddr_in.
+        libc::AF_INET => u16::from_be(unsafe {
+            (*(sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>()).sin_port
+        }),
+        // SAFETY: an AF_INET6 address is a sockaddr_in6.
+        libc::AF_INET6 => u16::from_be(unsafe {
+            (*(sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()).sin6_port
+        }),
+        _ => 0,
+    }
+}
+
+/// The IPv4 address of a socket address, if it is one (`Some(0.0.0.0)`
+/// for the wildcard).
+fn ipv4_of(sa: *const libc::sockaddr) -> Option<[u8; 4]> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: a socket address of at least a family.
+    if c_int::from(unsafe { (*sa).sa_family }) != libc::AF_INET {
+        return None;
+    }
+    // SAFETY: an AF_INET address is a sockaddr_in.
+    let sin = unsafe { &*sa.cast::<libc::sockaddr_in>() };
+    Some(sin.sin_addr.s_addr.to_ne_bytes())
+}
+
+/// The IPv4-mapped GID of `ip`.
+fn mapped(ip: [u8; 4]) -> Gid {
+    let mut g = [0u8; 16];
+    g[10..12].fill(0xff);
+    g[12..].copy_from_slice(&ip);
+    g
+}
+
+/// The path record from port `p` to `dgid`.
+pub(crate) fn path_record(p: &Port, dgid: Gid) -> IbvSaPathRec {
+    let mut r = IbvSaPathRec {
+        dlid: 0xffff,
+        slid: 0xffff,
+        hop_limit: 64,
+        reversible: 1,
+        numb_path: 1,
+        pkey: 0xffffu16.to_be(),
+        mtu_selector: 2,
+        mtu: p.mtu,
+        rate_selector: 2,
+        rate: 0,
+        packet_life_time_selector: 2,
+        packet_life_time: ACK_TIMEOUT - 1,
+        ..IbvSaPathRec::default()
+    };
+    r.dgid.raw = dgid;
+    r.sgid.raw = p.gid;
+    r
+}
+
+/// The other side of a connection, for the QP's transitions.
+pub(crate) struct Remote {
+    /// Its QP.
+    pub qpn: u32,
+    /// Its first PSN: what our QP expects.
+    pub psn: u32,
+    /// Its port's GID.
+    pub gid: Gid,
+    /// The path MTU (`enum ibv_mtu`).
+    pub mtu: u8,
+    /// READs and atomics our QP answers at once.
+    pub dest_rd_atomic: u8,
+    /// READs and atomics our QP has outstanding.
+    pub rd_atomic: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// Transport retries.
+    pub retry: u8,
+}
+
+/// Brings `id`'s QP (in INIT) to RTS towards `r`, sending from PSN `psn`;
+/// `Err(errno)` if a transition fails. A missing QP is left to the
+/// program (`rdma_init_qp_attr`).
+pub(crate) fn qp_to_rts(id: *mut RdmaCmId, r: &Remote, psn: u32) -> Result<(), c_int> {
+    // SAFETY: a live ID.
+    let qp = unsafe { (*id).qp };
+    if qp.is_null() {
+        return Ok(());
+    }
+    let modify = |a: &mut IbvQpAttr, mask: c_int| {
+        // SAFETY: a live QP and attributes.
+        if unsafe { verbs::ibv_modify_qp(qp, a, mask) } != 0 {
+            Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL))
+        } else {
+            Ok(())
+        }
+    };
+    // INIT again: the remote access the connection allows.
+    let mut a = IbvQpAttr {
+        qp_state: 1,
+        qp_access_flags: access(r.dest_rd_atomic),
+        ..IbvQpAttr::default()
+    };
+    modify(&mut a, 1 | 1 << 3)?;
+    let mut a = IbvQpAttr {
+        qp_state: 2,
+        path_mtu: r.mtu.into(),
+        dest_qp_num: r.qpn,
+        rq_psn: r.psn,
+        max_dest_rd_atomic: r.dest_rd_atomic,
+        min_rnr_timer: 12,
+        ..IbvQpAttr::default()
+    };
+    a.ah_attr.is_global = 1;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.dlid = 0;
+    a.ah_attr.grh.dgid.raw = r.gid;
+    a.ah_attr.grh.hop_limit = 64;
+    // STATE, AV, PATH_MTU, RQ_PSN, MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER,
+    // DEST_QPN.
+    modify(
+        &mut a,
+        1 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 17 | 1 << 15 | 1 << 20,
+    )?;
+    let mut a = IbvQpAttr {
+        qp_state: 3,
+        sq_psn: psn,
+        timeout: ACK_TIMEOUT,
+        retry_cnt: r.retry.min(7),
+        rnr_retry: r.rnr_retry.min(7),
+        max_rd_atomic: r.rd_atomic,
+        ..IbvQpAttr::default()
+    };
+    // STATE, TIMEOUT, RETRY_CNT, RNR_RETRY, SQ_PSN, MAX_QP_RD_ATOMIC.
+    modify(&mut a, 1 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 16 | 1 << 13)
+}
+
+/// Remote access of a connection whose QP answers `dest_rd_atomic`
+/// READs and atomics: writes always, reads and atomics if any (the
+/// kernel's `cm_init_qp_init_attr`).
+fn access(dest_rd_atomic: u8) -> u32 {
+    let write = 2;
+    if dest_rd_atomic > 0 {
+        write | 4 | 8
+    } else {
+        write
+    }
+}
+
+/// Runs `f` on `id`'s state under the lock; `EINVAL` if `id` is not ours.
+fn with_id<T>(
+    id: *mut RdmaCmId,
+    f: impl FnOnce(&mut State, &mut IdState) -> Result<T, c_int>,
+) -> Result<T, c_int> {
+    let mut st = cm().lock();
+    let Some(mut s) = st.ids.remove(&(id as usize)) else {
+        return Err(libc::EINVAL);
+    };
+    let r = f(&mut st, &mut s);
+    st.ids.insert(id as usize, s);
+    r
+}
+
+/// 0, or -1 with `errno` set to `e`.
+fn result(r: Result<(), c_int>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => errno::fail(e),
+    }
+}
+
+/// `rdma_create_id`: a new ID on `channel` in port space `ps`.
+///
+/// # Safety
+///
+/// `id` is writable; `channel` is NULL or a live channel.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_id(
+    channel: *mut RdmaEventChannel,
+    id: *mut *mut RdmaCmId,
+    context: *mut c_void,
+    ps: c_int,
+) -> c_int {
+    if id.is_null() || channel.is_null() {
+        return errno::fail(libc::EINVAL);
+    }
+    if !matches!(ps as u16, cma::port_space::TCP | cma::port_space::IB) {
+        // UDP and IPoIB port spaces (UD QPs) are not served yet.
+        return errno::fail(libc::EPROTONOSUPPORT);
+    }
+    let p = new_id(channel, context, ps);
+    let path = Box::new(IbvSaPathRec::default());
+    cm().lock().ids.insert(
+        p as usize,
+        IdState {
+            port: None,
+            phase: Phase::Idle,
+            comm_id: None,
+            service_id: None,
+            psn: random_psn(),
+            req: None,
+            resources: (0, 0),
+            path,
+        },
+    );
+    // SAFETY: checked writable.
+    unsafe { *id = p };
+    0
+}
+
+/// `rdma_destroy_id`: ends what the ID does (a connection is
+/// disconnected, a request rejected, a listener stops) and frees it.
+///
+/// # Safety
+///
+/// `id` is NULL or a live ID, whose events are all acknowledged.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
+    let cm = cm();
+    let mut st = cm.lock();
+    let Some(s) = st.ids.remove(&(id as usize)) else {
+        return errno::fail(libc::EINVAL);
+    };
+    let now = cm.now();
+    if let (Some(port), Some(comm)) = (s.port, s.comm_id) {
+        st.conns.remove(&(port, comm));
+        let p = &mut st.ports[port];
+        let out = match s.phase {
+            Phase::Connected | Phase::Accepting => p.manager.disconnect(now, comm, &[]).ok(),
+            Phase::Requested => p
+                .manager
+                .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, &[])
+                .ok(),
+            _ => None,
+        };
+        if let Some(o) = out {
+            p.send(&o);
+        }
+    }
+    if let Some(sid) = s.service_id {
+        st.listeners.retain(|_, v| *v != id as usize);
+        let still = st.listeners.keys().any(|(_, k)| *k == sid);
+        if !still {
+            for p in &mut st.ports {
+                p.manager.unlisten(sid);
+            }
+        }
+    }
+    drop(st);
+    cm.kick();
+    // SAFETY: ours, and gone from the state: nothing else holds it.
+    drop(unsafe { Box::from_raw(id) });
+    drop(s.path);
+    0
+}
+
+/// `rdma_bind_addr`: binds `id` to a local address (a device's, or the
+/// wildcard) and port (0: one is chosen).
+///
+/// # Safety
+///
+/// `id` is a live ID; `addr` a socket address.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sockaddr) -> c_int {
+    let Some(ip) = ipv4_of(addr) else {
+        return errno::fail(if addr.is_null() {
+            libc::EINVAL
+        } else {
+            libc::EAFNOSUPPORT
+        });
+    };
+    // SAFETY: an AF_INET address.
+    let port = u16::from_be(unsafe { (*addr.cast::<libc::sockaddr_in>()).sin_port });
+    result(with_id(id, |st, s| {
+        st.open_all();
+        let dev = if ip == [0; 4] {
+            None
+        } else {
+            Some(st.port_of(ip).ok_or(libc::EADDRNOTAVAIL)?)
+        };
+        s.port = dev;
+        let port = if port == 0 { ephemeral() } else { port };
+        // SAFETY: a live ID, under the lock.
+        unsafe {
+            set_addr(&mut (*id).route.addr.src, 4, &mapped(ip), Some(port));
+            if let Some(d) = dev {
+                (*id).verbs = st.ports[d].ctx;
+                (*id).port_num = 1;
+                (*id).route.addr.ibaddr.sgid.raw = st.ports[d].gid;
+            }
+        }
+        Ok(())
+    }))
+}
+
+/// An ephemeral port.
+fn ephemeral() -> u16 {
+    32768 + (random_psn() % 28232) as u16
+}
+
+/// `rdma_resolve_addr`: chooses the device to reach `dst` from (the one
+/// with address `src` if given, the one that is `dst`, one on `dst`'s
+/// /24, else the first); event `ADDR_RESOLVED`.
+///
+/// # Safety
+///
+/// `id` is a live ID; `src` NULL or a socket address; `dst` one.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_resolve_addr(
+    id: *mut RdmaCmId,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    let Some(dst_ip) = ipv4_of(dst) else {
+        return errno::fail(if dst.is_null() {
+            libc::EINVAL
+        } else {
+            libc::EAFNOSUPPORT
+        });
+    };
+    // SAFETY: an AF_INET address.
+    let dst_port = u16::from_be(unsafe { (*dst.cast::<libc::sockaddr_in>()).sin_port });
+    let src_ip = ipv4_of(src).filter(|ip| *ip != [0; 4]);
+    let r = with_id(id, |st, s| {
+        st.open_all();
+        let bound = s.port;
+        let port = match (bound, src_ip) {
+            (Some(p), _) => p,
+            (None, Some(ip)) => st.port_of(ip).ok_or(libc::EADDRNOTAVAIL)?,
+            (None, None) => st
+                .port_of(dst_ip)
+                .or_else(|| st.ports.iter().position(|p| p.ipv4[..3] == dst_ip[..3]))
+                .or(if st.ports.is_empty() { None } else { Some(0) })
+                .ok_or(libc::ENODEV)?,
+        };
+        s.port = Some(port);
+        s.phase = Phase::AddrResolved;
+        let p = &st.ports[port];
+        // SAFETY: a live ID, under the lock.
+        unsafe {
+            let i = &mut *id;
+            i.verbs = p.ctx;
+            i.port_num = 1;
+            let keep = port_of(&i.route.addr.src);
+            set_addr(
+                &mut i.route.addr.src,
+                4,
+                &p.gid,
+                Some(if keep == 0 { ephemeral() } else { keep }),
+            );
+            set_addr(&mut i.route.addr.dst, 4, &mapped(dst_ip), Some(dst_port));
+            i.route.addr.ibaddr = RdmaIbAddr {
+                pkey: 0xffffu16.to_be(),
+                ..RdmaIbAddr::default()
+            };
+            i.route.addr.ibaddr.sgid.raw = p.gid;
+            i.route.addr.ibaddr.dgid.raw = mapped(dst_ip);
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        return errno::fail(e);
+    }
+    deliver(id, event_for(id, event::ADDR_RESOLVED, 0));
+    0
+}
+
+/// `rdma_resolve_route`: the path to the resolved address (one record:
+/// the two GIDs, the port's MTU); event `ROUTE_RESOLVED`.
+///
+/// # Safety
+///
+/// `id` is a live ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_resolve_route(id: *mut RdmaCmId, _timeout_ms: c_int) -> c_int {
+    let r = with_id(id, |st, s| {
+        let port = s
+            .port
+            .filter(|_| s.phase == Phase::AddrResolved)
+            .ok_or(libc::EINVAL)?;
+        // SAFETY: a live ID, under the lock.
+        let dgid = unsafe { (*id).route.addr.ibaddr.dgid.raw };
+        *s.path = path_record(&st.ports[port], dgid);
+        s.phase = Phase::RouteResolved;
+        // SAFETY: as above; the record lives in the state as long as the
+        // ID.
+        unsafe {
+            (*id).route.path_rec = &mut *s.path;
+            (*id).route.num_paths = 1;
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        return errno::fail(e);
+    }
+    deliver(id, event_for(id, event::ROUTE_RESOLVED, 0));
+    0
+}
+
+/// `rdma_create_qp`: an RC QP for the ID (on `pd`, or the device's own
+/// PD if NULL), in INIT.
+///
+/// # Safety
+///
+/// `id` is a live ID bound to a device; `pd` NULL or a PD of that
+/// device; `attr` a `struct ibv_qp_init_attr`.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_create_qp(
+    id: *mut RdmaCmId,
+    pd: *mut IbvPd,
+    attr: *mut IbvQpInitAttr,
+) -> c_int {
+    if attr.is_null() {
+        return errno::fail(libc::EINVAL);
+    }
+    let r = with_id(id, |st, s| {
+        let port = s.port.ok_or(libc::EINVAL)?;
+        let pd = if pd.is_null() { st.ports[port].pd } else { pd };
+        // SAFETY: the caller's attributes; RC only.
+        let a = unsafe { &mut *attr };
+        if a.qp_type != QPT_RC {
+            return Err(libc::EOPNOTSUPP);
+        }
+        // SAFETY: a live PD and attributes.
+        let qp = unsafe { verbs::ibv_create_qp(pd, a) };
+        if qp.is_null() {
+            return Err(std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::ENOMEM));
+        }
+        let mut init = IbvQpAttr {
+            qp_state: 1,
+            pkey_index: 0,
+            port_num: 1,
+            qp_access_flags: access(0),
+            ..IbvQpAttr::default()
+        };
+        // SAFETY: a live QP: STATE, PKEY_INDEX, PORT, ACCESS_FLAGS.
+        if unsafe { verbs::ibv_modify_qp(qp, &mut init, 1 | 1 << 4 | 1 << 5 | 1 << 3) } != 0 {
+            let e = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL);
+            // SAFETY: ours, unused.
+            unsafe { verbs::ibv_destroy_qp(qp) };
+            return Err(e);
+        }
+        // SAFETY: a live ID, under the lock.
+        unsafe {
+            (*id).qp = qp;
+            (*id).pd = pd;
+        }
+        Ok(())
+    });
+    result(r)
+}
+
+/// `rdma_destroy_qp`.
+///
+/// # Safety
+///
+/// `id` is a live ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_destroy_qp(id: *mut RdmaCmId) {
+    let _st = cm().lock();
+    // SAFETY: a live ID, under the lock.
+    let qp: *mut IbvQp = unsafe { std::mem::replace(&mut (*id).qp, std::ptr::null_mut()) };
+    if !qp.is_null() {
+        // SAFETY: the ID's QP, no longer reachable through it.
+        unsafe { verbs::ibv_destroy_qp(qp) };
+    }
+}
+
+/// `RDMA_MAX_RESP_RES` and `RDMA_MAX_INIT_DEPTH`: as many as may be.
+const RDMA_MAX: u8 = 0xff;
+
+/// A count of READs and atomics the program gave (`asked`), or, without
+/// parameters or with `RDMA_MAX`, `default`; at most `max`.
+fn resources(p: &Params, asked: u8, default: u8, max: u8) -> u8 {
+    let n = if p.defaults || asked == RDMA_MAX {
+        default
+    } else {
+        asked
+    };
+    n.min(max)
+}
+
+/// The parameters of `param`, or rdma_cm's defaults.
+fn conn_param(param: *mut RdmaConnParam) -> Params {
+    // SAFETY: NULL or the caller's parameters.
+    match unsafe { param.as_ref() } {
+        Some(&conn) => Params {
+            conn,
+            defaults: false,
+        },
+        None => Params {
+            conn: RdmaConnParam {
+                private_data: std::ptr::null(),
+                private_data_len: 0,
+                responder_resources: RDMA_MAX,
+                initiator_depth: RDMA_MAX,
+                flow_control: 0,
+                retry_count: 7,
+                rnr_retry_count: 7,
+                srq: 0,
+                qp_num: 0,
+            },
+            defaults: true,
+        },
+    }
+}
+
+/// A program's connection parameters, and whether it gave none.
+struct Params {
+    conn: RdmaConnParam,
+    defaults: bool,
+}
+
+impl std::ops::Deref for Params {
+    type Target = RdmaConnParam;
+
+    fn deref(&self) -> &RdmaConnParam {
+        &self.conn
+    }
+}
+
+/// The private data of `p`.
+fn private(p: &RdmaConnParam) -> &[u8] {
+    if p.private_data.is_null() {
+        return &[];
+    }
+    // SAFETY: the program's `private_data_len` bytes.
+    unsafe { std::slice::from_raw_parts(p.private_data.cast::<u8>(), p.private_data_len.into()) }
+}
+
+/// `rdma_connect`: sends the REQ of a route-resolved ID; the REP brings
+/// the QP to RTS and the RTU out, and event `ESTABLISHED` (or
+/// `REJECTED`, `UNREACHABLE`).
+///
+/// # Safety
+///
+/// `id` is a live ID; `param` NULL or connection parameters.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
+    let p = conn_param(param);
+    let cm = cm();
+    let r = with_id(id, |st, s| {
+        let port = s
+            .port
+            .filter(|_| s.phase == Phase::RouteResolved)
+            .ok_or(libc::EINVAL)?;
+        // SAFETY: a live ID, under the lock.
+        let (qp, src, dst_sa, ps) = unsafe {
+            (
+                (*id).qp,
+                (*id).route.addr.src,
+                (*id).route.addr.dst,
+                (*id).ps,
+            )
+        };
+        let qpn = if qp.is_null() {
+            p.qp_num
+        } else {
+            // SAFETY: the ID's live QP.
+            unsafe { (*qp).qp_num }
+        };
+        let user = private(&p);
+        if user.len() > rnic_cm::req::PRIVATE_DATA_LEN - cma::HEADER_LEN {
+            return Err(libc::EINVAL);
+        }
+        let dst_port = port_of(&dst_sa);
+        let mut private_data = [0u8; rnic_cm::req::PRIVATE_DATA_LEN];
+        // SAFETY: AF_INET addresses (resolve_addr set them).
+        let (sip, dip) = unsafe {
+            (
+                (*(&src as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>())
+                    .sin_addr
+                    .s_addr
+                    .to_ne_bytes(),
+                (*(&dst_sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>())
+                    .sin_addr
+                    .s_addr
+                    .to_ne_bytes(),
+            )
+        };
+        CmaHdr::v4(sip, port_of(&src), dip).emit(&mut private_data);
+        private_data[cma::HEADER_LEN..cma::HEADER_LEN + user.len()].copy_from_slice(user);
+        let path = &s.path;
+        let (max_resp, max_init) = st.ports[port].max_rd_atomic;
+        let resp = resources(&p, p.responder_resources, max_resp, max_resp);
+        let init = resources(&p, p.initiator_depth, max_init, max_init);
+        let req = ReqRepr {
+            local_comm_id: 0,
+            vendor_id: 0,
+            service_id: cma::service_id(ps as u16, dst_port),
+            local_ca_guid: 0,
+            local_qkey: 0,
+            local_qpn: qpn,
+            responder_resources: resp,
+            local_eecn: 0,
+            initiator_depth: init,
+            remote_eecn: 0,
+            remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+            transport: transport::RC,
+            end_to_end_flow_control: p.flow_control != 0,
+            starting_psn: s.psn,
+            local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+            retry_count: p.retry_count.min(7),
+            pkey: 0xffff,
+            path_mtu: path.mtu,
+            rdc_exists: false,
+            rnr_retry_count: p.rnr_retry_count.min(7),
+            max_cm_retries: MAX_CM_RETRIES,
+            srq: p.srq != 0,
+            extended_transport: 0,
+            primary: PathRepr {
+                local_lid: 0xffff,
+                remote_lid: 0xffff,
+                local_gid: path.sgid.raw,
+                remote_gid: path.dgid.raw,
+                flow_label: 0,
+                packet_rate: 0,
+                traffic_class: 0,
+                hop_limit: 64,
+                sl: 0,
+                subnet_local: false,
+                local_ack_timeout: ACK_TIMEOUT,
+            },
+            alternate: PathRepr::default(),
+            sap_supported: false,
+            private_data,
+        };
+        let now = cm.now();
+        let pt = &mut st.ports[port];
+        let (comm, out) = pt.manager.connect(
+            now,
+            ConnectParams {
+                service_id: req.service_id,
+                to: path.dgid.raw,
+                req,
+            },
+        );
+        pt.send(&out);
+        s.comm_id = Some(comm);
+        s.phase = Phase::Connecting;
+        s.resources = (resp, init);
+        st.conns.insert((port, comm), id as usize);
+        Ok(())
+    });
+    cm.kick();
+    result(r)
+}
+
+/// `rdma_listen`: takes connection requests for the ID's port (on its
+/// device, or every device if bound to the wildcard).
+///
+/// # Safety
+///
+/// `id` is a live, bound ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -> c_int {
+    let r = with_id(id, |st, s| {
+        // SAFETY: a live ID, under the lock.
+        let (src, ps) = unsafe { ((*id).route.addr.src, (*id).ps) };
+        let port = port_of(&src);
+        if port == 0 {
+            return Err(libc::EINVAL);
+        }
+        let sid = cma::service_id(ps as u16, port);
+        let ports: Vec<usize> = match s.port {
+            Some(p) => vec![p],
+            None => (0..st.ports.len()).collect(),
+        };
+        if ports.iter().any(|p| st.listeners.contains_key(&(*p, sid))) {
+            return Err(libc::EADDRINUSE);
+        }
+        for p in ports {
+            let _ = st.ports[p].manager.listen(sid);
+            st.listeners.insert((p, sid), id as usize);
+        }
+        s.service_id = Some(sid);
+        s.phase = Phase::Listening;
+        Ok(())
+    });
+    result(r)
+}
+
+/// `rdma_accept`: accepts a connection request: the ID's QP goes to RTS
+/// and the REP out; event `ESTABLISHED` when the RTU comes.
+///
+/// # Safety
+///
+/// `id` is a live ID of a connection request; `param` NULL or
+/// connection parameters.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnParam) -> c_int {
+    let p = conn_param(param);
+    let cm = cm();
+    let r = with_id(id, |st, s| {
+        let (Some(port), Some(comm), Some(req)) = (s.port, s.comm_id, s.req.as_ref()) else {
+            return Err(libc::EINVAL);
+        };
+        if s.phase != Phase::Requested {
+            return Err(libc::EINVAL);
+        }
+        let user = private(&p);
+        if user.len() > rnic_cm::rep::PRIVATE_DATA_LEN {
+            return Err(libc::EINVAL);
+        }
+        // Without a choice of its own, the listener answers as many READs
+        // as the requester will have outstanding, and has outstanding as
+        // many as it answers, each within the device's limits.
+        let (max_resp, max_init) = st.ports[port].max_rd_atomic;
+        let resp = resources(&p, p.responder_resources, req.initiator_depth, max_resp);
+        let init = resources(&p, p.initiator_depth, req.responder_resources, max_init);
+        // SAFETY: a live ID, under the lock.
+        let qp = unsafe { (*id).qp };
+        let qpn = if qp.is_null() {
+            p.qp_num
+        } else {
+            // SAFETY: the ID's live QP.
+            unsafe { (*qp).qp_num }
+        };
+        qp_to_rts(
+            id,
+            &Remote {
+                qpn: req.local_qpn,
+                psn: req.starting_psn,
+                gid: req.primary.local_gid,
+                mtu: s.path.mtu,
+                dest_rd_atomic: resp,
+                rd_atomic: init.min(req.responder_resources),
+                rnr_retry: p.rnr_retry_count,
+                retry: req.retry_count,
+            },
+            s.psn,
+        )?;
+        let mut private_data = [0u8; rnic_cm::rep::PRIVATE_DATA_LEN];
+        private_data[..user.len()].copy_from_slice(user);
+        let rep = RepRepr {
+            local_comm_id: 0,
+            remote_comm_id: 0,
+            local_qkey: 0,
+            local_qpn: qpn,
+            local_eecn: 0,
+            starting_psn: s.psn,
+            vendor_id: 0,
+            responder_resources: resp,
+            initiator_depth: init,
+            target_ack_delay: 0,
+            failover_accepted: 0,
+            end_to_end_flow_control: p.flow_control != 0,
+            rnr_retry_count: p.rnr_retry_count.min(7),
+            srq: p.srq != 0,
+            local_ca_guid: 0,
+            private_data,
+        };
+        let now = cm.now();
+        let pt = &mut st.ports[port];
+        let out = pt
+            .manager
+            .accept(now, comm, rep)
+            .map_err(|_| libc::EINVAL)?;
+        pt.send(&out);
+        s.phase = Phase::Accepting;
+        Ok(())
+    });
+    cm.kick();
+    result(r)
+}
+
+/// `rdma_reject`: refuses a connection request, with private data.
+///
+/// # Safety
+///
+/// `id` is a live ID of a connection request; `data` holds `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_reject(id: *mut RdmaCmId, data: *const c_void, len: u8) -> c_int {
+    let user = if data.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the caller's `len` bytes.
+        unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len.into()) }
+    };
+    let r = with_id(id, |st, s| {
+        let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
+            return Err(libc::EINVAL);
+        };
+        let pt = &mut st.ports[port];
+        let out = pt
+            .manager
+            .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, user)
+            .map_err(|_| libc::EINVAL)?;
+        pt.send(&out);
+        st.conns.remove(&(port, comm));
+        s.comm_id = None;
+        s.phase = Phase::Idle;
+        Ok(())
+    });
+    result(r)
+}
+
+/// `rdma_disconnect`: the QP goes to the error state and, if connected,
+/// the DREQ out; event `DISCONNECTED` when answered. Disconnecting an ID
+/// the other side disconnected already is not an error.
+///
+/// # Safety
+///
+/// `id` is a live ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_disconnect(id: *mut RdmaCmId) -> c_int {
+    let cm = cm();
+    let r = with_id(id, |st, s| {
+        to_error(id);
+        let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
+            return Err(libc::EINVAL);
+        };
+        if matches!(s.phase, Phase::Connected | Phase::Accepting) {
+            let now = cm.now();
+            let pt = &mut st.ports[port];
+            if let Ok(out) = pt.manager.disconnect(now, comm, &[]) {
+                pt.send(&out);
+            }
+        }
+        Ok(())
+    });
+    cm.kick();
+    result(r)
+}
+
+/// `rdma_get_src_port`: the ID's local port.
+///
+/// # Safety
+///
+/// `id` is a live ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_src_port(id: *mut RdmaCmId) -> u16 {
+    // SAFETY: a live ID.
+    unsafe { port_of(&(*id).route.addr.src).to_be() }
+}
+
+/// `rdma_get_dst_port`: the ID's remote port.
+///
+/// # Safety
+///
+/// `id` is a live ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_dst_port(id: *mut RdmaCmId) -> u16 {
+    // SAFETY: a live ID.
+    unsafe { port_of(&(*id).route.addr.dst).to_be() }
+}
+
+/// The sizes the tests check, kept by the compiler too.
+const _: () = {
+    assert!(std::mem::size_of::<RdmaAddr>() == 296);
+    assert!(std::mem::size_of::<RdmaRoute>() == 312);
+};

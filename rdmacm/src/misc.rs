@@ -1,0 +1,158 @@
+//! The rest of librdmacm's interface: event names, the device list,
+//! options, and what rnic does not serve yet, which fails with the error
+//! librdmacm gives where a kernel lacks it (`ENOSYS`) and never touches
+//! the program's memory.
+
+use std::ffi::{c_char, c_int, c_void};
+
+use rnic_verbs_abi::IbvContext;
+
+use crate::abi::{event, RdmaAddrinfo, RdmaCmId};
+use crate::cm::cm;
+use crate::errno;
+
+/// `rdma_event_str`: the name of an event type.
+#[no_mangle]
+pub extern "C" fn rdma_event_str(ev: c_int) -> *const c_char {
+    let s: &'static std::ffi::CStr = match ev {
+        event::ADDR_RESOLVED => c"RDMA_CM_EVENT_ADDR_RESOLVED",
+        event::ADDR_ERROR => c"RDMA_CM_EVENT_ADDR_ERROR",
+        event::ROUTE_RESOLVED => c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+        event::ROUTE_ERROR => c"RDMA_CM_EVENT_ROUTE_ERROR",
+        event::CONNECT_REQUEST => c"RDMA_CM_EVENT_CONNECT_REQUEST",
+        event::CONNECT_RESPONSE => c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+        event::CONNECT_ERROR => c"RDMA_CM_EVENT_CONNECT_ERROR",
+        event::UNREACHABLE => c"RDMA_CM_EVENT_UNREACHABLE",
+        event::REJECTED => c"RDMA_CM_EVENT_REJECTED",
+        event::ESTABLISHED => c"RDMA_CM_EVENT_ESTABLISHED",
+        event::DISCONNECTED => c"RDMA_CM_EVENT_DISCONNECTED",
+        event::DEVICE_REMOVAL => c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+        event::MULTICAST_JOIN => c"RDMA_CM_EVENT_MULTICAST_JOIN",
+        event::MULTICAST_ERROR => c"RDMA_CM_EVENT_MULTICAST_ERROR",
+        event::ADDR_CHANGE => c"RDMA_CM_EVENT_ADDR_CHANGE",
+        event::TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+        _ => c"UNKNOWN EVENT",
+    };
+    s.as_ptr()
+}
+
+/// `rdma_get_devices`: a NULL-terminated array of the contexts
+/// librdmacm opened, one per device (`num_devices` their count if not
+/// NULL).
+///
+/// # Safety
+///
+/// `num_devices` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut IbvContext {
+    let mut st = cm().lock();
+    st.open_all();
+    let mut v: Vec<*mut IbvContext> = st.ports.iter().map(|p| p.ctx).collect();
+    if !num_devices.is_null() {
+        // SAFETY: checked, writable by the caller's promise.
+        unsafe { *num_devices = v.len() as c_int };
+    }
+    v.push(std::ptr::null_mut());
+    Box::into_raw(v.into_boxed_slice()).cast()
+}
+
+/// `rdma_free_devices`: frees an array of [`rdma_get_devices`].
+///
+/// # Safety
+///
+/// `list` came from [`rdma_get_devices`].
+#[no_mangle]
+pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut IbvContext) {
+    if list.is_null() {
+        return;
+    }
+    let mut n = 0;
+    // SAFETY: NULL-terminated.
+    while !unsafe { *list.add(n) }.is_null() {
+        n += 1;
+    }
+    // SAFETY: the boxed slice of n + 1 entries made above.
+    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
+}
+
+/// `rdma_set_option`: the ID options (type of service, address reuse,
+/// IPv6 only, ACK timeout) are taken and change nothing here; the IB
+/// path option fails with `ENOSYS`.
+#[no_mangle]
+pub extern "C" fn rdma_set_option(
+    _id: *mut RdmaCmId,
+    level: c_int,
+    optname: c_int,
+    _optval: *mut c_void,
+    _optlen: usize,
+) -> c_int {
+    match (level, optname) {
+        (0, 0..=3) => 0,
+        _ => errno::fail(libc::ENOSYS),
+    }
+}
+
+/// Symbols of librdmacm rnic does not serve yet: each fails with
+/// `ENOSYS` (-1, or NULL where it returns a pointer).
+macro_rules! unserved {
+    ($($name:ident),* $(,)?) => {$(
+        #[doc = concat!("`", stringify!($name), "`: not served yet (`ENOSYS`).")]
+        #[no_mangle]
+        pub extern "C" fn $name() -> c_int {
+            errno::fail(libc::ENOSYS)
+        }
+    )*};
+}
+
+unserved!(
+    rdma_create_ep,
+    rdma_destroy_ep,
+    rdma_getaddrinfo,
+    rdma_get_request,
+    rdma_create_qp_ex,
+    rdma_create_srq,
+    rdma_create_srq_ex,
+    rdma_destroy_srq,
+    rdma_join_multicast,
+    rdma_join_multicast_ex,
+    rdma_leave_multicast,
+    rdma_migrate_id,
+    rdma_notify,
+    rdma_init_qp_attr,
+    rdma_establish,
+    rdma_set_local_ece,
+    rdma_get_remote_ece,
+    rdma_reject_ece,
+    rsocket,
+    rbind,
+    rlisten,
+    raccept,
+    rconnect,
+    rshutdown,
+    rclose,
+    rrecv,
+    rrecvfrom,
+    rrecvmsg,
+    rsend,
+    rsendto,
+    rsendmsg,
+    rread,
+    rreadv,
+    rwrite,
+    rwritev,
+    rpoll,
+    rselect,
+    rgetpeername,
+    rgetsockname,
+    rsetsockopt,
+    rgetsockopt,
+    rfcntl,
+    riomap,
+    riounmap,
+    riowrite,
+);
+
+/// `rdma_freeaddrinfo`: nothing to free ([`rdma_getaddrinfo`] makes
+/// none yet).
+#[no_mangle]
+pub extern "C" fn rdma_freeaddrinfo(_res: *mut RdmaAddrinfo) {}
