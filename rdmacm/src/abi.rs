@@ -267,5 +267,7 @@ pub struct RdmaAddrinfo {
 
 /// `RAI_PASSIVE`: a listener's address.
 pub const RAI_PASSIVE: c_int = 1;
+/// `RAI_NUMERICHOST`: the node is an address, not a name.
+pub const RAI_NUMERICHOST: c_int = 2;
 /// The Q_Key of rdma_cm's UD QPs (`RDMA_UDP_QKEY`).
 pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;

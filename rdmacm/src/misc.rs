@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 
 use rnic_verbs_abi::IbvContext;
 
-use crate::abi::{event, RdmaAddrinfo, RdmaCmId};
+use crate::abi::{event, RdmaAddrinfo, RdmaCmId, RAI_NUMERICHOST, RAI_PASSIVE};
 use crate::cm::cm;
 use crate::errno;
 
@@ -107,7 +107,6 @@ macro_rules! unserved {
 unserved!(
     rdma_create_ep,
     rdma_destroy_ep,
-    rdma_getaddrinfo,
     rdma_get_request,
     rdma_create_qp_ex,
     rdma_create_srq,
@@ -152,7 +151,111 @@ unserved!(
     riowrite,
 );
 
-/// `rdma_freeaddrinfo`: nothing to free ([`rdma_getaddrinfo`] makes
-/// none yet).
+/// `rdma_getaddrinfo`: the address of `node` and `service` (IPv4, as
+/// `getaddrinfo` resolves them) as a destination, or with `RAI_PASSIVE`
+/// in `hints` as a source (the wildcard without `node`), for the QP type
+/// and port space of `hints` (RC and `RDMA_PS_TCP` by default). 0, or a
+/// `getaddrinfo` error code (`EAI_*`).
+///
+/// # Safety
+///
+/// `node` and `service` are NULL or C strings; `hints` NULL or a
+/// `struct rdma_addrinfo`; `res` writable.
 #[no_mangle]
-pub extern "C" fn rdma_freeaddrinfo(_res: *mut RdmaAddrinfo) {}
+pub unsafe extern "C" fn rdma_getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const RdmaAddrinfo,
+    res: *mut *mut RdmaAddrinfo,
+) -> c_int {
+    if res.is_null() || (node.is_null() && service.is_null()) {
+        return libc::EAI_NONAME;
+    }
+    // SAFETY: NULL or the caller's hints.
+    let h = unsafe { hints.as_ref() };
+    let flags = h.map_or(0, |h| h.ai_flags);
+    let passive = flags & RAI_PASSIVE != 0;
+    // SAFETY: all-zero is valid `struct addrinfo` hints.
+    let mut ah: libc::addrinfo = unsafe { std::mem::zeroed() };
+    ah.ai_family = libc::AF_INET;
+    ah.ai_socktype = libc::SOCK_STREAM;
+    if passive {
+        ah.ai_flags |= libc::AI_PASSIVE;
+    }
+    if flags & RAI_NUMERICHOST != 0 {
+        ah.ai_flags |= libc::AI_NUMERICHOST;
+    }
+    let mut ai: *mut libc::addrinfo = std::ptr::null_mut();
+    // SAFETY: C strings or NULL, valid hints, a result pointer to write.
+    let r = unsafe { libc::getaddrinfo(node, service, &ah, &mut ai) };
+    if r != 0 {
+        return r;
+    }
+    // SAFETY: getaddrinfo succeeded: `ai` is a list of at least one.
+    let sin = unsafe { *(*ai).ai_addr.cast::<libc::sockaddr_in>() };
+    // SAFETY: the list getaddrinfo made.
+    unsafe { libc::freeaddrinfo(ai) };
+    let addr = Box::into_raw(Box::new(sin)).cast::<libc::sockaddr>();
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let mut rai = Box::new(RdmaAddrinfo {
+        ai_flags: flags,
+        ai_family: libc::AF_INET,
+        ai_qp_type: h.map_or(0, |h| h.ai_qp_type),
+        ai_port_space: h.map_or(0, |h| h.ai_port_space),
+        ai_src_len: 0,
+        ai_dst_len: 0,
+        ai_src_addr: std::ptr::null_mut(),
+        ai_dst_addr: std::ptr::null_mut(),
+        ai_src_canonname: std::ptr::null_mut(),
+        ai_dst_canonname: std::ptr::null_mut(),
+        ai_route_len: 0,
+        ai_route: std::ptr::null_mut(),
+        ai_connect_len: 0,
+        ai_connect: std::ptr::null_mut(),
+        ai_next: std::ptr::null_mut(),
+    });
+    if rai.ai_qp_type == 0 {
+        rai.ai_qp_type = 2;
+    }
+    if rai.ai_port_space == 0 {
+        rai.ai_port_space = c_int::from(rnic_cm::cma::port_space::TCP);
+    }
+    if passive {
+        rai.ai_src_addr = addr;
+        rai.ai_src_len = len;
+    } else {
+        rai.ai_dst_addr = addr;
+        rai.ai_dst_len = len;
+        // A source the hints name goes with it.
+        if let Some(src) = h.filter(|h| !h.ai_src_addr.is_null() && h.ai_src_len as usize == len as usize) {
+            // SAFETY: the hints' IPv4 source address.
+            let s = unsafe { *src.ai_src_addr.cast::<libc::sockaddr_in>() };
+            rai.ai_src_addr = Box::into_raw(Box::new(s)).cast();
+            rai.ai_src_len = len;
+        }
+    }
+    // SAFETY: checked writable.
+    unsafe { *res = Box::into_raw(rai) };
+    0
+}
+
+/// `rdma_freeaddrinfo`: frees a list [`rdma_getaddrinfo`] made.
+///
+/// # Safety
+///
+/// `res` is NULL or from [`rdma_getaddrinfo`].
+#[no_mangle]
+pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut RdmaAddrinfo) {
+    let mut p = res;
+    while !p.is_null() {
+        // SAFETY: a node we made.
+        let rai = unsafe { Box::from_raw(p) };
+        for a in [rai.ai_src_addr, rai.ai_dst_addr] {
+            if !a.is_null() {
+                // SAFETY: an IPv4 address we boxed.
+                drop(unsafe { Box::from_raw(a.cast::<libc::sockaddr_in>()) });
+            }
+        }
+        p = rai.ai_next;
+    }
+}
