@@ -227,7 +227,9 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
         rai.ai_dst_addr = addr;
         rai.ai_dst_len = len;
         // A source the hints name goes with it.
-        if let Some(src) = h.filter(|h| !h.ai_src_addr.is_null() && h.ai_src_len as usize == len as usize) {
+        if let Some(src) =
+            h.filter(|h| !h.ai_src_addr.is_null() && h.ai_src_len as usize == len as usize)
+        {
             // SAFETY: the hints' IPv4 source address.
             let s = unsafe { *src.ai_src_addr.cast::<libc::sockaddr_in>() };
             rai.ai_src_addr = Box::into_raw(Box::new(s)).cast();

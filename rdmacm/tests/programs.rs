@@ -1,0 +1,184 @@
+//! Unmodified programs of rdma-core's `rdmacm-utils` over the drop-in
+//! librdmacm and libibverbs, as two processes whose NICs are on one
+//! shared-memory fabric: `rping` (RDMA READs and WRITEs and SENDs over a
+//! connection the CM made, every byte verified, several sizes and
+//! counts), `ucmatose` (four connections at once), and a connection to a
+//! port nobody listens on, which the CM rejects.
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use rnic_tests::dropin::lib_dir;
+
+/// A fabric directory of its own per test, removed when dropped.
+struct Fabric(std::path::PathBuf);
+
+impl Fabric {
+    fn new(name: &str) -> Fabric {
+        let d = std::path::Path::new("/dev/shm")
+            .join(format!("rnic-rdmacm-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        Fabric(d)
+    }
+
+    /// `RNIC_DEVICES` of host `n` (1 or 2) on it.
+    fn device(&self, n: u8) -> String {
+        format!(
+            "wire=fabric:{},mac=02:00:00:00:00:{n:02x},ipv4=192.0.2.{n}",
+            self.0.display()
+        )
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn program(name: &str, args: &[&str], devices: &str) -> Command {
+    let mut c = Command::new(name);
+    c.args(args)
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .env("RNIC_DEVICES", devices)
+        .env_remove("RNIC_DEVICES_FILE");
+    c
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The last 2,000 characters of `t` (rping prints every buffer).
+fn tail(t: &str) -> &str {
+    let mut at = t.len().saturating_sub(2000);
+    while !t.is_char_boundary(at) {
+        at += 1;
+    }
+    &t[at..]
+}
+
+/// Runs `server` in the background, its output into a file (not a pipe,
+/// which a verbose server would fill while nobody reads it), and `client`
+/// once the server had a moment to listen; both outputs.
+fn pair(server: Command, client: Command) -> (Output, Output) {
+    let log = std::env::temp_dir().join(format!(
+        "rnic-rdmacm-server-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let file = std::fs::File::create(&log).unwrap();
+    let mut server = server;
+    let mut s = server
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e} (scripts/setup.sh installs rdmacm-utils)"));
+    std::thread::sleep(Duration::from_millis(500));
+    let mut client = client;
+    let c = client.output().unwrap();
+    let status = s.wait().unwrap();
+    let stdout = std::fs::read(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let so = Output {
+        status,
+        stdout,
+        stderr: Vec::new(),
+    };
+    (so, c)
+}
+
+#[test]
+fn rping_verifies_every_byte_over_a_connection_the_cm_made() {
+    for (size, count) in [("64", "5"), ("4096", "20"), ("65000", "3")] {
+        let f = Fabric::new(&format!("rping-{size}"));
+        let args = |side: &str| {
+            [
+                side,
+                "-a",
+                "192.0.2.1",
+                "-p",
+                "7174",
+                "-v",
+                "-V",
+                "-S",
+                size,
+                "-C",
+                count,
+            ]
+            .map(String::from)
+        };
+        let s = program("timeout", &["30", "rping"], &f.device(1));
+        let mut s = s;
+        s.args(args("-s"));
+        let mut c = program("timeout", &["30", "rping"], &f.device(2));
+        c.args(args("-c"));
+        let (so, co) = pair(s, c);
+        let (st, ct) = (text(&so), text(&co));
+        let ok = co.status.success() && so.status.success();
+        assert!(ok, "{size} B:\nclient {}\nserver {}", tail(&ct), tail(&st));
+        let n: usize = count.parse().unwrap();
+        assert_eq!(
+            ct.matches("ping data: rdma-ping-").count(),
+            n,
+            "{}",
+            tail(&ct)
+        );
+        assert_eq!(
+            st.matches("server ping data: rdma-ping-").count(),
+            n,
+            "{}",
+            tail(&st)
+        );
+        // The client disconnects; the server hears it (its DREQ came).
+        assert!(st.contains("server DISCONNECT EVENT"), "{}", tail(&st));
+    }
+}
+
+#[test]
+fn ucmatose_runs_four_connections_at_once() {
+    let f = Fabric::new("ucmatose");
+    let mut s = program("timeout", &["30", "ucmatose"], &f.device(1));
+    s.args(["-b", "192.0.2.1", "-c", "4", "-C", "20", "-S", "1000"]);
+    let mut c = program("timeout", &["30", "ucmatose"], &f.device(2));
+    c.args(["-s", "192.0.2.1", "-c", "4", "-C", "20", "-S", "1000"]);
+    let (so, co) = pair(s, c);
+    let (st, ct) = (text(&so), text(&co));
+    assert!(
+        co.status.success() && so.status.success(),
+        "client {ct}\nserver {st}"
+    );
+    for t in [&st, &ct] {
+        assert!(
+            t.contains("data transfers complete") && t.contains("return status 0"),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn a_connection_nobody_listens_for_is_rejected() {
+    let f = Fabric::new("reject");
+    // A listener on another port, so that the device is on the fabric.
+    let mut s = program("timeout", &["10", "rping"], &f.device(1));
+    s.args(["-s", "-a", "192.0.2.1", "-p", "7174", "-C", "1"]);
+    let mut server = s
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = program("timeout", &["20", "rping"], &f.device(2));
+    c.args(["-c", "-a", "192.0.2.1", "-p", "7175", "-C", "1"]);
+    let co = c.output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let ct = text(&co);
+    assert!(!co.status.success(), "{ct}");
+    // The REJ's reason: no service with that ID (IBA's 8).
+    assert!(ct.contains("RDMA_CM_EVENT_REJECTED, error 8"), "{ct}");
+}
