@@ -13,9 +13,12 @@ use rnic_cm::manager::{Event, Gid};
 use rnic_cm::rej::RejRepr;
 use rnic_cm::rep::RepRepr;
 use rnic_cm::req::ReqRepr;
-use rnic_verbs_abi::{IbvDevice, IbvQpAttr};
+use rnic_cm::sidr::SidrReqRepr;
+use rnic_verbs_abi::{IbvAhAttr, IbvDevice, IbvQpAttr};
 
-use crate::abi::{event, IbvSaPathRec, RdmaCmEvent, RdmaCmEventParam, RdmaCmId, RdmaConnParam};
+use crate::abi::{
+    event, IbvSaPathRec, RdmaCmEvent, RdmaCmEventParam, RdmaCmId, RdmaConnParam, RdmaUdParam,
+};
 use crate::channel::{self, EventBox, PRIVATE_MAX};
 use crate::port::Port;
 use crate::verbs;
@@ -364,18 +367,42 @@ fn handle(st: &mut State, port: usize, e: Event) {
                 deliver(id, event_for(id, event::TIMEWAIT_EXIT, 0));
             }
         }
-        Event::SidrReq { id, .. } => {
-            // UD over RDMA CM is not served yet: the requester hears no
-            // such service.
-            let p = &mut st.ports[port];
-            if let Ok(out) = p
-                .manager
-                .sidr_reply(id, rnic_cm::sidr::status::UNSUPPORTED, 0, 0, &[])
-            {
-                p.send(&out);
+        Event::SidrReq {
+            id: comm,
+            from,
+            req,
+        } => on_sidr_req(st, port, comm, from, req),
+        Event::SidrRep { id: comm, rep } => {
+            let Some(id) = id_of(st, port, comm) else {
+                return;
+            };
+            st.conns.remove(&(port, comm));
+            let dgid = st
+                .ids
+                .get(&(id as usize))
+                .map(|s| s.path.dgid.raw)
+                .unwrap_or_default();
+            if let Some(s) = st.ids.get_mut(&(id as usize)) {
+                s.comm_id = None;
+                s.phase = if rep.status == rnic_cm::sidr::status::SUCCESS {
+                    Phase::Connected
+                } else {
+                    Phase::Idle
+                };
             }
+            if rep.status != rnic_cm::sidr::status::SUCCESS {
+                // As the kernel reports a SIDR REP that is no: unreachable,
+                // the status its SIDR status.
+                deliver(
+                    id,
+                    event_for(id, event::UNREACHABLE, c_int::from(rep.status)),
+                );
+                return;
+            }
+            let mut ev = event_for(id, event::ESTABLISHED, 0);
+            set_ud(&mut ev, &rep.private_data, dgid, rep.qpn, rep.qkey);
+            deliver(id, ev);
         }
-        Event::SidrRep { .. } => {}
     }
 }
 
@@ -488,6 +515,91 @@ fn on_req(st: &mut State, port: usize, comm: u32, from: Gid, req: ReqRepr) {
         },
     );
     st.conns.insert((port, comm), child as usize);
+    deliver(child, ev);
+}
+
+/// Sets the event's datagram parameters: private data, the address of
+/// the other side's QP (port `dgid`), its number and Q_Key.
+fn set_ud(b: &mut EventBox, data: &[u8], dgid: Gid, qpn: u32, qkey: u32) {
+    let n = data.len().min(PRIVATE_MAX);
+    b.private[..n].copy_from_slice(&data[..n]);
+    let mut ah_attr = IbvAhAttr {
+        is_global: 1,
+        port_num: 1,
+        ..IbvAhAttr::default()
+    };
+    ah_attr.grh.dgid.raw = dgid;
+    ah_attr.grh.hop_limit = 64;
+    b.ev.param.ud = RdmaUdParam {
+        private_data: b.private.as_ptr().cast(),
+        private_data_len: n as u8,
+        ah_attr,
+        qp_num: qpn,
+        qkey,
+    };
+}
+
+/// A SIDR REQ for a UD listener: a new ID, and the connection request.
+fn on_sidr_req(st: &mut State, port: usize, comm: u32, from: Gid, req: SidrReqRepr) {
+    let Some(&listener) = st.listeners.get(&(port, req.service_id)) else {
+        let p = &mut st.ports[port];
+        if let Ok(out) = p
+            .manager
+            .sidr_reply(comm, rnic_cm::sidr::status::UNSUPPORTED, 0, 0, &[])
+        {
+            p.send(&out);
+        }
+        return;
+    };
+    let listener = listener as *mut RdmaCmId;
+    let hdr = CmaHdr::parse(&req.private_data).ok();
+    // SAFETY: a live listening ID.
+    let child =
+        unsafe { crate::id::new_id((*listener).channel, (*listener).context, (*listener).ps) };
+    let p = &st.ports[port];
+    // SAFETY: the new ID, ours alone until the event is delivered.
+    unsafe {
+        let c = &mut *child;
+        c.verbs = p.ctx;
+        c.port_num = 1;
+        c.qp_type = crate::id::QPT_UD;
+        c.route.addr.src = (*listener).route.addr.src;
+        if let Some(h) = hdr {
+            crate::id::set_addr(&mut c.route.addr.src, h.ip_version, &h.dst_addr, None);
+            crate::id::set_addr(
+                &mut c.route.addr.dst,
+                h.ip_version,
+                &h.src_addr,
+                Some(h.src_port),
+            );
+        }
+        c.route.addr.ibaddr.sgid.raw = p.gid;
+        c.route.addr.ibaddr.dgid.raw = from;
+        c.route.addr.ibaddr.pkey = 0xffff;
+    }
+    let mut path = Box::new(crate::id::path_record(p, from));
+    // SAFETY: as above.
+    unsafe {
+        (*child).route.path_rec = &mut *path;
+        (*child).route.num_paths = 1;
+    }
+    let mut ev = event_for(child, event::CONNECT_REQUEST, 0);
+    ev.ev.listen_id = listener;
+    // The requester's QP comes with its first datagram (ibv_create_ah_from_wc).
+    set_ud(&mut ev, &req.private_data[cma::HEADER_LEN..], from, 0, 0);
+    st.ids.insert(
+        child as usize,
+        IdState {
+            port: Some(port),
+            phase: Phase::Requested,
+            comm_id: Some(comm),
+            service_id: None,
+            psn: random_psn(),
+            req: None,
+            resources: (0, 0),
+            path,
+        },
+    );
     deliver(child, ev);
 }
 

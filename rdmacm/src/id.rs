@@ -1,7 +1,8 @@
 //! Communication identifiers and what a program does with them: bind,
 //! resolve, make a QP, connect, listen, accept, reject, disconnect,
-//! destroy. Connections are RC (`RDMA_PS_TCP`, `RDMA_PS_IB`); the address
-//! is IPv4 (an IPv4-mapped GID of the device's port 1).
+//! destroy. Connections are RC (`RDMA_PS_TCP`, `RDMA_PS_IB`), datagram
+//! services UD (`RDMA_PS_UDP`, resolved by SIDR); the address is IPv4 (an
+//! IPv4-mapped GID of the device's port 1).
 
 use std::ffi::{c_int, c_void};
 
@@ -13,7 +14,8 @@ use rnic_cm::req::{transport, ReqRepr};
 use rnic_verbs_abi::{IbvPd, IbvQp, IbvQpAttr, IbvQpInitAttr};
 
 use crate::abi::{
-    event, IbvSaPathRec, RdmaAddr, RdmaCmId, RdmaConnParam, RdmaEventChannel, RdmaIbAddr, RdmaRoute,
+    event, IbvSaPathRec, RdmaAddr, RdmaCmId, RdmaConnParam, RdmaEventChannel, RdmaIbAddr,
+    RdmaRoute, RDMA_UDP_QKEY,
 };
 use crate::cm::{cm, deliver, event_for, random_psn, to_error, IdState, Phase, State};
 use crate::errno;
@@ -22,6 +24,8 @@ use crate::verbs;
 
 /// IBV_QPT_RC.
 const QPT_RC: c_int = 2;
+/// IBV_QPT_UD.
+pub(crate) const QPT_UD: c_int = 4;
 /// How long the other side's CM takes to answer, as rdma_cm says
 /// (`CMA_CM_RESPONSE_TIMEOUT`: 4.096 µs · 2^20, about 4.3 s).
 const CM_RESPONSE_TIMEOUT: u8 = 20;
@@ -261,11 +265,18 @@ pub unsafe extern "C" fn rdma_create_id(
     if id.is_null() || channel.is_null() {
         return errno::fail(libc::EINVAL);
     }
-    if !matches!(ps as u16, cma::port_space::TCP | cma::port_space::IB) {
-        // UDP and IPoIB port spaces (UD QPs) are not served yet.
+    if !matches!(
+        ps as u16,
+        cma::port_space::TCP | cma::port_space::IB | cma::port_space::UDP
+    ) {
+        // IPoIB's port space is not served.
         return errno::fail(libc::EPROTONOSUPPORT);
     }
     let p = new_id(channel, context, ps);
+    if ps as u16 == cma::port_space::UDP {
+        // SAFETY: the new ID, ours alone.
+        unsafe { (*p).qp_type = QPT_UD };
+    }
     let path = Box::new(IbvSaPathRec::default());
     cm().lock().ids.insert(
         p as usize,
@@ -494,11 +505,12 @@ pub unsafe extern "C" fn rdma_create_qp(
     let r = with_id(id, |st, s| {
         let port = s.port.ok_or(libc::EINVAL)?;
         let pd = if pd.is_null() { st.ports[port].pd } else { pd };
-        // SAFETY: the caller's attributes; RC only.
+        // SAFETY: the caller's attributes.
         let a = unsafe { &mut *attr };
-        if a.qp_type != QPT_RC {
+        if a.qp_type != QPT_RC && a.qp_type != QPT_UD {
             return Err(libc::EOPNOTSUPP);
         }
+        let ud = a.qp_type == QPT_UD;
         // SAFETY: a live PD and attributes.
         let qp = unsafe { verbs::ibv_create_qp(pd, a) };
         if qp.is_null() {
@@ -511,10 +523,28 @@ pub unsafe extern "C" fn rdma_create_qp(
             pkey_index: 0,
             port_num: 1,
             qp_access_flags: access(0),
+            qkey: RDMA_UDP_QKEY,
             ..IbvQpAttr::default()
         };
-        // SAFETY: a live QP: STATE, PKEY_INDEX, PORT, ACCESS_FLAGS.
-        if unsafe { verbs::ibv_modify_qp(qp, &mut init, 1 | 1 << 4 | 1 << 5 | 1 << 3) } != 0 {
+        // STATE, PKEY_INDEX, PORT, and ACCESS_FLAGS (RC) or QKEY (UD).
+        let mask = 1 | 1 << 4 | 1 << 5 | if ud { 1 << 6 } else { 1 << 3 };
+        // SAFETY: a live QP; a UD QP goes on to RTR and RTS, as rdma_cm
+        // takes it (a datagram QP needs nobody to send).
+        let up = unsafe {
+            verbs::ibv_modify_qp(qp, &mut init, mask) == 0
+                && (!ud || {
+                    let mut a = IbvQpAttr {
+                        qp_state: 2,
+                        ..IbvQpAttr::default()
+                    };
+                    verbs::ibv_modify_qp(qp, &mut a, 1) == 0 && {
+                        a.qp_state = 3;
+                        a.sq_psn = s.psn;
+                        verbs::ibv_modify_qp(qp, &mut a, 1 | 1 << 16) == 0
+                    }
+                })
+        };
+        if !up {
             let e = std::io::Error::last_os_error()
                 .raw_os_error()
                 .unwrap_or(libc::EINVAL);
@@ -662,6 +692,26 @@ pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnPar
         };
         CmaHdr::v4(sip, port_of(&src), dip).emit(&mut private_data);
         private_data[cma::HEADER_LEN..cma::HEADER_LEN + user.len()].copy_from_slice(user);
+        // SAFETY: a live ID, under the lock.
+        if unsafe { (*id).qp_type } == QPT_UD {
+            // A datagram "connection" is the service's QP and Q_Key, asked
+            // with a SIDR REQ (IBA 12.11).
+            let now = cm.now();
+            let pt = &mut st.ports[port];
+            let (comm, out) = pt.manager.sidr_request(
+                now,
+                s.path.dgid.raw,
+                cma::service_id(ps as u16, dst_port),
+                &private_data,
+                rnic_cm::manager::timeout_ns(CM_RESPONSE_TIMEOUT),
+                MAX_CM_RETRIES,
+            );
+            pt.send(&out);
+            s.comm_id = Some(comm);
+            s.phase = Phase::Connecting;
+            st.conns.insert((port, comm), id as usize);
+            return Ok(());
+        }
         let path = &s.path;
         let (max_resp, max_init) = st.ports[port].max_rd_atomic;
         let resp = resources(&p, p.responder_resources, max_resp, max_resp);
@@ -774,13 +824,41 @@ pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnPara
     let p = conn_param(param);
     let cm = cm();
     let r = with_id(id, |st, s| {
-        let (Some(port), Some(comm), Some(req)) = (s.port, s.comm_id, s.req.as_ref()) else {
+        let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
             return Err(libc::EINVAL);
         };
         if s.phase != Phase::Requested {
             return Err(libc::EINVAL);
         }
         let user = private(&p);
+        // SAFETY: a live ID, under the lock.
+        let (qp, ud) = unsafe { ((*id).qp, (*id).qp_type == QPT_UD) };
+        if ud {
+            let qpn = if qp.is_null() {
+                p.qp_num
+            } else {
+                // SAFETY: the ID's live QP.
+                unsafe { (*qp).qp_num }
+            };
+            let pt = &mut st.ports[port];
+            let out = pt
+                .manager
+                .sidr_reply(
+                    comm,
+                    rnic_cm::sidr::status::SUCCESS,
+                    qpn,
+                    RDMA_UDP_QKEY,
+                    user,
+                )
+                .map_err(|_| libc::EINVAL)?;
+            pt.send(&out);
+            s.comm_id = None;
+            s.phase = Phase::Connected;
+            return Ok(());
+        }
+        let Some(req) = s.req.as_ref() else {
+            return Err(libc::EINVAL);
+        };
         if user.len() > rnic_cm::rep::PRIVATE_DATA_LEN {
             return Err(libc::EINVAL);
         }
@@ -790,8 +868,6 @@ pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnPara
         let (max_resp, max_init) = st.ports[port].max_rd_atomic;
         let resp = resources(&p, p.responder_resources, req.initiator_depth, max_resp);
         let init = resources(&p, p.initiator_depth, req.responder_resources, max_init);
-        // SAFETY: a live ID, under the lock.
-        let qp = unsafe { (*id).qp };
         let qpn = if qp.is_null() {
             p.qp_num
         } else {
@@ -864,10 +940,16 @@ pub unsafe extern "C" fn rdma_reject(id: *mut RdmaCmId, data: *const c_void, len
             return Err(libc::EINVAL);
         };
         let pt = &mut st.ports[port];
-        let out = pt
-            .manager
-            .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, user)
-            .map_err(|_| libc::EINVAL)?;
+        // SAFETY: a live ID, under the lock.
+        let out = if unsafe { (*id).qp_type } == QPT_UD {
+            pt.manager
+                .sidr_reply(comm, rnic_cm::sidr::status::REJECT, 0, 0, user)
+                .map_err(|_| libc::EINVAL)?
+        } else {
+            pt.manager
+                .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, user)
+                .map_err(|_| libc::EINVAL)?
+        };
         pt.send(&out);
         st.conns.remove(&(port, comm));
         s.comm_id = None;

@@ -2,8 +2,9 @@
 //! librdmacm and libibverbs, as two processes whose NICs are on one
 //! shared-memory fabric: `rping` (RDMA READs and WRITEs and SENDs over a
 //! connection the CM made, every byte verified, several sizes and
-//! counts), `ucmatose` (four connections at once), and a connection to a
-//! port nobody listens on, which the CM rejects.
+//! counts), `ucmatose` (four connections at once), `udaddy` (UD services
+//! resolved by SIDR), and a connection or a service nobody offers, which
+//! the CM rejects or reports unreachable.
 
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -158,6 +159,45 @@ fn ucmatose_runs_four_connections_at_once() {
             "{t}"
         );
     }
+}
+
+#[test]
+fn udaddy_resolves_a_ud_service_and_exchanges_datagrams() {
+    let f = Fabric::new("udaddy");
+    let mut s = program("timeout", &["30", "udaddy"], &f.device(1));
+    s.args(["-b", "192.0.2.1", "-c", "2", "-C", "10"]);
+    let mut c = program("timeout", &["30", "udaddy"], &f.device(2));
+    c.args(["-s", "192.0.2.1", "-c", "2", "-C", "10"]);
+    let (so, co) = pair(s, c);
+    let (st, ct) = (text(&so), text(&co));
+    assert!(
+        co.status.success() && so.status.success(),
+        "client {ct}\nserver {st}"
+    );
+    for t in [&st, &ct] {
+        assert!(
+            t.contains("data transfers complete") && t.contains("return status 0"),
+            "{t}"
+        );
+    }
+    // A service nobody offers (an RC listener holds the device, no UD
+    // one): the SIDR REP says so.
+    let mut s = program("timeout", &["30", "rping"], &f.device(1));
+    s.args(["-s", "-a", "192.0.2.1", "-C", "1"]);
+    let mut server = s
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut c = program("timeout", &["30", "udaddy"], &f.device(2));
+    c.args(["-s", "192.0.2.1"]);
+    let co = c.output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let ct = text(&co);
+    assert!(!co.status.success(), "{ct}");
+    assert!(ct.contains("RDMA_CM_EVENT_UNREACHABLE, error: 1"), "{ct}");
 }
 
 #[test]

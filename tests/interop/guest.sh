@@ -19,7 +19,8 @@ RDMA=/usr/bin/rdma
 say() { echo "rnic-interop: $*"; }
 
 say "kernel $(uname -r), $(grep -c ^processor /proc/cpuinfo) CPU(s)"
-for m in crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe virtio_pci virtio_net; do
+for m in crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs ib_cm iw_cm rdma_cm rdma_ucm \
+    rdma_rxe virtio_pci virtio_net; do
     modprobe "$m" || say "modprobe $m failed"
 done
 nic_with_mac() {

@@ -31,6 +31,10 @@
 #     bandwidth) over rxe (guest) against the same unmodified tests over
 #     rnic's drop-in libibverbs (host): both exit 0, print no error, and
 #     the client reports its figures for the size and iterations asked;
+#   - rping over the kernel's RDMA CM and rxe (guest) against rping over
+#     rnic's drop-in librdmacm and libibverbs (host), each as server and as
+#     client: a connection made by the two CMs' MADs on the wire, every
+#     byte verified; the kernel's CM counters show no REJ and no error;
 #   - with the host NIC's fault injector dropping and reordering frames
 #     (both directions under verbs_peer, the host's frames under
 #     ibv_rc_pingpong): they still complete and verify, and the counters of
@@ -108,7 +112,9 @@ initrd=$work/initramfs.cpio.gz
 libdir=/usr/lib/x86_64-linux-gnu
 bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:crc32_generic mod:udp_tunnel mod:ip6_udp_tunnel mod:ib_core mod:ib_uverbs \
+    mod:ib_cm mod:iw_cm mod:rdma_cm mod:rdma_ucm \
     mod:rdma_rxe mod:virtio_pci mod:virtio_net \
+    bin:/usr/bin/rping bin:/lib/x86_64-linux-gnu/libgcc_s.so.1 \
     bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
     bin:/usr/bin/ibv_ud_pingpong bin:/usr/bin/ibv_uc_pingpong \
     $(for b in /usr/bin/ib_{write,read,send,atomic}_{lat,bw}; do echo "bin:$b"; done) \
@@ -414,6 +420,70 @@ for tsn in ib_write_lat:8:200 ib_write_bw:4096:200 ib_read_lat:64:200 ib_read_bw
     both "perftest-$t" "$t -d rxe0 -x 1 -s $s -n $n $o" "$t -d rnic0 -x 0 -s $s -n $n $o"
 done
 host_cmd=host bind_opt=--bind expect=
+
+# RDMA CM: rping, unmodified, over the kernel's rdma_cm and rxe in the
+# guest and over rnic's drop-in librdmacm and libibverbs on the host: the
+# two communication managers make the connection with MADs on the wire
+# (QP1 to QP1), rping verifies every byte (-V), and the kernel's CM
+# counters show the exchange with no REJ sent or received.
+say "RDMA CM: rping over the kernel's rdma_cm and rxe (guest) against rping over rnic's librdmacm (host)"
+rdmacm_host() {
+    env LD_LIBRARY_PATH="$ibverbs_dir" \
+        RNIC_DEVICES="wire=udp:127.0.0.1:$wire_host=127.0.0.1:$wire_qemu,mac=02:00:00:00:00:01,ipv4=192.0.2.1" \
+        timeout 120 "$@"
+}
+cm_counters() {
+    guest 'cd /sys/class/infiniband_cm/rxe0/1 && for d in cm_tx_msgs cm_rx_msgs cm_tx_retries cm_rx_duplicates; do for f in $d/*; do echo "$d/${f##*/} $(cat $f)"; done; done' > "$1"
+}
+cm_counters "$work/cm-before"
+rping_args="-V -v -C 10 -S 4096"
+# The guest listens, the host connects.
+steps=$((steps + 1))
+guest "timeout 120 rping -s -a 192.0.2.2 $rping_args" > "$work/rping-guest-server.guest" 2>&1 &
+gpid=$!
+guest 'for i in $(seq 300); do rdma res show cm_id | grep -q LISTEN && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
+    fail "  the guest's rping never listened"
+set +e
+rdmacm_host rping -c -a 192.0.2.2 $rping_args > "$work/rping-guest-server.host" 2>&1
+hrc=$?
+wait $gpid
+grc=$?
+set -e
+n=$(grep -c '^ping data' "$work/rping-guest-server.host" || true)
+if [ "$hrc" = 0 ] && [ "$grc" = 0 ] && [ "$n" = 10 ]; then
+    say "  rping-guest-server: ok (10 pings of 4096 B verified)"
+else
+    fail "  rping-guest-server: FAILED (host $hrc, guest $grc, $n pings)"
+    sed 's/^/    host | /' "$work/rping-guest-server.host" | tail -20
+    sed 's/^/    guest| /' "$work/rping-guest-server.guest" | tail -20
+fi
+# The host listens, the guest connects.
+steps=$((steps + 1))
+rdmacm_host rping -s -a 192.0.2.1 $rping_args > "$work/rping-guest-client.host" 2>&1 &
+hpid=$!
+sleep 2
+set +e
+guest "timeout 120 rping -c -a 192.0.2.1 $rping_args" > "$work/rping-guest-client.guest" 2>&1
+grc=$?
+wait $hpid
+hrc=$?
+set -e
+n=$(grep -c '^ping data' "$work/rping-guest-client.guest" || true)
+if [ "$hrc" = 0 ] && [ "$grc" = 0 ] && [ "$n" = 10 ]; then
+    say "  rping-guest-client: ok (10 pings of 4096 B verified)"
+else
+    fail "  rping-guest-client: FAILED (host $hrc, guest $grc, $n pings)"
+    sed 's/^/    host | /' "$work/rping-guest-client.host" | tail -20
+    sed 's/^/    guest| /' "$work/rping-guest-client.guest" | tail -20
+fi
+cm_counters "$work/cm-after"
+cm_delta() { delta "$work/cm-before" "$work/cm-after" "$@"; }
+say "  kernel CM: $(cm_delta cm_tx_msgs/req cm_tx_msgs/rep cm_tx_msgs/rtu cm_tx_msgs/dreq cm_tx_msgs/drep) REQ/REP/RTU/DREQ/DREP sent," \
+    "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep cm_rx_msgs/rtu cm_rx_msgs/dreq cm_rx_msgs/drep) received," \
+    "$(cm_delta cm_tx_retries/req cm_tx_retries/rep cm_tx_retries/dreq) retries, $(cm_delta cm_rx_duplicates/req cm_rx_duplicates/rep cm_rx_duplicates/rtu) duplicates"
+rejects=$(cm_delta cm_tx_msgs/rej cm_rx_msgs/rej)
+[ "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep)" -ge 2 ] || fail "  the kernel's CM received no REQ or no REP from rnic"
+[ "$rejects" = 0 ] || fail "  the kernel's CM sent or received $rejects REJ"
 
 phase=faults
 faults="drop=0.02,reorder=0.02"
