@@ -24,9 +24,10 @@ use crate::port::Port;
 use crate::verbs;
 
 /// Where an ID is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Phase {
     /// Made, or bound.
+    #[default]
     Idle,
     /// Address resolved.
     AddrResolved,
@@ -47,7 +48,7 @@ pub(crate) enum Phase {
 }
 
 /// What the library keeps of an ID besides what the program sees.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct IdState {
     /// Its port (an index into the ports), once bound or resolved.
     pub port: Option<usize>,
@@ -65,6 +66,15 @@ pub(crate) struct IdState {
     pub resources: (u8, u8),
     /// The path record the program sees (`route.path_rec`).
     pub path: Box<IbvSaPathRec>,
+    /// A synchronous ID (made without a channel): its calls wait for
+    /// their events, on a channel of its own, which goes with it.
+    pub sync: bool,
+    /// A passive endpoint's QP attributes, for each request
+    /// `rdma_get_request` takes (`rdma_create_ep`).
+    pub ep: Option<Box<crate::ep::Endpoint>>,
+    /// `rdma_create_qp` made the CQs (and their channels) the ID's
+    /// fields name: `rdma_destroy_qp` frees them.
+    pub own_cqs: bool,
 }
 
 /// The process's CM.
@@ -507,11 +517,10 @@ fn on_req(st: &mut State, port: usize, comm: u32, from: Gid, req: ReqRepr) {
             port: Some(port),
             phase: Phase::Requested,
             comm_id: Some(comm),
-            service_id: None,
             psn: random_psn(),
             req: Some(req),
-            resources: (0, 0),
             path,
+            ..IdState::default()
         },
     );
     st.conns.insert((port, comm), child as usize);
@@ -593,11 +602,9 @@ fn on_sidr_req(st: &mut State, port: usize, comm: u32, from: Gid, req: SidrReqRe
             port: Some(port),
             phase: Phase::Requested,
             comm_id: Some(comm),
-            service_id: None,
             psn: random_psn(),
-            req: None,
-            resources: (0, 0),
             path,
+            ..IdState::default()
         },
     );
     deliver(child, ev);

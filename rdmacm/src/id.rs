@@ -262,9 +262,21 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: c_int,
 ) -> c_int {
-    if id.is_null() || channel.is_null() {
+    if id.is_null() {
         return errno::fail(libc::EINVAL);
     }
+    // Without a channel, a synchronous ID: a channel of its own, on which
+    // its calls wait for their events.
+    let sync = channel.is_null();
+    let channel = if sync {
+        let ch = crate::channel::rdma_create_event_channel();
+        if ch.is_null() {
+            return -1;
+        }
+        ch
+    } else {
+        channel
+    };
     if !matches!(
         ps as u16,
         cma::port_space::TCP | cma::port_space::IB | cma::port_space::UDP
@@ -277,18 +289,12 @@ pub unsafe extern "C" fn rdma_create_id(
         // SAFETY: the new ID, ours alone.
         unsafe { (*p).qp_type = QPT_UD };
     }
-    let path = Box::new(IbvSaPathRec::default());
     cm().lock().ids.insert(
         p as usize,
         IdState {
-            port: None,
-            phase: Phase::Idle,
-            comm_id: None,
-            service_id: None,
             psn: random_psn(),
-            req: None,
-            resources: (0, 0),
-            path,
+            sync,
+            ..IdState::default()
         },
     );
     // SAFETY: checked writable.
@@ -336,10 +342,63 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     }
     drop(st);
     cm.kick();
+    if s.sync {
+        // SAFETY: the ID is ours; its kept event, if any, is one of ours,
+        // and its channel its own.
+        unsafe {
+            if !(*id).event.is_null() {
+                crate::channel::rdma_ack_cm_event((*id).event);
+            }
+            crate::channel::rdma_destroy_event_channel((*id).channel);
+        }
+    }
     // SAFETY: ours, and gone from the state: nothing else holds it.
     drop(unsafe { Box::from_raw(id) });
     drop(s.path);
     0
+}
+
+/// Whether `id` is synchronous.
+pub(crate) fn is_sync(id: *mut RdmaCmId) -> bool {
+    cm().lock().ids.get(&(id as usize)).is_some_and(|s| s.sync)
+}
+
+/// A synchronous ID's wait: the next event on its channel, kept in
+/// `id->event` (the one kept before acknowledged); `Err(errno)` unless it
+/// is `want` with status 0.
+pub(crate) fn complete(id: *mut RdmaCmId, want: c_int) -> Result<(), c_int> {
+    let mut ev = std::ptr::null_mut();
+    // SAFETY: a live ID and its channel; `ev` to write.
+    if unsafe { crate::channel::rdma_get_cm_event((*id).channel, &mut ev) } != 0 {
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO));
+    }
+    // SAFETY: the event just taken; the ID's old one is ours to free.
+    let (ty, status) = unsafe {
+        let old = std::mem::replace(&mut (*id).event, ev);
+        if !old.is_null() {
+            crate::channel::rdma_ack_cm_event(old);
+        }
+        ((*ev).event, (*ev).status)
+    };
+    match (ty == want, status) {
+        (true, 0) => Ok(()),
+        (true, s) if s < 0 => Err(-s),
+        _ => Err(match ty {
+            event::REJECTED => libc::ECONNREFUSED,
+            event::UNREACHABLE => libc::ENETUNREACH,
+            _ => libc::EPROTO,
+        }),
+    }
+}
+
+/// For a synchronous ID, waits for `want` after a call that succeeded.
+fn finish(id: *mut RdmaCmId, r: c_int, want: c_int) -> c_int {
+    if r != 0 || !is_sync(id) {
+        return r;
+    }
+    result(complete(id, want))
 }
 
 /// `rdma_bind_addr`: binds `id` to a local address (a device's, or the
@@ -451,7 +510,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
         return errno::fail(e);
     }
     deliver(id, event_for(id, event::ADDR_RESOLVED, 0));
-    0
+    finish(id, 0, event::ADDR_RESOLVED)
 }
 
 /// `rdma_resolve_route`: the path to the resolved address (one record:
@@ -483,7 +542,7 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut RdmaCmId, _timeout_ms: c_in
         return errno::fail(e);
     }
     deliver(id, event_for(id, event::ROUTE_RESOLVED, 0));
-    0
+    finish(id, 0, event::ROUTE_RESOLVED)
 }
 
 /// `rdma_create_qp`: an RC QP for the ID (on `pd`, or the device's own
@@ -511,6 +570,28 @@ pub unsafe extern "C" fn rdma_create_qp(
             return Err(libc::EOPNOTSUPP);
         }
         let ud = a.qp_type == QPT_UD;
+        if a.send_cq.is_null() || a.recv_cq.is_null() {
+            // CQs of the ID's own, each with a completion channel, as
+            // librdmacm makes them (rdma_get_send_comp and
+            // rdma_get_recv_comp wait on them).
+            // SAFETY: a live ID, under the lock; the device's context.
+            unsafe {
+                let i = &mut *id;
+                for (n, cq, ch) in [
+                    (a.cap.max_send_wr, &mut i.send_cq, &mut i.send_cq_channel),
+                    (a.cap.max_recv_wr, &mut i.recv_cq, &mut i.recv_cq_channel),
+                ] {
+                    *ch = verbs::ibv_create_comp_channel(i.verbs);
+                    *cq = verbs::ibv_create_cq(i.verbs, n.max(1) as c_int, id.cast(), *ch, 0);
+                    if ch.is_null() || cq.is_null() {
+                        return Err(libc::ENOMEM);
+                    }
+                }
+                a.send_cq = i.send_cq;
+                a.recv_cq = i.recv_cq;
+            }
+            s.own_cqs = true;
+        }
         // SAFETY: a live PD and attributes.
         let qp = unsafe { verbs::ibv_create_qp(pd, a) };
         if qp.is_null() {
@@ -569,12 +650,29 @@ pub unsafe extern "C" fn rdma_create_qp(
 /// `id` is a live ID.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut RdmaCmId) {
-    let _st = cm().lock();
+    let mut st = cm().lock();
     // SAFETY: a live ID, under the lock.
     let qp: *mut IbvQp = unsafe { std::mem::replace(&mut (*id).qp, std::ptr::null_mut()) };
     if !qp.is_null() {
         // SAFETY: the ID's QP, no longer reachable through it.
         unsafe { verbs::ibv_destroy_qp(qp) };
+    }
+    let own = st
+        .ids
+        .get_mut(&(id as usize))
+        .is_some_and(|s| std::mem::take(&mut s.own_cqs));
+    if own {
+        // SAFETY: the CQs and channels rdma_create_qp made for the ID,
+        // which no QP uses any more.
+        unsafe {
+            let i = &mut *id;
+            for cq in [&mut i.send_cq, &mut i.recv_cq] {
+                verbs::ibv_destroy_cq(std::mem::replace(cq, std::ptr::null_mut()));
+            }
+            for ch in [&mut i.send_cq_channel, &mut i.recv_cq_channel] {
+                verbs::ibv_destroy_comp_channel(std::mem::replace(ch, std::ptr::null_mut()));
+            }
+        }
     }
 }
 
@@ -775,7 +873,7 @@ pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnPar
         Ok(())
     });
     cm.kick();
-    result(r)
+    finish(id, result(r), event::ESTABLISHED)
 }
 
 /// `rdma_listen`: takes connection requests for the ID's port (on its
@@ -919,7 +1017,12 @@ pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnPara
         Ok(())
     });
     cm.kick();
-    result(r)
+    // A datagram service's accept is its SIDR REP: nothing comes back.
+    // SAFETY: a live ID.
+    if unsafe { (*id).qp_type } == QPT_UD {
+        return result(r);
+    }
+    finish(id, result(r), event::ESTABLISHED)
 }
 
 /// `rdma_reject`: refuses a connection request, with private data.

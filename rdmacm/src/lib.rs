@@ -17,6 +17,7 @@
 pub mod abi;
 mod channel;
 mod cm;
+mod ep;
 mod errno;
 mod id;
 mod misc;
@@ -26,6 +27,7 @@ mod verbs;
 pub use channel::{
     rdma_ack_cm_event, rdma_create_event_channel, rdma_destroy_event_channel, rdma_get_cm_event,
 };
+pub use ep::{rdma_create_ep, rdma_destroy_ep, rdma_get_request};
 pub use id::{
     rdma_accept, rdma_bind_addr, rdma_connect, rdma_create_id, rdma_create_qp, rdma_destroy_id,
     rdma_destroy_qp, rdma_disconnect, rdma_get_dst_port, rdma_get_src_port, rdma_listen,

@@ -105,9 +105,6 @@ macro_rules! unserved {
 }
 
 unserved!(
-    rdma_create_ep,
-    rdma_destroy_ep,
-    rdma_get_request,
     rdma_create_qp_ex,
     rdma_create_srq,
     rdma_create_srq_ex,

@@ -27,6 +27,8 @@ extern "C" {
         channel: *mut IbvCompChannel,
         comp_vector: c_int,
     ) -> *mut IbvCq;
+    pub fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) -> c_int;
+    pub fn ibv_destroy_cq(cq: *mut IbvCq) -> c_int;
     pub fn ibv_get_cq_event(
         channel: *mut IbvCompChannel,
         cq: *mut *mut IbvCq,

@@ -2,7 +2,8 @@
 //! librdmacm and libibverbs, as two processes whose NICs are on one
 //! shared-memory fabric: `rping` (RDMA READs and WRITEs and SENDs over a
 //! connection the CM made, every byte verified, several sizes and
-//! counts), `ucmatose` (four connections at once), `udaddy` (UD services
+//! counts), `ucmatose` (four connections at once), `rdma_server` and
+//! `rdma_client` (synchronous endpoints), `udaddy` (UD services
 //! resolved by SIDR), and a connection or a service nobody offers, which
 //! the CM rejects or reports unreachable.
 
@@ -159,6 +160,24 @@ fn ucmatose_runs_four_connections_at_once() {
             "{t}"
         );
     }
+}
+
+#[test]
+fn rdma_server_and_rdma_client_use_synchronous_endpoints() {
+    let f = Fabric::new("endpoints");
+    let s = program("timeout", &["30", "rdma_server"], &f.device(1));
+    let mut c = program("timeout", &["30", "rdma_client"], &f.device(2));
+    c.args(["-s", "192.0.2.1"]);
+    let (so, co) = pair(s, c);
+    let (st, ct) = (text(&so), text(&co));
+    assert!(
+        co.status.success() && so.status.success(),
+        "client {ct}\nserver {st}"
+    );
+    assert!(
+        st.contains("rdma_server: end 0") && ct.contains("rdma_client: end 0"),
+        "{st}{ct}"
+    );
 }
 
 #[test]
