@@ -3,7 +3,8 @@
 //! shared-memory fabric: `rping` (RDMA READs and WRITEs and SENDs over a
 //! connection the CM made, every byte verified, several sizes and
 //! counts), `ucmatose` (four connections at once), `rdma_server` and
-//! `rdma_client` (synchronous endpoints), `udaddy` (UD services
+//! `rdma_client` (synchronous endpoints), perftest with `-R` (its
+//! connection through RDMA CM), `udaddy` (UD services
 //! resolved by SIDR), and a connection or a service nobody offers, which
 //! the CM rejects or reports unreachable.
 
@@ -178,6 +179,35 @@ fn rdma_server_and_rdma_client_use_synchronous_endpoints() {
         st.contains("rdma_server: end 0") && ct.contains("rdma_client: end 0"),
         "{st}{ct}"
     );
+}
+
+#[test]
+fn perftest_connects_through_rdma_cm() {
+    for t in [
+        ["ib_send_lat", "-s", "8", "-n", "200"],
+        ["ib_write_bw", "-s", "65536", "-n", "200"],
+        ["ib_read_lat", "-s", "64", "-n", "200"],
+    ] {
+        let f = Fabric::new(t[0]);
+        let mut s = program("timeout", &["60"], &f.device(1));
+        s.args(t).arg("-R");
+        let mut c = program("timeout", &["60"], &f.device(2));
+        c.args(t).args(["-R", "192.0.2.1"]);
+        let (so, co) = pair(s, c);
+        let (st, ct) = (text(&so), text(&co));
+        assert!(
+            co.status.success() && so.status.success(),
+            "{}: client {ct}\nserver {st}",
+            t[0]
+        );
+        // The result line: the size and the iterations asked.
+        let row = format!(" {}", t[2]);
+        assert!(
+            ct.lines().any(|l| l.starts_with(&row) && l.contains(t[4])),
+            "{}: {ct}",
+            t[0]
+        );
+    }
 }
 
 #[test]
