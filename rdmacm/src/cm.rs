@@ -41,6 +41,9 @@ pub(crate) enum Phase {
     Requested,
     /// REP sent (passive).
     Accepting,
+    /// The REP came to an ID without a QP: the program readies its own
+    /// and calls `rdma_establish`.
+    Responded,
     /// Connected.
     Connected,
     /// Disconnected (either side).
@@ -64,6 +67,9 @@ pub(crate) struct IdState {
     pub req: Option<ReqRepr>,
     /// What it asked for when connecting (active side).
     pub resources: (u8, u8),
+    /// The other side, once known (the REP's, or what `rdma_accept`
+    /// agreed to): what `rdma_init_qp_attr` fills a QP's attributes from.
+    pub remote: Option<crate::id::Remote>,
     /// The path record the program sees (`route.path_rec`).
     pub path: Box<IbvSaPathRec>,
     /// A synchronous ID (made without a channel): its calls wait for
@@ -471,6 +477,8 @@ fn on_req(st: &mut State, port: usize, comm: u32, from: Gid, req: ReqRepr) {
     unsafe {
         let c = &mut *child;
         c.verbs = p.ctx;
+        // The device's PD, as librdmacm gives every ID on a device.
+        c.pd = p.pd;
         c.port_num = 1;
         // SAFETY: the listener's source address, as bound.
         c.route.addr.src = (*listener).route.addr.src;
@@ -570,6 +578,8 @@ fn on_sidr_req(st: &mut State, port: usize, comm: u32, from: Gid, req: SidrReqRe
     unsafe {
         let c = &mut *child;
         c.verbs = p.ctx;
+        // The device's PD, as librdmacm gives every ID on a device.
+        c.pd = p.pd;
         c.port_num = 1;
         c.qp_type = crate::id::QPT_UD;
         c.route.addr.src = (*listener).route.addr.src;
@@ -617,31 +627,30 @@ fn on_rep(st: &mut State, port: usize, comm: u32, id: *mut RdmaCmId, rep: RepRep
         return;
     };
     let (resp, init) = s.resources;
-    let mtu = s.path.mtu;
-    let psn = s.psn;
-    let dgid = s.path.dgid.raw;
-    let ready = crate::id::qp_to_rts(
-        id,
-        &crate::id::Remote {
-            qpn: rep.local_qpn,
-            psn: rep.starting_psn,
-            gid: dgid,
-            mtu,
-            // Reads answered: ours, no more than the other side's depth.
-            dest_rd_atomic: resp.min(rep.initiator_depth),
-            rd_atomic: init.min(rep.responder_resources),
-            rnr_retry: rep.rnr_retry_count,
-            retry: 7,
-        },
-        psn,
-    );
+    let remote = crate::id::Remote {
+        qpn: rep.local_qpn,
+        psn: rep.starting_psn,
+        gid: s.path.dgid.raw,
+        mtu: s.path.mtu,
+        // Reads answered: ours, no more than the other side's depth.
+        dest_rd_atomic: resp.min(rep.initiator_depth),
+        rd_atomic: init.min(rep.responder_resources),
+        rnr_retry: rep.rnr_retry_count,
+        retry: 7,
+    };
+    s.remote = Some(remote);
+    // SAFETY: a live ID.
+    if unsafe { (*id).qp }.is_null() {
+        // The program's own QP (rdma_init_qp_attr), then rdma_establish.
+        s.phase = Phase::Responded;
+        deliver(id, with_private(event_for(id, event::CONNECT_RESPONSE, 0), &rep.private_data));
+        return;
+    }
+    let ready = crate::id::qp_to_rts(id, &remote, s.psn);
     let p = &mut st.ports[port];
     if let Err(e) = ready {
         log::warn!("rdmacm: the QP did not come up on the REP: {e}");
-        if let Ok(out) = p
-            .manager
-            .reject(comm, rnic_cm::rej::reason::NO_RESOURCES, &[])
-        {
+        if let Ok(out) = p.manager.reject(comm, rnic_cm::rej::reason::NO_RESOURCES, &[]) {
             p.send(&out);
         }
         st.conns.remove(&(port, comm));

@@ -138,6 +138,7 @@ pub(crate) fn path_record(p: &Port, dgid: Gid) -> IbvSaPathRec {
 }
 
 /// The other side of a connection, for the QP's transitions.
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Remote {
     /// Its QP.
     pub qpn: u32,
@@ -321,7 +322,7 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
         let p = &mut st.ports[port];
         let out = match s.phase {
             Phase::Connected | Phase::Accepting => p.manager.disconnect(now, comm, &[]).ok(),
-            Phase::Requested => p
+            Phase::Requested | Phase::Responded => p
                 .manager
                 .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, &[])
                 .ok(),
@@ -432,6 +433,7 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sock
             set_addr(&mut (*id).route.addr.src, 4, &mapped(ip), Some(port));
             if let Some(d) = dev {
                 (*id).verbs = st.ports[d].ctx;
+                (*id).pd = st.ports[d].pd;
                 (*id).port_num = 1;
                 (*id).route.addr.ibaddr.sgid.raw = st.ports[d].gid;
             }
@@ -488,6 +490,7 @@ pub unsafe extern "C" fn rdma_resolve_addr(
         unsafe {
             let i = &mut *id;
             i.verbs = p.ctx;
+            i.pd = p.pd;
             i.port_num = 1;
             let keep = port_of(&i.route.addr.src);
             set_addr(
@@ -972,20 +975,18 @@ pub unsafe extern "C" fn rdma_accept(id: *mut RdmaCmId, param: *mut RdmaConnPara
             // SAFETY: the ID's live QP.
             unsafe { (*qp).qp_num }
         };
-        qp_to_rts(
-            id,
-            &Remote {
-                qpn: req.local_qpn,
-                psn: req.starting_psn,
-                gid: req.primary.local_gid,
-                mtu: s.path.mtu,
-                dest_rd_atomic: resp,
-                rd_atomic: init.min(req.responder_resources),
-                rnr_retry: p.rnr_retry_count,
-                retry: req.retry_count,
-            },
-            s.psn,
-        )?;
+        let remote = Remote {
+            qpn: req.local_qpn,
+            psn: req.starting_psn,
+            gid: req.primary.local_gid,
+            mtu: s.path.mtu,
+            dest_rd_atomic: resp,
+            rd_atomic: init.min(req.responder_resources),
+            rnr_retry: p.rnr_retry_count,
+            retry: req.retry_count,
+        };
+        qp_to_rts(id, &remote, s.psn)?;
+        s.remote = Some(remote);
         let mut private_data = [0u8; rnic_cm::rep::PRIVATE_DATA_LEN];
         private_data[..user.len()].copy_from_slice(user);
         let rep = RepRepr {
@@ -1117,3 +1118,115 @@ const _: () = {
     assert!(std::mem::size_of::<RdmaAddr>() == 296);
     assert!(std::mem::size_of::<RdmaRoute>() == 312);
 };
+
+/// `rdma_init_qp_attr`: the attributes (and mask) that take a QP of the
+/// program's own to `qp_attr->qp_state` for the ID's connection: INIT
+/// (port, P_Key, remote access or the Q_Key), RTR (the other side's QP,
+/// PSN and path), RTS (the ID's PSN, timers, READ depth), as the kernel's
+/// `rdma_init_qp_attr` computes them.
+///
+/// # Safety
+///
+/// `id` is a live ID; `qp_attr` and `qp_attr_mask` are writable.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_init_qp_attr(
+    id: *mut RdmaCmId,
+    qp_attr: *mut IbvQpAttr,
+    qp_attr_mask: *mut c_int,
+) -> c_int {
+    if qp_attr.is_null() || qp_attr_mask.is_null() {
+        return errno::fail(libc::EINVAL);
+    }
+    // SAFETY: checked, writable by the caller's promise.
+    let (a, mask) = unsafe { (&mut *qp_attr, &mut *qp_attr_mask) };
+    let r = with_id(id, |st, s| {
+        let port = s.port.ok_or(libc::EINVAL)?;
+        // SAFETY: a live ID, under the lock.
+        let ud = unsafe { (*id).qp_type } == QPT_UD;
+        // Before the accept, what a passive ID would agree to.
+        let remote = s.remote.or_else(|| {
+            let req = s.req.as_ref()?;
+            let (max_resp, max_init) = st.ports[port].max_rd_atomic;
+            Some(Remote {
+                qpn: req.local_qpn,
+                psn: req.starting_psn,
+                gid: req.primary.local_gid,
+                mtu: s.path.mtu,
+                dest_rd_atomic: req.initiator_depth.min(max_resp),
+                rd_atomic: req.responder_resources.min(max_init),
+                rnr_retry: req.rnr_retry_count,
+                retry: req.retry_count,
+            })
+        });
+        let state = a.qp_state;
+        *a = IbvQpAttr {
+            qp_state: state,
+            ..IbvQpAttr::default()
+        };
+        match (state, ud, remote) {
+            (1, true, _) => {
+                a.port_num = 1;
+                a.qkey = RDMA_UDP_QKEY;
+                *mask = 1 | 1 << 4 | 1 << 5 | 1 << 6;
+            }
+            (1, false, r) => {
+                a.port_num = 1;
+                a.qp_access_flags = access(r.map_or(0, |r| r.dest_rd_atomic));
+                *mask = 1 | 1 << 4 | 1 << 5 | 1 << 3;
+            }
+            (2, true, _) => *mask = 1,
+            (3, true, _) => {
+                a.sq_psn = s.psn;
+                *mask = 1 | 1 << 16;
+            }
+            (2, false, Some(r)) => {
+                a.path_mtu = r.mtu.into();
+                a.dest_qp_num = r.qpn;
+                a.rq_psn = r.psn;
+                a.max_dest_rd_atomic = r.dest_rd_atomic;
+                a.min_rnr_timer = 12;
+                a.ah_attr.is_global = 1;
+                a.ah_attr.port_num = 1;
+                a.ah_attr.grh.dgid.raw = r.gid;
+                a.ah_attr.grh.hop_limit = 64;
+                *mask = 1 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 17 | 1 << 15 | 1 << 20;
+            }
+            (3, false, Some(r)) => {
+                a.sq_psn = s.psn;
+                a.timeout = ACK_TIMEOUT;
+                a.retry_cnt = r.retry.min(7);
+                a.rnr_retry = r.rnr_retry.min(7);
+                a.max_rd_atomic = r.rd_atomic;
+                *mask = 1 | 1 << 9 | 1 << 10 | 1 << 11 | 1 << 16 | 1 << 13;
+            }
+            _ => return Err(libc::EINVAL),
+        }
+        Ok(())
+    });
+    result(r)
+}
+
+/// `rdma_establish`: an active ID without a QP, whose program readied its
+/// own QP after `CONNECT_RESPONSE`, completes the connection: the RTU
+/// goes out.
+///
+/// # Safety
+///
+/// `id` is a live ID.
+#[no_mangle]
+pub unsafe extern "C" fn rdma_establish(id: *mut RdmaCmId) -> c_int {
+    let r = with_id(id, |st, s| {
+        let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
+            return Err(libc::EINVAL);
+        };
+        if s.phase != Phase::Responded {
+            return Err(libc::EINVAL);
+        }
+        let pt = &mut st.ports[port];
+        let out = pt.manager.ready(comm, &[]).map_err(|_| libc::EINVAL)?;
+        pt.send(&out);
+        s.phase = Phase::Connected;
+        Ok(())
+    });
+    result(r)
+}

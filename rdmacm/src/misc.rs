@@ -114,8 +114,6 @@ unserved!(
     rdma_leave_multicast,
     rdma_migrate_id,
     rdma_notify,
-    rdma_init_qp_attr,
-    rdma_establish,
     rdma_set_local_ece,
     rdma_get_remote_ece,
     rdma_reject_ece,

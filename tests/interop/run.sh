@@ -428,13 +428,13 @@ host_cmd=host bind_opt=--bind expect=
 # counters show the exchange with no REJ sent or received.
 say "RDMA CM: rping over the kernel's rdma_cm and rxe (guest) against rping over rnic's librdmacm (host)"
 rdmacm_host() {
-    env LD_LIBRARY_PATH="$ibverbs_dir" \
+    env LD_LIBRARY_PATH="$ibverbs_dir" ${RNIC_INTEROP_PCAP:+"RNIC_PCAP=$work"} \
         RNIC_DEVICES="wire=udp:127.0.0.1:$wire_host=127.0.0.1:$wire_qemu,mac=02:00:00:00:00:01,ipv4=192.0.2.1" \
         timeout 120 "$@"
 }
 # The kernel CM's counters of rxe0's port (Linux 6's per-port groups).
 cm_counters() {
-    guest 'cd /sys/class/infiniband/rxe0/ports/1 && for d in cm_tx_msgs cm_rx_msgs cm_tx_duplicates cm_rx_duplicates; do for f in $d/*; do echo "$d/${f##*/} $(cat $f)"; done; done' > "$1" ||
+    guest 'cd /sys/class/infiniband/rxe0/ports/1 && for d in cm_tx_msgs cm_rx_msgs cm_tx_retries cm_rx_duplicates; do for f in $d/*; do echo "$d/${f##*/} $(cat $f)"; done; done' > "$1" ||
         fail "  the kernel CM's counters could not be read: $(cat "$1")"
 }
 cm_counters "$work/cm-before"
@@ -443,7 +443,7 @@ rping_args="-V -v -C 10 -S 4096"
 steps=$((steps + 1))
 guest "timeout 120 rping -s -a 192.0.2.2 $rping_args" > "$work/rping-guest-server.guest" 2>&1 &
 gpid=$!
-guest 'for i in $(seq 300); do rdma res show cm_id | grep -q LISTEN && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
+guest 'for i in $(seq 300); do rdma res show cm_id 2>/dev/null | grep -qi listen && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
     fail "  the guest's rping never listened"
 set +e
 rdmacm_host rping -c -a 192.0.2.2 $rping_args > "$work/rping-guest-server.host" 2>&1
@@ -482,7 +482,7 @@ cm_counters "$work/cm-after"
 cm_delta() { delta "$work/cm-before" "$work/cm-after" "$@"; }
 say "  kernel CM: $(cm_delta cm_tx_msgs/req cm_tx_msgs/rep cm_tx_msgs/rtu cm_tx_msgs/dreq cm_tx_msgs/drep) REQ/REP/RTU/DREQ/DREP sent," \
     "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep cm_rx_msgs/rtu cm_rx_msgs/dreq cm_rx_msgs/drep) received," \
-    "$(cm_delta cm_tx_duplicates/req cm_tx_duplicates/rep cm_tx_duplicates/dreq) sent again, $(cm_delta cm_rx_duplicates/req cm_rx_duplicates/rep cm_rx_duplicates/rtu) duplicates received"
+    "$(cm_delta cm_tx_retries/req cm_tx_retries/rep cm_tx_retries/dreq) sent again, $(cm_delta cm_rx_duplicates/req cm_rx_duplicates/rep cm_rx_duplicates/rtu) duplicates received"
 rejects=$(cm_delta cm_tx_msgs/rej cm_rx_msgs/rej)
 [ "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep)" -ge 2 ] || fail "  the kernel's CM received no REQ or no REP from rnic"
 [ "$rejects" = 0 ] || fail "  the kernel's CM sent or received $rejects REJ"

@@ -10,9 +10,9 @@
 #      shared-memory fabric (each process's NIC its own, in /dev/shm), and
 #      between two NICs of one rnicd (shared memory and its switch).
 #   3. `io_demo -q`, two processes, moves random-sized reads and writes
-#      over rc_verbs with UCX's own data-integrity check (the connection is
-#      set up through UCX's TCP connection manager on lo until rnic serves
-#      RDMA CM).
+#      over rc_verbs with UCX's own data-integrity check, its connection
+#      made by UCX's rdmacm connection manager over rnic's drop-in
+#      librdmacm (docs/rdmacm.md): no TCP at all.
 #
 # Prints each figure; fails if a run fails, hangs or prints no result.
 #
@@ -140,31 +140,34 @@ for wire in udp fabric rnicd; do
     done
 done
 
-echo "== io_demo -q, two processes, reads and writes of 1 B to 256 KiB checked by UCX"
-env=(UCX_TLS=rc_verbs,ud_verbs,tcp UCX_NET_DEVICES=rnic0:1,lo UCX_LOG_LEVEL=debug
-    UCX_WARN_UNUSED_ENV_VARS=n)
+echo "== io_demo -q, two processes, reads and writes of 1 B to 256 KiB checked by UCX, connected through RDMA CM"
+env=(UCX_TLS=rc_verbs,ud_verbs UCX_NET_DEVICES=rnic0:1 UCX_LOG_LEVEL=debug UCX_WARN_UNUSED_ENV_VARS=n)
 RNIC_DEVICES=$udp_a env "${env[@]}" timeout 120 io_demo -q -p "$io_port" -d 1:262144 \
     -o read,write >"$work/io_server" 2>&1 &
 io_server=$!
 pids+=("$io_server")
 rc=0
-if listening "$io_port"; then
-    RNIC_DEVICES=$udp_b env "${env[@]}" timeout 120 io_demo -q -p "$io_port" -d 1:262144 \
-        -o read,write -i "$((iters_big * 4))" 127.0.0.1 >"$work/io_client" 2>&1 || rc=$?
-else
-    rc=1
-fi
+# The server's UCX listens through RDMA CM on its NIC's address, which no
+# socket shows: wait until its log says it listens.
+for _ in $(seq 100); do
+    grep -q 'started listener' "$work/io_server" && break
+    sleep 0.1
+done
+RNIC_DEVICES=$udp_b env "${env[@]}" timeout 120 io_demo -q -p "$io_port" -d 1:262144 \
+    -o read,write -i "$((iters_big * 4))" 192.0.2.1 >"$work/io_client" 2>&1 || rc=$?
 kill "$io_server" 2>/dev/null || true
 touch "$work/io_client"
 total=$(grep -E '\[DEMO\] total' "$work/io_client" | tail -1 || true)
-# The data lane the client's endpoint settled on (UCX's debug log).
-lane=$(grep -E 'lane\[[0-9]+\]:.*am_bw' "$work/io_client" | tail -1 | grep -oE '[a-z_]+/rnic0:1|tcp/lo' || true)
-if [ "$rc" != 0 ] || [ -z "$total" ] || [ "$lane" != rc_verbs/rnic0:1 ]; then
-    echo "FAILED: io_demo (rc $rc, data lane '${lane:-none}')" >&2
+# The data lane the client's endpoint settled on, and the connection
+# manager that connected it (UCX's debug log).
+lane=$(grep -E 'lane\[[0-9]+\]:.*am_bw' "$work/io_client" | tail -1 | grep -oE '[a-z_]+/rnic0:1' || true)
+cm=$(grep -oE 'created an endpoint on rdmacm' "$work/io_client" | head -1 || true)
+if [ "$rc" != 0 ] || [ -z "$total" ] || [ "$lane" != rc_verbs/rnic0:1 ] || [ -z "$cm" ]; then
+    echo "FAILED: io_demo (rc $rc, data lane '${lane:-none}', ${cm:-no rdmacm endpoint})" >&2
     grep -vE 'UCX +(DEBUG|TRACE)' "$work/io_client" | tail -20 >&2
     failed=1
 else
-    echo "  data over $lane: $(echo "$total" | sed -E 's/.*\[DEMO\] //')"
+    echo "  data over $lane, connected by UCX's rdmacm: $(echo "$total" | sed -E 's/.*\[DEMO\] //')"
 fi
 
 if [ "$failed" != 0 ]; then
