@@ -278,10 +278,12 @@ fn connect_write_disconnect(lose_first_req: bool) {
                 );
                 // The passive side readies its QP from the REQ, then
                 // answers with its QP and, in the private data, the
-                // buffer the active side may write.
+                // buffer the active side may write. Each side sends from
+                // the starting PSN the other announced, as the kernel's CM
+                // has it.
                 let c = Conn {
-                    rq_psn: r.starting_psn,
-                    sq_psn: 0x2000,
+                    rq_psn: 0x2000,
+                    sq_psn: r.starting_psn,
                     ..Conn::default()
                 };
                 let (attr, mask) = rtr_attr_to(from, r.local_qpn, &c);
@@ -317,8 +319,8 @@ fn connect_write_disconnect(lose_first_req: bool) {
             (true, Event::Rep { id, rep }) => {
                 assert_eq!((id, rep.local_qpn), (ia, b_qp.qp_num()));
                 let c = Conn {
-                    rq_psn: rep.starting_psn,
-                    sq_psn: 0x1000,
+                    rq_psn: 0x1000,
+                    sq_psn: rep.starting_psn,
                     ..Conn::default()
                 };
                 let (attr, mask) = rtr_attr_to(gb, rep.local_qpn, &c);

@@ -21,7 +21,8 @@ pub struct RepRepr {
     pub local_qpn: u32,
     /// The sender's EE context (RD only; 24 bits).
     pub local_eecn: u32,
-    /// The sender's first PSN (24 bits).
+    /// A starting PSN (24 bits): the PSN the sender expects first, which
+    /// the REQ's sender sends from.
     pub starting_psn: u32,
     /// The sender's vendor ID (24 bits, spread over three bytes).
     pub vendor_id: u32,

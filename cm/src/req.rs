@@ -56,7 +56,9 @@ pub struct ReqRepr {
     pub transport: u8,
     /// End-to-end flow control.
     pub end_to_end_flow_control: bool,
-    /// The sender's first PSN (24 bits): the receiver's expected PSN.
+    /// A starting PSN (24 bits): the PSN the sender's receive queue
+    /// expects first, which the receiver's QP sends from (the Linux
+    /// kernel's CM, as tests/vectors/cm captures it).
     pub starting_psn: u32,
     /// How long the sender's CM takes to answer (5 bits).
     pub local_cm_response_timeout: u8,

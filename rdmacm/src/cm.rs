@@ -61,7 +61,8 @@ pub(crate) struct IdState {
     pub comm_id: Option<u32>,
     /// The service ID listened on.
     pub service_id: Option<u64>,
-    /// The PSN its QP starts sending at.
+    /// The PSN its QP expects first, which its REQ or REP announces
+    /// (the other side sends from it).
     pub psn: u32,
     /// The REQ of a connection request (passive side).
     pub req: Option<ReqRepr>,
@@ -643,14 +644,20 @@ fn on_rep(st: &mut State, port: usize, comm: u32, id: *mut RdmaCmId, rep: RepRep
     if unsafe { (*id).qp }.is_null() {
         // The program's own QP (rdma_init_qp_attr), then rdma_establish.
         s.phase = Phase::Responded;
-        deliver(id, with_private(event_for(id, event::CONNECT_RESPONSE, 0), &rep.private_data));
+        deliver(
+            id,
+            with_private(event_for(id, event::CONNECT_RESPONSE, 0), &rep.private_data),
+        );
         return;
     }
     let ready = crate::id::qp_to_rts(id, &remote, s.psn);
     let p = &mut st.ports[port];
     if let Err(e) = ready {
         log::warn!("rdmacm: the QP did not come up on the REP: {e}");
-        if let Ok(out) = p.manager.reject(comm, rnic_cm::rej::reason::NO_RESOURCES, &[]) {
+        if let Ok(out) = p
+            .manager
+            .reject(comm, rnic_cm::rej::reason::NO_RESOURCES, &[])
+        {
             p.send(&out);
         }
         st.conns.remove(&(port, comm));

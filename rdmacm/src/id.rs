@@ -142,7 +142,10 @@ pub(crate) fn path_record(p: &Port, dgid: Gid) -> IbvSaPathRec {
 pub(crate) struct Remote {
     /// Its QP.
     pub qpn: u32,
-    /// Its first PSN: what our QP expects.
+    /// The starting PSN its REQ or REP carried: the PSN it expects first,
+    /// so the one our QP sends from (each side sends from the PSN the
+    /// other's message names, as the kernel's CM does: the captures of
+    /// tests/vectors/cm show it).
     pub psn: u32,
     /// Its port's GID.
     pub gid: Gid,
@@ -158,7 +161,8 @@ pub(crate) struct Remote {
     pub retry: u8,
 }
 
-/// Brings `id`'s QP (in INIT) to RTS towards `r`, sending from PSN `psn`;
+/// Brings `id`'s QP (in INIT) to RTS towards `r`, expecting PSN `psn`
+/// first and sending from the one the other side's message named;
 /// `Err(errno)` if a transition fails. A missing QP is left to the
 /// program (`rdma_init_qp_attr`).
 pub(crate) fn qp_to_rts(id: *mut RdmaCmId, r: &Remote, psn: u32) -> Result<(), c_int> {
@@ -188,7 +192,7 @@ pub(crate) fn qp_to_rts(id: *mut RdmaCmId, r: &Remote, psn: u32) -> Result<(), c
         qp_state: 2,
         path_mtu: r.mtu.into(),
         dest_qp_num: r.qpn,
-        rq_psn: r.psn,
+        rq_psn: psn,
         max_dest_rd_atomic: r.dest_rd_atomic,
         min_rnr_timer: 12,
         ..IbvQpAttr::default()
@@ -206,7 +210,7 @@ pub(crate) fn qp_to_rts(id: *mut RdmaCmId, r: &Remote, psn: u32) -> Result<(), c
     )?;
     let mut a = IbvQpAttr {
         qp_state: 3,
-        sq_psn: psn,
+        sq_psn: r.psn,
         timeout: ACK_TIMEOUT,
         retry_cnt: r.retry.min(7),
         rnr_retry: r.rnr_retry.min(7),
@@ -1182,7 +1186,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
             (2, false, Some(r)) => {
                 a.path_mtu = r.mtu.into();
                 a.dest_qp_num = r.qpn;
-                a.rq_psn = r.psn;
+                a.rq_psn = s.psn;
                 a.max_dest_rd_atomic = r.dest_rd_atomic;
                 a.min_rnr_timer = 12;
                 a.ah_attr.is_global = 1;
@@ -1192,7 +1196,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
                 *mask = 1 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 17 | 1 << 15 | 1 << 20;
             }
             (3, false, Some(r)) => {
-                a.sq_psn = s.psn;
+                a.sq_psn = r.psn;
                 a.timeout = ACK_TIMEOUT;
                 a.retry_cnt = r.retry.min(7);
                 a.rnr_retry = r.rnr_retry.min(7);

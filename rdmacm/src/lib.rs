@@ -29,8 +29,8 @@ pub use channel::{
 };
 pub use ep::{rdma_create_ep, rdma_destroy_ep, rdma_get_request};
 pub use id::{
-    rdma_accept, rdma_bind_addr, rdma_connect, rdma_establish, rdma_init_qp_attr, rdma_create_id, rdma_create_qp, rdma_destroy_id,
-    rdma_destroy_qp, rdma_disconnect, rdma_get_dst_port, rdma_get_src_port, rdma_listen,
-    rdma_reject, rdma_resolve_addr, rdma_resolve_route,
+    rdma_accept, rdma_bind_addr, rdma_connect, rdma_create_id, rdma_create_qp, rdma_destroy_id,
+    rdma_destroy_qp, rdma_disconnect, rdma_establish, rdma_get_dst_port, rdma_get_src_port,
+    rdma_init_qp_attr, rdma_listen, rdma_reject, rdma_resolve_addr, rdma_resolve_route,
 };
 pub use misc::*;

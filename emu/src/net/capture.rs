@@ -42,8 +42,7 @@ impl<W: Wire> Tap<W> {
     /// A tap around `inner` that writes every frame sent through it and
     /// every frame received from it to a pcap file at `path` (created or
     /// truncated; wall-clock time stamps), as Wireshark and tshark read
-    /// it. The file is complete once the tap is dropped or the handle
-    /// flushed.
+    /// it. Each frame is flushed to the file as it is written.
     pub fn capture(inner: W, path: impl AsRef<Path>) -> io::Result<(Self, CaptureHandle)> {
         let file = File::create(path)?;
         let sink: Sink = Arc::new(Mutex::new(PcapWriter::new(BufWriter::new(file))?));
@@ -53,7 +52,10 @@ impl<W: Wire> Tap<W> {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
             let mut w = writer.0.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = w.write(ns, frame) {
+            // Flushed frame by frame: a program that exits without
+            // closing its device (exit() skips destructors) leaves a
+            // complete capture.
+            if let Err(e) = w.write(ns, frame).and_then(|()| w.flush()) {
                 log::warn!("pcap capture: {e}");
             }
         };
