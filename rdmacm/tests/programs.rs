@@ -67,7 +67,7 @@ fn tail(t: &str) -> &str {
 
 /// Runs `server` in the background, its output into a file (not a pipe,
 /// which a verbose server would fill while nobody reads it), and `client`
-/// once the server had a moment to listen; both outputs.
+/// once the server listens; both outputs.
 fn pair(server: Command, client: Command) -> (Output, Output) {
     let log = std::env::temp_dir().join(format!(
         "rnic-rdmacm-server-{}-{:?}",
@@ -81,9 +81,30 @@ fn pair(server: Command, client: Command) -> (Output, Output) {
         .stderr(file)
         .spawn()
         .unwrap_or_else(|e| panic!("{e} (scripts/setup.sh installs rdmacm-utils)"));
-    std::thread::sleep(Duration::from_millis(500));
+    // A client that came before the server listened is rejected (no
+    // service with that ID): it tries again while the server runs, as a
+    // user would.
     let mut client = client;
-    let c = client.output().unwrap();
+    let mut c;
+    let mut tries = 0;
+    loop {
+        std::thread::sleep(Duration::from_millis(250));
+        c = client.output().unwrap();
+        tries += 1;
+        let t = text(&c);
+        // rping, ucmatose: the event's name; perftest: its number (8);
+        // rdma_client: ECONNREFUSED; udaddy: no such service yet.
+        let refused = [
+            "REJECTED",
+            "Unexpected CM event bl blka 8",
+            "Connection refused",
+            "UNREACHABLE, error: 1",
+        ];
+        let early = !c.status.success() && refused.iter().any(|r| t.contains(r));
+        if !early || tries == 60 || s.try_wait().unwrap().is_some() {
+            break;
+        }
+    }
     let status = s.wait().unwrap();
     let stdout = std::fs::read(&log).unwrap();
     std::fs::remove_file(&log).unwrap();
