@@ -121,6 +121,8 @@ pub(crate) fn cm() -> &'static Cm {
             .name("rdmacm".into())
             .spawn(run)
             .expect("the rdmacm thread");
+        // SAFETY: registers a function with no arguments for exit().
+        unsafe { libc::atexit(at_exit) };
         Cm {
             state: Mutex::new(State {
                 ports: Vec::new(),
@@ -293,6 +295,46 @@ fn run() {
                 handle(&mut st, i, e);
             }
         }
+    }
+}
+
+/// How long a program's exit waits for its last MADs to leave.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// At `exit`: what the kernel does when a program's file closes. Each
+/// connection still up is disconnected (a DREQ) and each request not
+/// answered rejected, so that no peer waits on a program that is gone;
+/// then a moment for the NICs to send them (their threads still run
+/// while `exit` calls this).
+extern "C" fn at_exit() {
+    let Some(cm) = CM.get() else { return };
+    // Never wait on a lock another thread may hold for ever at exit.
+    let Ok(mut st) = cm.state.try_lock() else {
+        return;
+    };
+    let now = cm.now();
+    let st = &mut *st;
+    let mut sent = false;
+    for s in st.ids.values() {
+        let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
+            continue;
+        };
+        let p = &mut st.ports[port];
+        let out = match s.phase {
+            Phase::Connected | Phase::Accepting => p.manager.disconnect(now, comm, &[]).ok(),
+            Phase::Requested | Phase::Responded => p
+                .manager
+                .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, &[])
+                .ok(),
+            _ => None,
+        };
+        if let Some(o) = out {
+            p.send(&o);
+            sent = true;
+        }
+    }
+    if sent {
+        std::thread::sleep(EXIT_GRACE);
     }
 }
 

@@ -292,3 +292,80 @@ fn a_connection_nobody_listens_for_is_rejected() {
     // The REJ's reason: no service with that ID (IBA's 8).
     assert!(ct.contains("RDMA_CM_EVENT_REJECTED, error 8"), "{ct}");
 }
+
+/// A program that connects and exits without disconnecting.
+const LEAVER: &str = r#"
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <rdma/rdma_cma.h>
+static int next(struct rdma_event_channel *ch, enum rdma_cm_event_type want) {
+    struct rdma_cm_event *ev;
+    if (rdma_get_cm_event(ch, &ev)) return 0;
+    int ok = ev->event == want && ev->status == 0;
+    if (!ok) printf("%s, error %d\n", rdma_event_str(ev->event), ev->status);
+    rdma_ack_cm_event(ev);
+    return ok;
+}
+int main(int argc, char **argv) {
+    struct rdma_event_channel *ch = rdma_create_event_channel();
+    struct rdma_cm_id *id;
+    if (argc < 2 || !ch || rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) return 1;
+    struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(7174) };
+    inet_pton(AF_INET, argv[1], &dst.sin_addr);
+    if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
+        !next(ch, RDMA_CM_EVENT_ADDR_RESOLVED)) return 2;
+    if (rdma_resolve_route(id, 2000) || !next(ch, RDMA_CM_EVENT_ROUTE_RESOLVED)) return 3;
+    struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC };
+    a.cap.max_send_wr = a.cap.max_recv_wr = 2;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    if (rdma_create_qp(id, NULL, &a)) return 4;
+    struct rdma_conn_param p = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7 };
+    if (rdma_connect(id, &p)) return 5;
+    if (!next(ch, RDMA_CM_EVENT_ESTABLISHED)) return 6;
+    printf("established\n");
+    fflush(stdout);
+    exit(0); /* no rdma_disconnect, no rdma_destroy_id */
+}
+"#;
+
+#[test]
+fn a_program_that_exits_connected_is_disconnected_as_the_kernel_would() {
+    let dir = std::env::temp_dir().join(format!("rnic-rdmacm-leaver-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("leaver.c"), LEAVER).unwrap();
+    let st = Command::new("gcc")
+        .arg(dir.join("leaver.c"))
+        .arg("-o")
+        .arg(dir.join("leaver"))
+        .arg("-L")
+        .arg(lib_dir())
+        .args(["-lrdmacm", "-libverbs"])
+        .status()
+        .expect("gcc");
+    assert!(st.success(), "needs librdmacm-dev");
+    let f = Fabric::new("leaver");
+    let mut s = program("timeout", &["20", "rping"], &f.device(1));
+    s.args(["-s", "-a", "192.0.2.1", "-v", "-C", "1"]);
+    let c = program(
+        dir.join("leaver").to_str().unwrap(),
+        &["192.0.2.1"],
+        &f.device(2),
+    );
+    let (so, co) = pair(s, c);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (st, ct) = (text(&so), text(&co));
+    assert!(
+        co.status.success() && ct.contains("established"),
+        "{:?} {ct}",
+        co.status
+    );
+    // The server hears the disconnection (the DREQ the library sent at
+    // exit) and ends, rather than waiting out its timeout.
+    assert!(st.contains("server DISCONNECT EVENT"), "{st}");
+    assert_ne!(
+        so.status.code(),
+        Some(124),
+        "the server waited for ever: {st}"
+    );
+}
