@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -284,6 +285,11 @@ fn run() {
         }
         let mut st = cm.lock();
         let now = cm.now();
+        if EXITING.load(Ordering::Acquire) {
+            end_all(&mut st, now);
+            EXITED.store(true, Ordering::Release);
+            return;
+        }
         for i in 0..st.ports.len() {
             let mut events = st.ports[i].receive(now);
             let (ev, out) = st.ports[i].manager.poll(now);
@@ -298,23 +304,35 @@ fn run() {
     }
 }
 
-/// How long a program's exit waits for its last MADs to leave.
-const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+/// How long a program's exit waits at most for its last MADs to leave.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
 
-/// At `exit`: what the kernel does when a program's file closes. Each
-/// connection still up is disconnected (a DREQ) and each request not
-/// answered rejected, so that no peer waits on a program that is gone;
-/// then a moment for the NICs to send them (their threads still run
-/// while `exit` calls this).
+/// Set at `exit`: the CM thread ends every connection and stops.
+static EXITING: AtomicBool = AtomicBool::new(false);
+/// Set by the CM thread once its last MADs are sent.
+static EXITED: AtomicBool = AtomicBool::new(false);
+
+/// At `exit`: what the kernel does when a program's file closes. The CM
+/// thread disconnects each connection still up and rejects each request
+/// not answered, so that no peer waits on a program that is gone, and
+/// waits until the NICs have sent them; `exit` waits for that, at most
+/// [`EXIT_GRACE`]. The work is the thread's: by the time `exit` calls
+/// this, the exiting thread's thread-locals are gone, and the verbs use
+/// some.
 extern "C" fn at_exit() {
     let Some(cm) = CM.get() else { return };
-    // Never wait on a lock another thread may hold for ever at exit.
-    let Ok(mut st) = cm.state.try_lock() else {
-        return;
-    };
-    let now = cm.now();
-    let st = &mut *st;
-    let mut sent = false;
+    EXITING.store(true, Ordering::Release);
+    cm.kick();
+    let until = Instant::now() + EXIT_GRACE;
+    while !EXITED.load(Ordering::Acquire) && Instant::now() < until {
+        // SAFETY: sleeps; touches no memory.
+        unsafe { libc::usleep(1000) };
+    }
+}
+
+/// The CM thread's part of [`at_exit`].
+fn end_all(st: &mut State, now: u64) {
+    let mut sent = vec![0usize; st.ports.len()];
     for s in st.ids.values() {
         let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
             continue;
@@ -330,11 +348,12 @@ extern "C" fn at_exit() {
         };
         if let Some(o) = out {
             p.send(&o);
-            sent = true;
+            sent[port] += 1;
         }
     }
-    if sent {
-        std::thread::sleep(EXIT_GRACE);
+    let until = Instant::now() + EXIT_GRACE;
+    for (p, n) in st.ports.iter_mut().zip(sent) {
+        p.wait_sent(n, until);
     }
 }
 

@@ -273,6 +273,27 @@ impl Port {
         }
     }
 
+    /// Waits, up to `until`, for `n` sends to complete (their frames are
+    /// on the wire): what a program's exit waits for. Receives that
+    /// complete meanwhile are dropped, the program going.
+    pub(crate) fn wait_sent(&mut self, mut n: usize, until: std::time::Instant) {
+        let mut wc = [IbvWc::default(); 16];
+        while n > 0 && std::time::Instant::now() < until {
+            // SAFETY: a live CQ and room for 16.
+            let got = unsafe { verbs::poll_cq(self.cq, wc.len() as c_int, wc.as_mut_ptr()) };
+            if got <= 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            n = n.saturating_sub(
+                wc[..got as usize]
+                    .iter()
+                    .filter(|w| w.opcode != WC_RECV)
+                    .count(),
+            );
+        }
+    }
+
     /// Takes what the GSI QP completed: each MAD received goes to the
     /// manager; returns its events, and sends its answers.
     pub(crate) fn receive(&mut self, now: u64) -> Vec<Event> {
