@@ -74,9 +74,11 @@ command -v ucx_perftest >/dev/null 2>&1 || vm_missing+=(ucx-utils)
 command -v mpirun >/dev/null 2>&1 || vm_missing+=(openmpi-bin)
 command -v mpicc >/dev/null 2>&1 || vm_missing+=(libopenmpi-dev)
 # RDMA CM: rdma_cma.h for the drop-in librdmacm's layout checks, and the
-# programs that run over it (rping, ucmatose, udaddy, rdma_server/client).
+# programs that run over it (rping, ucmatose, udaddy, rdma_server/client,
+# qperf).
 [ -r /usr/include/rdma/rdma_cma.h ] || vm_missing+=(librdmacm-dev)
 [ -x /usr/bin/rping ] || vm_missing+=(rdmacm-utils)
+command -v qperf >/dev/null 2>&1 || vm_missing+=(qperf)
 # rdma-core's own test suite (tests/rdma-core/run.sh) runs on Debian's
 # pyverbs, which uses the system Python.
 /usr/bin/python3 -c 'import pyverbs' >/dev/null 2>&1 || vm_missing+=(python3-pyverbs)
@@ -109,7 +111,7 @@ fi
 
 echo "setup: $(cargo --version), rustfmt and clippy present"
 if [ ${#vm_missing[@]} -eq 0 ]; then
-    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, librdmacm-dev and rdmacm-utils, pyverbs, UCX, Open MPI, perftest, tshark, chromium)"
+    echo "setup: VM, interop and capture test packages present (qemu, kernel, busybox-static, cpio, kmod, rdma-core's tools and libraries, librdmacm-dev, rdmacm-utils and qperf, pyverbs, UCX, Open MPI, perftest, tshark, chromium)"
 fi
 if command -v qemu-system-x86_64 >/dev/null 2>&1 &&
     ! qemu-system-x86_64 -device help 2>/dev/null | grep -q '"pvrdma"'; then

@@ -1058,7 +1058,8 @@ impl EmuBuilder {
     /// Builds the device, in the reset state (`STATUS.ready` set). With
     /// `RNIC_PCAP` set in the environment the port's frames are captured
     /// to a pcap file: in `$RNIC_PCAP/rnic-<MAC>.pcap` if it names a
-    /// directory, else to `$RNIC_PCAP` with `{mac}` replaced by the MAC.
+    /// directory, else to `$RNIC_PCAP` with `{mac}` replaced by the MAC and
+    /// `{pid}` by the process ID (a server that forks a child per client).
     /// In [`ExecMode::Thread`] this puts the device on one of the process's
     /// device workers, which it leaves when the device is dropped (with the
     /// last [`EmuHal`] handle); the last device to leave a worker stops it.
@@ -1071,7 +1072,12 @@ impl EmuBuilder {
             let path = if p.is_dir() {
                 p.join(format!("rnic-{mac}.pcap"))
             } else {
-                PathBuf::from(p.to_string_lossy().replace("{mac}", &mac))
+                let pid = std::process::id().to_string();
+                PathBuf::from(
+                    p.to_string_lossy()
+                        .replace("{mac}", &mac)
+                        .replace("{pid}", &pid),
+                )
             };
             let (c, _) = Tap::capture(wire, &path).map_err(|e| BuildError::Capture(path, e))?;
             wire = Box::new(c);

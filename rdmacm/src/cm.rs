@@ -116,6 +116,9 @@ static CM: OnceLock<Cm> = OnceLock::new();
 /// The process's CM, its thread started on first use.
 pub(crate) fn cm() -> &'static Cm {
     CM.get_or_init(|| {
+        // This library's logger is its own (libibverbs' is another
+        // library's): RUST_LOG=rnic_rdmacm=debug shows the CM's work.
+        let _ = env_logger::try_init();
         // SAFETY: eventfd has no memory arguments.
         let wake = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         std::thread::Builder::new()

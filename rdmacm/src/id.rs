@@ -906,6 +906,7 @@ pub unsafe extern "C" fn rdma_listen(id: *mut RdmaCmId, _backlog: c_int) -> c_in
         if ports.iter().any(|p| st.listeners.contains_key(&(*p, sid))) {
             return Err(libc::EADDRINUSE);
         }
+        log::debug!("rdmacm: listening for {sid:#x} on ports {ports:?}");
         for p in ports {
             let _ = st.ports[p].manager.listen(sid);
             st.listeners.insert((p, sid), id as usize);

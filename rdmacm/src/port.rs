@@ -332,6 +332,10 @@ impl Port {
                     let b = &self.buf[at..at + RECV_LEN];
                     let from = sender(b);
                     let mad = b[40..].to_vec();
+                    log::debug!(
+                        "rdmacm: MAD attribute {:#06x} from {from:x?}",
+                        u16::from_be_bytes([mad[16], mad[17]])
+                    );
                     let (ev, out) = self.manager.receive(now, from, &mad);
                     events.extend(ev);
                     for o in &out {
