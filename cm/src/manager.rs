@@ -526,6 +526,29 @@ impl Manager {
         Ok(Out { to: c.peer, mad })
     }
 
+    /// How many DREQs wait for their DREP.
+    pub fn disconnecting(&self) -> usize {
+        self.conns
+            .values()
+            .filter(|c| c.state == State::DreqSent)
+            .count()
+    }
+
+    /// Every DREQ that waits for its DREP, again, now rather than when
+    /// its timer says: what a process that is going sends while it can
+    /// (no timer of its will run). A DREQ repeated is answered again
+    /// (12.9.6), so nothing is lost if the first was not.
+    pub fn resend_disconnects(&mut self) -> Vec<Out> {
+        let out: Vec<Out> = self
+            .conns
+            .values()
+            .filter(|c| c.state == State::DreqSent)
+            .filter_map(|c| c.last.map(|mad| Out { to: c.peer, mad }))
+            .collect();
+        self.stats.resent += out.len() as u64;
+        out
+    }
+
     fn remove(&mut self, id: u32) {
         if let Some(c) = self.conns.remove(&id) {
             self.by_remote.remove(&(c.peer, c.remote_id));
@@ -1089,6 +1112,32 @@ mod tests {
         let (ev, _) = b.poll(u64::MAX);
         assert_eq!(ev, [Event::TimeWaitExit { id: ib }]);
         assert_eq!(a.stats(), Stats::default());
+    }
+
+    #[test]
+    fn a_going_process_repeats_its_dreqs_until_answered() {
+        let (mut a, mut b) = pair();
+        let (ia, ib, _) = request(&mut a, &mut b, 0);
+        let rep_out = b.accept(0, ib, rep(0x22)).unwrap();
+        a.receive(1, B, &rep_out.mad);
+        let rtu = a.ready(ia, &[]).unwrap();
+        b.receive(2, A, &rtu.mad);
+        assert_eq!(a.disconnecting(), 0);
+        let lost = a.disconnect(10, ia, &[]).unwrap();
+        assert_eq!(a.disconnecting(), 1);
+        // The first DREQ is lost; the repeat is the same MAD.
+        let again = a.resend_disconnects();
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].to, again[0].mad), (B, lost.mad));
+        assert_eq!(a.stats().resent, 1);
+        let (_, drep) = b.receive(11, A, &again[0].mad);
+        a.receive(12, B, &drep[0].mad);
+        assert_eq!((a.disconnecting(), a.state(ia)), (0, Some(State::TimeWait)));
+        assert!(a.resend_disconnects().is_empty());
+        // A third copy, late: B, in TimeWait, answers it again.
+        let (ev, drep) = b.receive(13, A, &lost.mad);
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(attr_of(&drep[0]), attr::DREP);
     }
 
     #[test]

@@ -21,6 +21,13 @@
 //!   (`02:<index>:<pid as 4 bytes>` and `10.0.0.0/8` holding
 //!   `pid · 4 + index mod 4`), so that the ranks of a job, started alike,
 //!   have addresses of their own;
+//! - `faults`: faults injected on the emulated NIC's wire, in both
+//!   directions unless `tx=0` or `rx=0`, as `+`-separated settings of the
+//!   emulator's fault injector (`drop=0.02+reorder=0.02`: the rates
+//!   `drop`, `duplicate`, `reorder`, `delay` and `corrupt`, and the other
+//!   settings of `rnic_emu::net::FaultConfig`), with `seed=N` for its
+//!   random choices (default: the process ID), for a loss test of a
+//!   program that cannot be changed;
 //! - `vfio`: the PCI address (`0000:00:03.0`) of a real rnic bound to
 //!   vfio-pci, which the device then is instead of an emulated NIC. It has
 //!   its own MAC, GIDs and wire, so `mac`, `ipv4` and `wire` do not go
@@ -51,6 +58,24 @@ pub struct DeviceSpec {
     /// The socket of the rnicd that serves it. With neither this nor
     /// `vfio`, an emulated NIC in the process.
     pub vfio_user: Option<PathBuf>,
+    /// Faults injected on the emulated NIC's wire.
+    pub faults: Option<FaultSpec>,
+}
+
+/// The `faults` key: the injector's settings and its seed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultSpec {
+    /// The settings in `FaultConfig`'s own syntax (`,`-separated), checked.
+    pub settings: String,
+    /// The seed of its random choices.
+    pub seed: u64,
+}
+
+impl FaultSpec {
+    /// The injector's configuration.
+    pub fn config(&self) -> rnic_emu::net::FaultConfig {
+        self.settings.parse().expect("checked when parsed")
+    }
 }
 
 /// A device's wire.
@@ -111,6 +136,7 @@ impl DeviceSpec {
             wire: WireSpec::Loopback,
             vfio: None,
             vfio_user: None,
+            faults: None,
         }
     }
 }
@@ -140,7 +166,7 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("device {}: `{kv}` is not key=value", d.name))?;
-            if matches!(k, "mac" | "ipv4" | "wire") {
+            if matches!(k, "mac" | "ipv4" | "wire" | "faults") {
                 emulated = Some(k);
             }
             match k {
@@ -164,11 +190,16 @@ pub fn parse<'a>(items: impl Iterator<Item = &'a str>) -> Result<Vec<DeviceSpec>
                 "wire" => {
                     d.wire = wire(v).map_err(|e| format!("device {}: wire `{v}`: {e}", d.name))?
                 }
+                "faults" => {
+                    d.faults = Some(
+                        faults(v).map_err(|e| format!("device {}: faults `{v}`: {e}", d.name))?,
+                    )
+                }
                 _ => {
                     return Err(format!(
-                        "device {}: unknown key `{k}` (name, mac, ipv4, wire, vfio, vfio-user)",
-                        d.name
-                    ))
+                    "device {}: unknown key `{k}` (name, mac, ipv4, wire, faults, vfio, vfio-user)",
+                    d.name
+                ))
                 }
             }
         }
@@ -250,6 +281,21 @@ fn pci(v: &str) -> Result<String, String> {
         }
         _ => Err(bad()),
     }
+}
+
+/// `faults=drop=0.02+reorder=0.02+seed=7`.
+fn faults(v: &str) -> Result<FaultSpec, String> {
+    let mut seed = u64::from(std::process::id());
+    let mut settings = Vec::new();
+    for s in v.split('+') {
+        match s.strip_prefix("seed=") {
+            Some(n) => seed = n.parse().map_err(|e| format!("seed `{n}`: {e}"))?,
+            None => settings.push(s),
+        }
+    }
+    let settings = settings.join(",");
+    settings.parse::<rnic_emu::net::FaultConfig>()?;
+    Ok(FaultSpec { settings, seed })
 }
 
 fn wire(v: &str) -> Result<WireSpec, String> {
@@ -384,6 +430,21 @@ mod tests {
     }
 
     #[test]
+    fn faults_take_the_injectors_settings_and_a_seed() {
+        let d = parse(["faults=drop=0.02+reorder=0.5+rx=0+seed=7", "wire=loopback"].into_iter())
+            .unwrap();
+        let f = d[0].faults.as_ref().unwrap();
+        assert_eq!(f.seed, 7);
+        let c = f.config();
+        assert_eq!((c.drop, c.reorder, c.tx, c.rx), (0.02, 0.5, true, false));
+        assert_eq!(d[1].faults, None);
+        let d = parse(["faults=duplicate=0.1"].into_iter()).unwrap();
+        let f = d[0].faults.as_ref().unwrap();
+        assert_eq!(f.seed, u64::from(std::process::id()));
+        assert_eq!(f.config().duplicate, 0.1);
+    }
+
+    #[test]
     fn bad_items_say_what_is_wrong() {
         for (item, says) in [
             ("mac=01:00:00:00:00:01", "multicast"),
@@ -403,6 +464,10 @@ mod tests {
             ("vfio-user=/run/r.sock,wire=loopback", "emulated NIC's"),
             ("vfio-user=", "socket path"),
             ("vfio-user=/r.sock,vfio=0000:00:03.0", "not both"),
+            ("faults=drop=2", "not in 0.0..=1.0"),
+            ("faults=drop=0.1+seed=x", "seed"),
+            ("faults=loss=0.1", "unknown fault"),
+            ("vfio-user=/r.sock,faults=drop=0.1", "emulated NIC's"),
         ] {
             let e = parse([item].into_iter()).unwrap_err();
             assert!(e.contains(says), "{item}: {e}");

@@ -6,8 +6,8 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, Weak};
 
 use rnic_driver::DeviceHandle;
-use rnic_emu::net::{ShmFabric, ShmWire, UdpWire};
-use rnic_emu::{EmuConfig, EmuDevice, ExecMode};
+use rnic_emu::net::{Faults, Loopback, ShmFabric, ShmWire, UdpWire, Wire};
+use rnic_emu::{Clock, EmuConfig, EmuDevice, ExecMode};
 use rnic_verbs::provider::Provider;
 use rnic_verbs::{Error, GidType};
 use rnic_vfio::VfioHal;
@@ -213,20 +213,19 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
         uar_pages: 4096,
         ..EmuConfig::default()
     };
-    let b = EmuDevice::builder(cfg).mode(ExecMode::Thread);
-    let b = match &spec.wire {
-        WireSpec::Loopback => b,
-        WireSpec::Udp { local, remote } => b.wire(
+    let wire: Box<dyn Wire> = match &spec.wire {
+        WireSpec::Loopback => Box::new(Loopback::default()),
+        WireSpec::Udp { local, remote } => Box::new(
             UdpWire::bind(*local, *remote).map_err(|e| platform(format!("udp {local}: {e}")))?,
         ),
         WireSpec::UdpFd { fd, remote } => {
             let socket = inherited_udp(*fd).map_err(|e| platform(format!("udp-fd {fd}: {e}")))?;
-            b.wire(
+            Box::new(
                 UdpWire::from_socket(socket, *remote)
                     .map_err(|e| platform(format!("udp-fd {fd}: {e}")))?,
             )
         }
-        WireSpec::Fabric { dir } => b.wire(
+        WireSpec::Fabric { dir } => Box::new(
             ShmFabric::join(dir, spec.mac)
                 .map_err(|e| platform(format!("fabric {}: {e}", dir.display())))?,
         ),
@@ -236,10 +235,24 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
             } else {
                 ShmWire::open(path)
             };
-            b.wire(w.map_err(|e| platform(format!("shm {}: {e}", path.display())))?)
+            Box::new(w.map_err(|e| platform(format!("shm {}: {e}", path.display())))?)
         }
     };
-    let nic = b.build().map_err(|e| platform(e.to_string()))?;
+    // The injector below the capture (RNIC_PCAP): a capture shows what
+    // the NIC sent and what reached it.
+    let wire = match &spec.faults {
+        Some(f) => {
+            let (w, handle) = Faults::new(wire, Clock::real(), f.seed);
+            handle.set(f.config());
+            Box::new(w) as Box<dyn Wire>
+        }
+        None => wire,
+    };
+    let nic = EmuDevice::builder(cfg)
+        .mode(ExecMode::Thread)
+        .wire(wire)
+        .build()
+        .map_err(|e| platform(e.to_string()))?;
     let ctx = rnic_driver::Context::open(Platform::Emu(nic.hal()))
         .map_err(driver("the emulated NIC".into()))?;
     Ok((AnyContext::Rnic(ctx), Some(nic)))

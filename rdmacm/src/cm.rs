@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rnic_cm::cma::{self, CmaHdr};
 use rnic_cm::manager::{Event, Gid};
@@ -289,7 +289,7 @@ fn run() {
         let mut st = cm.lock();
         let now = cm.now();
         if EXITING.load(Ordering::Acquire) {
-            end_all(&mut st, now);
+            end_all(cm, &mut st);
             EXITED.store(true, Ordering::Release);
             return;
         }
@@ -307,8 +307,11 @@ fn run() {
     }
 }
 
-/// How long a program's exit waits at most for its last MADs to leave.
-const EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long a program's exit waits at most for its last MADs to leave
+/// and its DREQs to be answered.
+const EXIT_GRACE: Duration = Duration::from_secs(1);
+/// How often a DREQ unanswered is sent again meanwhile.
+const EXIT_RESEND: Duration = Duration::from_millis(100);
 
 /// Set at `exit`: the CM thread ends every connection and stops.
 static EXITING: AtomicBool = AtomicBool::new(false);
@@ -326,16 +329,20 @@ extern "C" fn at_exit() {
     let Some(cm) = CM.get() else { return };
     EXITING.store(true, Ordering::Release);
     cm.kick();
-    let until = Instant::now() + EXIT_GRACE;
+    let until = Instant::now() + EXIT_GRACE + EXIT_RESEND;
     while !EXITED.load(Ordering::Acquire) && Instant::now() < until {
         // SAFETY: sleeps; touches no memory.
         unsafe { libc::usleep(1000) };
     }
 }
 
-/// The CM thread's part of [`at_exit`].
-fn end_all(st: &mut State, now: u64) {
-    let mut sent = vec![0usize; st.ports.len()];
+/// The CM thread's part of [`at_exit`]. The DREQs of connections the
+/// program disconnected or destroyed, and those sent here, are sent
+/// again every [`EXIT_RESEND`] until answered: one lost would leave its
+/// peer connected to nobody, and no timer of this process will run to
+/// repeat it (the kernel's CM outlives a program; this one does not).
+fn end_all(cm: &Cm, st: &mut State) {
+    let now = cm.now();
     for s in st.ids.values() {
         let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
             continue;
@@ -351,12 +358,33 @@ fn end_all(st: &mut State, now: u64) {
         };
         if let Some(o) = out {
             p.send(&o);
-            sent[port] += 1;
         }
     }
     let until = Instant::now() + EXIT_GRACE;
-    for (p, n) in st.ports.iter_mut().zip(sent) {
-        p.wait_sent(n, until);
+    let mut resend = Instant::now() + EXIT_RESEND;
+    loop {
+        let now = cm.now();
+        for p in &mut st.ports {
+            // Events are for a program that is going: only the answers
+            // (a DREP ends its DREQ) count.
+            let _ = p.receive(now);
+        }
+        let done = st
+            .ports
+            .iter()
+            .all(|p| p.all_sent() && p.manager.disconnecting() == 0);
+        if done || Instant::now() >= until {
+            return;
+        }
+        if Instant::now() >= resend {
+            resend += EXIT_RESEND;
+            for p in &mut st.ports {
+                for o in p.manager.resend_disconnects() {
+                    p.send(&o);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -54,6 +54,9 @@ pub(crate) struct Port {
     mr: *mut IbvMr,
     buf: Vec<u8>,
     next_send: usize,
+    /// MADs posted, and those whose send completed.
+    posted: u64,
+    sent: u64,
     ahs: HashMap<Gid, *mut IbvAh>,
     /// The protocol.
     pub manager: Manager,
@@ -175,6 +178,8 @@ impl Port {
             mr,
             buf,
             next_send: 0,
+            posted: 0,
+            sent: 0,
             ahs: HashMap::new(),
             manager: Manager::new(guid, seed),
         };
@@ -270,28 +275,14 @@ impl Port {
         // SAFETY: a live QP and a one-entry list into the MR.
         if unsafe { verbs::post_send(self.qp, &mut wr) } != 0 {
             log::warn!("rdmacm: {}", last("sending a MAD"));
+        } else {
+            self.posted += 1;
         }
     }
 
-    /// Waits, up to `until`, for `n` sends to complete (their frames are
-    /// on the wire): what a program's exit waits for. Receives that
-    /// complete meanwhile are dropped, the program going.
-    pub(crate) fn wait_sent(&mut self, mut n: usize, until: std::time::Instant) {
-        let mut wc = [IbvWc::default(); 16];
-        while n > 0 && std::time::Instant::now() < until {
-            // SAFETY: a live CQ and room for 16.
-            let got = unsafe { verbs::poll_cq(self.cq, wc.len() as c_int, wc.as_mut_ptr()) };
-            if got <= 0 {
-                std::thread::yield_now();
-                continue;
-            }
-            n = n.saturating_sub(
-                wc[..got as usize]
-                    .iter()
-                    .filter(|w| w.opcode != WC_RECV)
-                    .count(),
-            );
-        }
+    /// Whether every MAD posted is on the wire (its send completed).
+    pub(crate) fn all_sent(&self) -> bool {
+        self.sent == self.posted
     }
 
     /// Takes what the GSI QP completed: each MAD received goes to the
@@ -324,6 +315,7 @@ impl Port {
             }
             for w in &wc[..n as usize] {
                 if w.opcode != WC_RECV {
+                    self.sent += 1;
                     continue;
                 }
                 let i = w.wr_id as usize;
