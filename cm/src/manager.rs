@@ -534,15 +534,18 @@ impl Manager {
             .count()
     }
 
-    /// Every DREQ that waits for its DREP, again, now rather than when
-    /// its timer says: what a process that is going sends while it can
-    /// (no timer of its will run). A DREQ repeated is answered again
-    /// (12.9.6), so nothing is lost if the first was not.
-    pub fn resend_disconnects(&mut self) -> Vec<Out> {
+    /// A going process's last words, again: every DREQ that waits for
+    /// its DREP, and every DREP it sent for a connection still in
+    /// TimeWait. No timer of the process will run to repeat a DREQ, and
+    /// a peer whose DREP was lost repeats its DREQ to a process that is
+    /// gone (the kernel's CM outlives a program and answers it; this one
+    /// does not). A repeat is harmless: a DREQ again is answered again
+    /// (12.9.6), and a DREP again is dropped.
+    pub fn farewells(&mut self) -> Vec<Out> {
         let out: Vec<Out> = self
             .conns
             .values()
-            .filter(|c| c.state == State::DreqSent)
+            .filter(|c| matches!(c.state, State::DreqSent | State::TimeWait))
             .filter_map(|c| c.last.map(|mad| Out { to: c.peer, mad }))
             .collect();
         self.stats.resent += out.len() as u64;
@@ -795,9 +798,11 @@ impl Manager {
                     State::Established | State::RepSent | State::MraRepRcvd | State::DreqSent
                 ) && c.remote_id == dreq.local_comm_id =>
             {
-                out.push(drep(id, c.remote_id));
+                let answer = drep(id, c.remote_id);
                 Self::time_wait(c, now);
-                c.last = None;
+                // Kept for a going process's farewells.
+                c.last = Some(answer.mad);
+                out.push(answer);
                 ev.push(Event::Disconnect {
                     id,
                     private_data: dreq.private_data,
@@ -874,6 +879,7 @@ impl Manager {
                 }
                 State::DreqSent => {
                     Self::time_wait(c, now);
+                    c.last = None;
                     ev.push(Event::Disconnected { id });
                 }
                 State::ReqSent | State::MraReqRcvd | State::RepSent | State::MraRepRcvd => {
@@ -1115,7 +1121,7 @@ mod tests {
     }
 
     #[test]
-    fn a_going_process_repeats_its_dreqs_until_answered() {
+    fn a_going_process_repeats_its_dreqs_and_dreps() {
         let (mut a, mut b) = pair();
         let (ia, ib, _) = request(&mut a, &mut b, 0);
         let rep_out = b.accept(0, ib, rep(0x22)).unwrap();
@@ -1126,18 +1132,26 @@ mod tests {
         let lost = a.disconnect(10, ia, &[]).unwrap();
         assert_eq!(a.disconnecting(), 1);
         // The first DREQ is lost; the repeat is the same MAD.
-        let again = a.resend_disconnects();
+        let again = a.farewells();
         assert_eq!(again.len(), 1);
         assert_eq!((again[0].to, again[0].mad), (B, lost.mad));
         assert_eq!(a.stats().resent, 1);
         let (_, drep) = b.receive(11, A, &again[0].mad);
         a.receive(12, B, &drep[0].mad);
         assert_eq!((a.disconnecting(), a.state(ia)), (0, Some(State::TimeWait)));
-        assert!(a.resend_disconnects().is_empty());
+        assert!(a.farewells().is_empty());
         // A third copy, late: B, in TimeWait, answers it again.
-        let (ev, drep) = b.receive(13, A, &lost.mad);
+        let (ev, again) = b.receive(13, A, &lost.mad);
         assert!(ev.is_empty(), "{ev:?}");
-        assert_eq!(attr_of(&drep[0]), attr::DREP);
+        assert_eq!(again[0].mad, drep[0].mad);
+        // B, going, repeats its DREP (A's may have lost it), the same.
+        let bye = b.farewells();
+        assert_eq!((bye.len(), bye[0].to, bye[0].mad), (1, A, drep[0].mad));
+        let (ev, none) = a.receive(14, B, &bye[0].mad);
+        assert!(ev.is_empty() && none.is_empty(), "{ev:?}");
+        // Once TimeWait is over there is nothing to say.
+        b.poll(u64::MAX);
+        assert!(b.farewells().is_empty());
     }
 
     #[test]

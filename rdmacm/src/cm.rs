@@ -310,8 +310,12 @@ fn run() {
 /// How long a program's exit waits at most for its last MADs to leave
 /// and its DREQs to be answered.
 const EXIT_GRACE: Duration = Duration::from_secs(1);
-/// How often a DREQ unanswered is sent again meanwhile.
+/// How often a going program's farewells (DREQs unanswered, DREPs of
+/// connections in TimeWait) are sent again meanwhile.
 const EXIT_RESEND: Duration = Duration::from_millis(100);
+/// How many times they are sent again at least (a DREP has no answer
+/// that would say it arrived).
+const EXIT_REPEATS: u32 = 2;
 
 /// Set at `exit`: the CM thread ends every connection and stops.
 static EXITING: AtomicBool = AtomicBool::new(false);
@@ -336,11 +340,10 @@ extern "C" fn at_exit() {
     }
 }
 
-/// The CM thread's part of [`at_exit`]. The DREQs of connections the
-/// program disconnected or destroyed, and those sent here, are sent
-/// again every [`EXIT_RESEND`] until answered: one lost would leave its
-/// peer connected to nobody, and no timer of this process will run to
-/// repeat it (the kernel's CM outlives a program; this one does not).
+/// The CM thread's part of [`at_exit`]. Its farewells
+/// (`Manager::farewells`) are sent again every [`EXIT_RESEND`], at least
+/// [`EXIT_REPEATS`] times and until each DREQ is answered: one lost
+/// would leave its peer connected to nobody.
 fn end_all(cm: &Cm, st: &mut State) {
     let now = cm.now();
     for s in st.ids.values() {
@@ -361,7 +364,8 @@ fn end_all(cm: &Cm, st: &mut State) {
         }
     }
     let until = Instant::now() + EXIT_GRACE;
-    let mut resend = Instant::now() + EXIT_RESEND;
+    let mut repeats_left = EXIT_REPEATS;
+    let mut next = Instant::now();
     loop {
         let now = cm.now();
         for p in &mut st.ports {
@@ -369,20 +373,27 @@ fn end_all(cm: &Cm, st: &mut State) {
             // (a DREP ends its DREQ) count.
             let _ = p.receive(now);
         }
-        let done = st
-            .ports
-            .iter()
-            .all(|p| p.all_sent() && p.manager.disconnecting() == 0);
-        if done || Instant::now() >= until {
-            return;
-        }
-        if Instant::now() >= resend {
-            resend += EXIT_RESEND;
+        if Instant::now() >= next {
+            next += EXIT_RESEND;
+            let mut any = false;
             for p in &mut st.ports {
-                for o in p.manager.resend_disconnects() {
+                for o in p.manager.farewells() {
                     p.send(&o);
+                    any = true;
                 }
             }
+            repeats_left = if any {
+                repeats_left.saturating_sub(1)
+            } else {
+                0
+            };
+        }
+        let waiting = st
+            .ports
+            .iter()
+            .any(|p| !p.all_sent() || p.manager.disconnecting() > 0);
+        if (!waiting && repeats_left == 0) || Instant::now() >= until {
+            return;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
