@@ -192,9 +192,9 @@ impl State {
         cm().kick();
     }
 
-    /// The port with IPv4 address `ip`.
-    pub(crate) fn port_of(&self, ip: [u8; 4]) -> Option<usize> {
-        self.ports.iter().position(|p| p.ipv4 == ip)
+    /// The port with GID `g` (an IPv4-mapped address or its IPv6 one).
+    pub(crate) fn port_with(&self, g: &Gid) -> Option<usize> {
+        self.ports.iter().position(|p| p.has(g))
     }
 }
 
@@ -595,7 +595,7 @@ fn on_req(st: &mut State, port: usize, comm: u32, from: Gid, req: ReqRepr) {
                 Some(h.src_port),
             );
         }
-        c.route.addr.ibaddr.sgid.raw = p.gid;
+        c.route.addr.ibaddr.sgid.raw = p.sgid_for(&from);
         c.route.addr.ibaddr.dgid.raw = from;
         c.route.addr.ibaddr.pkey = 0xffff;
     }
@@ -650,6 +650,7 @@ fn set_ud(b: &mut EventBox, data: &[u8], dgid: Gid, qpn: u32, qkey: u32) {
         ..IbvAhAttr::default()
     };
     ah_attr.grh.dgid.raw = dgid;
+    ah_attr.grh.sgid_index = crate::port::sgid_index(&dgid);
     ah_attr.grh.hop_limit = 64;
     b.ev.param.ud = RdmaUdParam {
         private_data: b.private.as_ptr().cast(),
@@ -696,7 +697,7 @@ fn on_sidr_req(st: &mut State, port: usize, comm: u32, from: Gid, req: SidrReqRe
                 Some(h.src_port),
             );
         }
-        c.route.addr.ibaddr.sgid.raw = p.gid;
+        c.route.addr.ibaddr.sgid.raw = p.sgid_for(&from);
         c.route.addr.ibaddr.dgid.raw = from;
         c.route.addr.ibaddr.pkey = 0xffff;
     }

@@ -19,7 +19,7 @@ use crate::abi::{
 };
 use crate::cm::{cm, deliver, event_for, random_psn, to_error, IdState, Phase, State};
 use crate::errno;
-use crate::port::Port;
+use crate::port::{is_ipv4, sgid_index, Port};
 use crate::verbs;
 
 /// IBV_QPT_RC.
@@ -92,19 +92,53 @@ fn port_of(sa: &libc::sockaddr_storage) -> u16 {
     }
 }
 
-/// The IPv4 address of a socket address, if it is one (`Some(0.0.0.0)`
-/// for the wildcard).
-fn ipv4_of(sa: *const libc::sockaddr) -> Option<[u8; 4]> {
+/// The GID a socket address names: the IPv4-mapped GID of an IPv4
+/// address, an IPv6 address as it is (the wildcards `::ffff:0.0.0.0` and
+/// `::`); `None` for another family or NULL.
+fn gid_of(sa: *const libc::sockaddr) -> Option<Gid> {
     if sa.is_null() {
         return None;
     }
     // SAFETY: a socket address of at least a family.
-    if c_int::from(unsafe { (*sa).sa_family }) != libc::AF_INET {
-        return None;
+    match c_int::from(unsafe { (*sa).sa_family }) {
+        libc::AF_INET => {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*sa.cast::<libc::sockaddr_in>() };
+            Some(mapped(sin.sin_addr.s_addr.to_ne_bytes()))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: an AF_INET6 address is a sockaddr_in6.
+            Some(unsafe { (*sa.cast::<libc::sockaddr_in6>()).sin6_addr.s6_addr })
+        }
+        _ => None,
     }
-    // SAFETY: an AF_INET address is a sockaddr_in.
-    let sin = unsafe { &*sa.cast::<libc::sockaddr_in>() };
-    Some(sin.sin_addr.s_addr.to_ne_bytes())
+}
+
+/// The port of a socket address `gid_of` read.
+fn sa_port(sa: *const libc::sockaddr) -> u16 {
+    // SAFETY: `gid_of` checked the family; both keep the port at the same
+    // offset, read through the family's own structure.
+    unsafe {
+        if c_int::from((*sa).sa_family) == libc::AF_INET {
+            u16::from_be((*sa.cast::<libc::sockaddr_in>()).sin_port)
+        } else {
+            u16::from_be((*sa.cast::<libc::sockaddr_in6>()).sin6_port)
+        }
+    }
+}
+
+/// Whether `g` is a wildcard address (`0.0.0.0` or `::`).
+fn is_any(g: &Gid) -> bool {
+    *g == mapped([0; 4]) || *g == [0; 16]
+}
+
+/// 4 or 6: the IP version of an address as a GID.
+pub(crate) fn ip_version(g: &Gid) -> u8 {
+    if is_ipv4(g) {
+        4
+    } else {
+        6
+    }
 }
 
 /// The IPv4-mapped GID of `ip`.
@@ -113,6 +147,18 @@ fn mapped(ip: [u8; 4]) -> Gid {
     g[10..12].fill(0xff);
     g[12..].copy_from_slice(&ip);
     g
+}
+
+/// An address in rdma_cm's header: IPv4 in the last 4 bytes, the rest
+/// zero, as the kernel writes it; IPv6 as it is.
+fn cma_addr(g: &Gid) -> [u8; 16] {
+    if is_ipv4(g) {
+        let mut a = [0; 16];
+        a[12..].copy_from_slice(&g[12..]);
+        a
+    } else {
+        *g
+    }
 }
 
 /// The path record from port `p` to `dgid`.
@@ -133,7 +179,7 @@ pub(crate) fn path_record(p: &Port, dgid: Gid) -> IbvSaPathRec {
         ..IbvSaPathRec::default()
     };
     r.dgid.raw = dgid;
-    r.sgid.raw = p.gid;
+    r.sgid.raw = p.sgid_for(&dgid);
     r
 }
 
@@ -201,6 +247,7 @@ pub(crate) fn qp_to_rts(id: *mut RdmaCmId, r: &Remote, psn: u32) -> Result<(), c
     a.ah_attr.port_num = 1;
     a.ah_attr.dlid = 0;
     a.ah_attr.grh.dgid.raw = r.gid;
+    a.ah_attr.grh.sgid_index = sgid_index(&r.gid);
     a.ah_attr.grh.hop_limit = 64;
     // STATE, AV, PATH_MTU, RQ_PSN, MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER,
     // DEST_QPN.
@@ -414,32 +461,31 @@ fn finish(id: *mut RdmaCmId, r: c_int, want: c_int) -> c_int {
 /// `id` is a live ID; `addr` a socket address.
 #[no_mangle]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut RdmaCmId, addr: *mut libc::sockaddr) -> c_int {
-    let Some(ip) = ipv4_of(addr) else {
+    let Some(g) = gid_of(addr) else {
         return errno::fail(if addr.is_null() {
             libc::EINVAL
         } else {
             libc::EAFNOSUPPORT
         });
     };
-    // SAFETY: an AF_INET address.
-    let port = u16::from_be(unsafe { (*addr.cast::<libc::sockaddr_in>()).sin_port });
+    let port = sa_port(addr);
     result(with_id(id, |st, s| {
         st.open_all();
-        let dev = if ip == [0; 4] {
+        let dev = if is_any(&g) {
             None
         } else {
-            Some(st.port_of(ip).ok_or(libc::EADDRNOTAVAIL)?)
+            Some(st.port_with(&g).ok_or(libc::EADDRNOTAVAIL)?)
         };
         s.port = dev;
         let port = if port == 0 { ephemeral() } else { port };
         // SAFETY: a live ID, under the lock.
         unsafe {
-            set_addr(&mut (*id).route.addr.src, 4, &mapped(ip), Some(port));
+            set_addr(&mut (*id).route.addr.src, ip_version(&g), &g, Some(port));
             if let Some(d) = dev {
                 (*id).verbs = st.ports[d].ctx;
                 (*id).pd = st.ports[d].pd;
                 (*id).port_num = 1;
-                (*id).route.addr.ibaddr.sgid.raw = st.ports[d].gid;
+                (*id).route.addr.ibaddr.sgid.raw = g;
             }
         }
         Ok(())
@@ -451,9 +497,10 @@ fn ephemeral() -> u16 {
     32768 + (random_psn() % 28232) as u16
 }
 
-/// `rdma_resolve_addr`: chooses the device to reach `dst` from (the one
-/// with address `src` if given, the one that is `dst`, one on `dst`'s
-/// /24, else the first); event `ADDR_RESOLVED`.
+/// `rdma_resolve_addr`: chooses the device to reach `dst` (IPv4, or
+/// IPv6 through the port's link-local GID) from: the one bound, the one
+/// with address `src` if given, the one that is `dst`, for IPv4 one on
+/// `dst`'s /24, else the first; event `ADDR_RESOLVED`.
 ///
 /// # Safety
 ///
@@ -465,31 +512,36 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     dst: *mut libc::sockaddr,
     _timeout_ms: c_int,
 ) -> c_int {
-    let Some(dst_ip) = ipv4_of(dst) else {
+    let Some(dgid) = gid_of(dst) else {
         return errno::fail(if dst.is_null() {
             libc::EINVAL
         } else {
             libc::EAFNOSUPPORT
         });
     };
-    // SAFETY: an AF_INET address.
-    let dst_port = u16::from_be(unsafe { (*dst.cast::<libc::sockaddr_in>()).sin_port });
-    let src_ip = ipv4_of(src).filter(|ip| *ip != [0; 4]);
+    let dst_port = sa_port(dst);
+    let sgid = gid_of(src).filter(|g| !is_any(g));
+    if sgid.is_some_and(|g| ip_version(&g) != ip_version(&dgid)) {
+        return errno::fail(libc::EINVAL);
+    }
     let r = with_id(id, |st, s| {
         st.open_all();
-        let bound = s.port;
-        let port = match (bound, src_ip) {
+        let port = match (s.port, sgid) {
             (Some(p), _) => p,
-            (None, Some(ip)) => st.port_of(ip).ok_or(libc::EADDRNOTAVAIL)?,
+            (None, Some(g)) => st.port_with(&g).ok_or(libc::EADDRNOTAVAIL)?,
             (None, None) => st
-                .port_of(dst_ip)
-                .or_else(|| st.ports.iter().position(|p| p.ipv4[..3] == dst_ip[..3]))
+                .port_with(&dgid)
+                .or_else(|| {
+                    let net = |g: &Gid| is_ipv4(g) && g[..15] == dgid[..15];
+                    st.ports.iter().position(|p| net(&p.gid))
+                })
                 .or(if st.ports.is_empty() { None } else { Some(0) })
                 .ok_or(libc::ENODEV)?,
         };
         s.port = Some(port);
         s.phase = Phase::AddrResolved;
         let p = &st.ports[port];
+        let sgid = p.sgid_for(&dgid);
         // SAFETY: a live ID, under the lock.
         unsafe {
             let i = &mut *id;
@@ -497,19 +549,16 @@ pub unsafe extern "C" fn rdma_resolve_addr(
             i.pd = p.pd;
             i.port_num = 1;
             let keep = port_of(&i.route.addr.src);
-            set_addr(
-                &mut i.route.addr.src,
-                4,
-                &p.gid,
-                Some(if keep == 0 { ephemeral() } else { keep }),
-            );
-            set_addr(&mut i.route.addr.dst, 4, &mapped(dst_ip), Some(dst_port));
+            let v = ip_version(&dgid);
+            let sport = if keep == 0 { ephemeral() } else { keep };
+            set_addr(&mut i.route.addr.src, v, &sgid, Some(sport));
+            set_addr(&mut i.route.addr.dst, v, &dgid, Some(dst_port));
             i.route.addr.ibaddr = RdmaIbAddr {
                 pkey: 0xffffu16.to_be(),
                 ..RdmaIbAddr::default()
             };
-            i.route.addr.ibaddr.sgid.raw = p.gid;
-            i.route.addr.ibaddr.dgid.raw = mapped(dst_ip);
+            i.route.addr.ibaddr.sgid.raw = sgid;
+            i.route.addr.ibaddr.dgid.raw = dgid;
         }
         Ok(())
     });
@@ -782,20 +831,14 @@ pub unsafe extern "C" fn rdma_connect(id: *mut RdmaCmId, param: *mut RdmaConnPar
         }
         let dst_port = port_of(&dst_sa);
         let mut private_data = [0u8; rnic_cm::req::PRIVATE_DATA_LEN];
-        // SAFETY: AF_INET addresses (resolve_addr set them).
-        let (sip, dip) = unsafe {
-            (
-                (*(&src as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>())
-                    .sin_addr
-                    .s_addr
-                    .to_ne_bytes(),
-                (*(&dst_sa as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>())
-                    .sin_addr
-                    .s_addr
-                    .to_ne_bytes(),
-            )
-        };
-        CmaHdr::v4(sip, port_of(&src), dip).emit(&mut private_data);
+        let (sgid, dgid) = (s.path.sgid.raw, s.path.dgid.raw);
+        CmaHdr {
+            ip_version: ip_version(&dgid),
+            src_port: port_of(&src),
+            src_addr: cma_addr(&sgid),
+            dst_addr: cma_addr(&dgid),
+        }
+        .emit(&mut private_data);
         private_data[cma::HEADER_LEN..cma::HEADER_LEN + user.len()].copy_from_slice(user);
         // SAFETY: a live ID, under the lock.
         if unsafe { (*id).qp_type } == QPT_UD {
@@ -1193,6 +1236,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
                 a.ah_attr.is_global = 1;
                 a.ah_attr.port_num = 1;
                 a.ah_attr.grh.dgid.raw = r.gid;
+                a.ah_attr.grh.sgid_index = sgid_index(&r.gid);
                 a.ah_attr.grh.hop_limit = 64;
                 *mask = 1 | 1 << 7 | 1 << 8 | 1 << 12 | 1 << 17 | 1 << 15 | 1 << 20;
             }

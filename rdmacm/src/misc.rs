@@ -146,8 +146,9 @@ unserved!(
     riowrite,
 );
 
-/// `rdma_getaddrinfo`: the address of `node` and `service` (IPv4, as
-/// `getaddrinfo` resolves them) as a destination, or with `RAI_PASSIVE`
+/// `rdma_getaddrinfo`: the address of `node` and `service` (IPv4 or
+/// IPv6, of the family `hints` ask, as `getaddrinfo` resolves them) as a
+/// destination, or with `RAI_PASSIVE`
 /// in `hints` as a source (the wildcard without `node`), for the QP type
 /// and port space of `hints` (RC and `RDMA_PS_TCP` by default). 0, or a
 /// `getaddrinfo` error code (`EAI_*`).
@@ -172,7 +173,10 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     let passive = flags & RAI_PASSIVE != 0;
     // SAFETY: all-zero is valid `struct addrinfo` hints.
     let mut ah: libc::addrinfo = unsafe { std::mem::zeroed() };
-    ah.ai_family = libc::AF_INET;
+    ah.ai_family = match h.map_or(0, |h| h.ai_family) {
+        f @ (libc::AF_INET | libc::AF_INET6) => f,
+        _ => libc::AF_UNSPEC,
+    };
     ah.ai_socktype = libc::SOCK_STREAM;
     if passive {
         ah.ai_flags |= libc::AI_PASSIVE;
@@ -186,15 +190,21 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     if r != 0 {
         return r;
     }
-    // SAFETY: getaddrinfo succeeded: `ai` is a list of at least one.
-    let sin = unsafe { *(*ai).ai_addr.cast::<libc::sockaddr_in>() };
+    // SAFETY: getaddrinfo succeeded: `ai` is a list of at least one,
+    // whose address is `ai_addrlen` bytes of an IPv4 or IPv6 one.
+    let (family, addr, len) = unsafe {
+        let a = &*ai;
+        (
+            a.ai_family,
+            boxed_addr(a.ai_addr, a.ai_addrlen),
+            a.ai_addrlen,
+        )
+    };
     // SAFETY: the list getaddrinfo made.
     unsafe { libc::freeaddrinfo(ai) };
-    let addr = Box::into_raw(Box::new(sin)).cast::<libc::sockaddr>();
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     let mut rai = Box::new(RdmaAddrinfo {
         ai_flags: flags,
-        ai_family: libc::AF_INET,
+        ai_family: family,
         ai_qp_type: h.map_or(0, |h| h.ai_qp_type),
         ai_port_space: h.map_or(0, |h| h.ai_port_space),
         ai_src_len: 0,
@@ -222,18 +232,37 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
         rai.ai_dst_addr = addr;
         rai.ai_dst_len = len;
         // A source the hints name goes with it.
-        if let Some(src) =
-            h.filter(|h| !h.ai_src_addr.is_null() && h.ai_src_len as usize == len as usize)
-        {
-            // SAFETY: the hints' IPv4 source address.
-            let s = unsafe { *src.ai_src_addr.cast::<libc::sockaddr_in>() };
-            rai.ai_src_addr = Box::into_raw(Box::new(s)).cast();
+        if let Some(src) = h.filter(|h| !h.ai_src_addr.is_null() && h.ai_src_len == len) {
+            // SAFETY: the hints' source address, of the destination's size.
+            rai.ai_src_addr = unsafe { boxed_addr(src.ai_src_addr, len) };
             rai.ai_src_len = len;
         }
     }
     // SAFETY: checked writable.
     unsafe { *res = Box::into_raw(rai) };
     0
+}
+
+/// A copy of the `len` bytes of `sa` (at most an IPv6 address's) in a
+/// box that holds either family, which `rdma_freeaddrinfo` frees.
+///
+/// # Safety
+///
+/// `sa` points to `len` readable bytes.
+unsafe fn boxed_addr(sa: *const libc::sockaddr, len: libc::socklen_t) -> *mut libc::sockaddr {
+    // SAFETY: all-zero is a valid socket address.
+    let mut b: Box<libc::sockaddr_in6> = Box::new(unsafe { std::mem::zeroed() });
+    let n = (len as usize).min(std::mem::size_of::<libc::sockaddr_in6>());
+    // SAFETY: `n` bytes readable (the caller's promise) into a box of at
+    // least `n`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            sa.cast::<u8>(),
+            (&mut *b as *mut libc::sockaddr_in6).cast::<u8>(),
+            n,
+        )
+    };
+    Box::into_raw(b).cast()
 }
 
 /// `rdma_freeaddrinfo`: frees a list [`rdma_getaddrinfo`] made.
@@ -249,8 +278,8 @@ pub unsafe extern "C" fn rdma_freeaddrinfo(res: *mut RdmaAddrinfo) {
         let rai = unsafe { Box::from_raw(p) };
         for a in [rai.ai_src_addr, rai.ai_dst_addr] {
             if !a.is_null() {
-                // SAFETY: an IPv4 address we boxed.
-                drop(unsafe { Box::from_raw(a.cast::<libc::sockaddr_in>()) });
+                // SAFETY: an address `boxed_addr` made.
+                drop(unsafe { Box::from_raw(a.cast::<libc::sockaddr_in6>()) });
             }
         }
         p = rai.ai_next;

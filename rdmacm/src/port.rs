@@ -37,10 +37,10 @@ const WR_SEND: c_int = 2;
 pub(crate) struct Port {
     /// The context librdmacm opened on the device (IDs' `verbs`).
     pub ctx: *mut IbvContext,
-    /// The port's IPv4-mapped GID (index 0) and its address.
+    /// The port's IPv4-mapped GID (index 0): its IPv4 address.
     pub gid: Gid,
-    /// The port's IPv4 address.
-    pub ipv4: [u8; 4],
+    /// Its link-local IPv6 GID (index 1): its IPv6 address.
+    pub gid6: Gid,
     /// The port's active MTU (`enum ibv_mtu`).
     pub mtu: u8,
     /// READs and atomics a QP of the device answers at once, and has
@@ -71,12 +71,46 @@ fn last(what: &str) -> String {
     format!("{what}: {}", std::io::Error::last_os_error())
 }
 
+/// Whether `g` is an IPv4-mapped GID (`::ffff:a.b.c.d`).
+pub(crate) fn is_ipv4(g: &Gid) -> bool {
+    g[..10] == [0; 10] && g[10..12] == [0xff, 0xff]
+}
+
+/// The index of the port's GID that talks to `dgid`: 0 (IPv4) for an
+/// IPv4-mapped one, 1 (the link-local IPv6 GID) for any other.
+pub(crate) fn sgid_index(dgid: &Gid) -> u8 {
+    if is_ipv4(dgid) {
+        0
+    } else {
+        1
+    }
+}
+
 impl Port {
+    /// Whether `g` is one of the port's GIDs.
+    pub(crate) fn has(&self, g: &Gid) -> bool {
+        *g == self.gid || *g == self.gid6
+    }
+
+    /// The port's GID that talks to `dgid` (of its family).
+    pub(crate) fn sgid_for(&self, dgid: &Gid) -> Gid {
+        if is_ipv4(dgid) {
+            self.gid
+        } else {
+            self.gid6
+        }
+    }
+
     /// Brings up the CM of port 1 of the device opened as `ctx`.
     pub(crate) fn open(ctx: *mut IbvContext, seed: u32) -> Result<Port, String> {
         let mut gid = IbvGid::default();
         // SAFETY: a live context, and a GID to write.
         if unsafe { verbs::ibv_query_gid(ctx, 1, 0, &mut gid) } != 0 {
+            return Err(last("ibv_query_gid"));
+        }
+        let mut gid6 = IbvGid::default();
+        // SAFETY: as above.
+        if unsafe { verbs::ibv_query_gid(ctx, 1, 1, &mut gid6) } != 0 {
             return Err(last("ibv_query_gid"));
         }
         let mut pa = IbvPortAttr::default();
@@ -168,7 +202,7 @@ impl Port {
         let mut p = Port {
             ctx,
             gid: gid.raw,
-            ipv4: gid.raw[12..].try_into().expect("4 bytes"),
+            gid6: gid6.raw,
             mtu: pa.active_mtu as u8,
             max_rd_atomic: (clamp(da.max_qp_rd_atom), clamp(da.max_qp_init_rd_atom)),
             pd,
@@ -228,6 +262,7 @@ impl Port {
                     ..IbvAhAttr::default()
                 };
                 attr.grh.dgid.raw = out.to;
+                attr.grh.sgid_index = sgid_index(&out.to);
                 attr.grh.hop_limit = 64;
                 // SAFETY: a live PD and attributes.
                 let ah = unsafe { verbs::ibv_create_ah(self.pd, &mut attr) };

@@ -615,3 +615,57 @@ fn programs_run_through_loss_and_reordering() {
     // The faults were there, and the transports made up for them.
     assert!(total.lost > 0 && total.resent > 0, "{total:?}");
 }
+
+/// IPv6: a port's link-local address (GID 1, from its MAC: host `n`'s
+/// is fe80::ff:fe00:n), as rping, ucmatose, udaddy and rdma_client take
+/// it; rdma_cm's
+/// header then carries IPv6 addresses, and every frame is RoCEv2 over
+/// IPv6, the MACs found by neighbour discovery.
+#[test]
+fn ipv6_link_local_addresses_carry_rc_and_ud() {
+    let f = Fabric::new("ipv6");
+    let server_addr = "fe80::ff:fe00:1";
+    let mut s = program("timeout", &["30", "rping"], &f.device(1));
+    s.args(["-s", "-a", server_addr, "-v", "-V", "-S", "4096", "-C", "5"]);
+    let mut c = program("timeout", &["30", "rping"], &f.device(2));
+    c.args(["-c", "-a", server_addr, "-v", "-V", "-S", "4096", "-C", "5"]);
+    let (so, co) = pair(s, c);
+    let (st, ct) = (text(&so), text(&co));
+    assert!(
+        so.status.success() && co.status.success(),
+        "rping: client {}\nserver {}",
+        tail(&ct),
+        tail(&st)
+    );
+    assert_eq!(
+        ct.matches("ping data: rdma-ping-").count(),
+        5,
+        "{}",
+        tail(&ct)
+    );
+    for (name, extra) in [("ucmatose", &["-c", "2"][..]), ("udaddy", &[][..])] {
+        let mut s = program("timeout", &["30", name], &f.device(1));
+        s.args(["-b", server_addr, "-C", "10"]).args(extra);
+        let mut c = program("timeout", &["30", name], &f.device(2));
+        c.args(["-s", server_addr, "-C", "10"]).args(extra);
+        let (so, co) = pair(s, c);
+        let (st, ct) = (text(&so), text(&co));
+        assert!(
+            so.status.success() && co.status.success(),
+            "{name}: client {ct}\nserver {st}"
+        );
+        for t in [&st, &ct] {
+            assert!(t.contains("return status 0"), "{name}: {t}");
+        }
+    }
+    // rdma_getaddrinfo of an IPv6 address, and a wildcard listener.
+    let s = program("timeout", &["30", "rdma_server"], &f.device(1));
+    let mut c = program("timeout", &["30", "rdma_client"], &f.device(2));
+    c.args(["-s", server_addr]);
+    let (so, co) = pair(s, c);
+    let (st, ct) = (text(&so), text(&co));
+    assert!(
+        st.contains("rdma_server: end 0") && ct.contains("rdma_client: end 0"),
+        "{st}{ct}"
+    );
+}
