@@ -31,10 +31,13 @@
 #     bandwidth) over rxe (guest) against the same unmodified tests over
 #     rnic's drop-in libibverbs (host): both exit 0, print no error, and
 #     the client reports its figures for the size and iterations asked;
-#   - rping over the kernel's RDMA CM and rxe (guest) against rping over
-#     rnic's drop-in librdmacm and libibverbs (host), each as server and as
-#     client: a connection made by the two CMs' MADs on the wire, every
-#     byte verified; the kernel's CM counters show no REJ and no error;
+#   - rdmacm-utils (rping over IPv4 and IPv6, ucmatose, udaddy,
+#     rdma_server/rdma_client) and perftest -R over the kernel's RDMA CM
+#     and rxe (guest) against the same programs over rnic's drop-in
+#     librdmacm and libibverbs (host), each side as server and as client:
+#     connections made by the two CMs' MADs on the wire (SIDR for UD),
+#     the programs' own checks (rping every byte); the kernel's CM
+#     counters show no REJ and no error;
 #   - with the host NIC's fault injector dropping and reordering frames
 #     (both directions under verbs_peer, the host's frames under
 #     ibv_rc_pingpong): they still complete and verify, and the counters of
@@ -114,7 +117,8 @@ bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:crc32_generic mod:udp_tunnel mod:ip6_udp_tunnel mod:ib_core mod:ib_uverbs \
     mod:ib_cm mod:iw_cm mod:rdma_cm mod:rdma_ucm \
     mod:rdma_rxe mod:virtio_pci mod:virtio_net \
-    bin:/usr/bin/rping bin:/lib/x86_64-linux-gnu/libgcc_s.so.1 \
+    bin:/usr/bin/rping bin:/usr/bin/ucmatose bin:/usr/bin/udaddy bin:/usr/bin/rdma_server \
+    bin:/usr/bin/rdma_client bin:/lib/x86_64-linux-gnu/libgcc_s.so.1 \
     bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
     bin:/usr/bin/ibv_ud_pingpong bin:/usr/bin/ibv_uc_pingpong \
     $(for b in /usr/bin/ib_{write,read,send,atomic}_{lat,bw}; do echo "bin:$b"; done) \
@@ -421,12 +425,13 @@ for tsn in ib_write_lat:8:200 ib_write_bw:4096:200 ib_read_lat:64:200 ib_read_bw
 done
 host_cmd=host bind_opt=--bind expect=
 
-# RDMA CM: rping, unmodified, over the kernel's rdma_cm and rxe in the
-# guest and over rnic's drop-in librdmacm and libibverbs on the host: the
-# two communication managers make the connection with MADs on the wire
-# (QP1 to QP1), rping verifies every byte (-V), and the kernel's CM
-# counters show the exchange with no REJ sent or received.
-say "RDMA CM: rping over the kernel's rdma_cm and rxe (guest) against rping over rnic's librdmacm (host)"
+# RDMA CM: rdmacm-utils' programs and perftest, unmodified, over the
+# kernel's rdma_cm and rxe in the guest and over rnic's drop-in librdmacm
+# and libibverbs on the host, each way: the two communication managers
+# make the connection with MADs on the wire (QP1 to QP1; SIDR for
+# udaddy's UD), the programs check their data (rping every byte, -V), and
+# the kernel's CM counters show the exchange with no REJ sent or received.
+say "RDMA CM: rdmacm-utils and perftest over the kernel's rdma_cm and rxe (guest) against rnic's librdmacm (host)"
 rdmacm_host() {
     env LD_LIBRARY_PATH="$ibverbs_dir" ${RNIC_INTEROP_PCAP:+"RNIC_PCAP=$work"} \
         RNIC_DEVICES="wire=udp:127.0.0.1:$wire_host=127.0.0.1:$wire_qemu,mac=02:00:00:00:00:01,ipv4=192.0.2.1" \
@@ -437,56 +442,71 @@ cm_counters() {
     guest 'cd /sys/class/infiniband/rxe0/ports/1 && for d in cm_tx_msgs cm_rx_msgs cm_tx_retries cm_rx_duplicates; do for f in $d/*; do echo "$d/${f##*/} $(cat $f)"; done; done' > "$1" ||
         fail "  the kernel CM's counters could not be read: $(cat "$1")"
 }
+# The guest's wire interface, for its link-local address's scope.
+gwire=$(guest 'for n in /sys/class/net/*; do [ "$(cat $n/address)" = 52:54:00:12:34:02 ] && echo ${n##*/}; done; true')
+[ -n "$gwire" ] || fail "  the guest's wire interface was not found"
+# IPv6 link-local addresses: rxe0's (from the guest's MAC) and rnic0's
+# (GID 1, from 02:00:00:00:00:01).
+g6=fe80::5054:ff:fe12:3402 h6=fe80::ff:fe00:1
+# cm_run NAME LISTENER SERVER CLIENT WANT: SERVER runs on LISTENER
+# (guest or host), CLIENT on the other; both must succeed and print WANT
+# (a grep pattern).
+cm_run() {
+    local name=$1 listener=$2 server=$3 client=$4 want=$5 spid src crc
+    steps=$((steps + 1))
+    set +e
+    if [ "$listener" = guest ]; then
+        guest "timeout 120 $server" > "$work/cm-$name.server" 2>&1 &
+        spid=$!
+        # The listening ID shows in rdma_cm's resource list (iproute2's
+        # rdma, by its full path: busybox's applets come first).
+        guest 'for i in $(seq 100); do /usr/bin/rdma res show cm_id 2>/dev/null | grep -qi listen && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
+            sleep 3
+        # shellcheck disable=SC2086
+        rdmacm_host $client > "$work/cm-$name.client" 2>&1
+        crc=$?
+    else
+        # shellcheck disable=SC2086
+        rdmacm_host $server > "$work/cm-$name.server" 2>&1 &
+        spid=$!
+        sleep 2
+        guest "timeout 120 $client" > "$work/cm-$name.client" 2>&1
+        crc=$?
+    fi
+    wait "$spid"
+    src=$?
+    set -e
+    if [ "$src" = 0 ] && [ "$crc" = 0 ] && grep -q -- "$want" "$work/cm-$name.server" &&
+        grep -q -- "$want" "$work/cm-$name.client"; then
+        say "  $name ($listener listens): ok"
+    else
+        fail "  $name ($listener listens): FAILED (server $src, client $crc)"
+        sed 's/^/    server| /' "$work/cm-$name.server" | tail -20
+        sed 's/^/    client| /' "$work/cm-$name.client" | tail -20
+    fi
+}
 cm_counters "$work/cm-before"
-rping_args="-V -v -C 10 -S 4096"
-# The guest listens, the host connects.
-steps=$((steps + 1))
-guest "timeout 120 rping -s -a 192.0.2.2 $rping_args" > "$work/rping-guest-server.guest" 2>&1 &
-gpid=$!
-# The listening ID shows in rdma_cm's resource list (iproute2's rdma,
-# by its full path: busybox's applets come first).
-guest 'for i in $(seq 100); do /usr/bin/rdma res show cm_id 2>/dev/null | grep -qi listen && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
-    sleep 3
-set +e
-rdmacm_host rping -c -a 192.0.2.2 $rping_args > "$work/rping-guest-server.host" 2>&1
-hrc=$?
-wait $gpid
-grc=$?
-set -e
-n=$(grep -c '^ping data' "$work/rping-guest-server.host" || true)
-if [ "$hrc" = 0 ] && [ "$grc" = 0 ] && [ "$n" = 10 ]; then
-    say "  rping-guest-server: ok (10 pings of 4096 B verified)"
-else
-    fail "  rping-guest-server: FAILED (host $hrc, guest $grc, $n pings)"
-    sed 's/^/    host | /' "$work/rping-guest-server.host" | tail -20
-    sed 's/^/    guest| /' "$work/rping-guest-server.guest" | tail -20
-fi
-# The host listens, the guest connects.
-steps=$((steps + 1))
-rdmacm_host rping -s -a 192.0.2.1 $rping_args > "$work/rping-guest-client.host" 2>&1 &
-hpid=$!
-sleep 2
-set +e
-guest "timeout 120 rping -c -a 192.0.2.1 $rping_args" > "$work/rping-guest-client.guest" 2>&1
-grc=$?
-wait $hpid
-hrc=$?
-set -e
-n=$(grep -c '^ping data' "$work/rping-guest-client.guest" || true)
-if [ "$hrc" = 0 ] && [ "$grc" = 0 ] && [ "$n" = 10 ]; then
-    say "  rping-guest-client: ok (10 pings of 4096 B verified)"
-else
-    fail "  rping-guest-client: FAILED (host $hrc, guest $grc, $n pings)"
-    sed 's/^/    host | /' "$work/rping-guest-client.host" | tail -20
-    sed 's/^/    guest| /' "$work/rping-guest-client.guest" | tail -20
-fi
+rping="-V -v -C 10 -S 4096"
+for at in guest host; do
+    if [ "$at" = guest ]; then addr=192.0.2.2 a6=$g6 c6=$g6; else addr=192.0.2.1 a6=$h6 c6=$h6%$gwire; fi
+    # The kernel takes a link-local address with its interface; rnic's
+    # library has one port per device, and needs none.
+    [ "$at" = guest ] && a6=$g6%$gwire
+    cm_run "rping-$at" "$at" "rping -s -a $addr $rping" "rping -c -a $addr $rping" "ping data: rdma-ping-9"
+    cm_run "rping-ipv6-$at" "$at" "rping -s -a $a6 $rping" "rping -c -a $c6 $rping" "ping data: rdma-ping-9"
+    cm_run "ucmatose-$at" "$at" "ucmatose -b $addr -c 2 -C 10" "ucmatose -s $addr -c 2 -C 10" "return status 0"
+    cm_run "udaddy-$at" "$at" "udaddy -b $addr -C 10" "udaddy -s $addr -C 10" "return status 0"
+    cm_run "rdma_server-$at" "$at" "rdma_server" "rdma_client -s $addr" "end 0"
+    cm_run "perftest-R-$at" "$at" "ib_send_bw -R -s 65536 -n 200" "ib_send_bw -R -s 65536 -n 200 $addr" " 65536 *200 "
+done
 cm_counters "$work/cm-after"
 cm_delta() { delta "$work/cm-before" "$work/cm-after" "$@"; }
-say "  kernel CM: $(cm_delta cm_tx_msgs/req cm_tx_msgs/rep cm_tx_msgs/rtu cm_tx_msgs/dreq cm_tx_msgs/drep) REQ/REP/RTU/DREQ/DREP sent," \
-    "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep cm_rx_msgs/rtu cm_rx_msgs/dreq cm_rx_msgs/drep) received," \
+say "  kernel CM: $(cm_delta cm_tx_msgs/req cm_tx_msgs/rep cm_tx_msgs/rtu cm_tx_msgs/dreq cm_tx_msgs/drep cm_tx_msgs/sidr_req cm_tx_msgs/sidr_rep) REQ/REP/RTU/DREQ/DREP/SIDR REQ/SIDR REP sent," \
+    "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep cm_rx_msgs/rtu cm_rx_msgs/dreq cm_rx_msgs/drep cm_rx_msgs/sidr_req cm_rx_msgs/sidr_rep) received," \
     "$(cm_delta cm_tx_retries/req cm_tx_retries/rep cm_tx_retries/dreq) sent again, $(cm_delta cm_rx_duplicates/req cm_rx_duplicates/rep cm_rx_duplicates/rtu) duplicates received"
 rejects=$(cm_delta cm_tx_msgs/rej cm_rx_msgs/rej)
 [ "$(cm_delta cm_rx_msgs/req cm_rx_msgs/rep)" -ge 2 ] || fail "  the kernel's CM received no REQ or no REP from rnic"
+[ "$(cm_delta cm_rx_msgs/sidr_req cm_rx_msgs/sidr_rep)" -ge 2 ] || fail "  the kernel's CM received no SIDR REQ or no SIDR REP from rnic"
 [ "$rejects" = 0 ] || fail "  the kernel's CM sent or received $rejects REJ"
 
 phase=faults
