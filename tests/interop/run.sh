@@ -36,8 +36,11 @@
 #     and rxe (guest) against the same programs over rnic's drop-in
 #     librdmacm and libibverbs (host), each side as server and as client:
 #     connections made by the two CMs' MADs on the wire (SIDR for UD),
-#     the programs' own checks (rping every byte); the kernel's CM
-#     counters show no REJ and no error;
+#     the programs' own checks (rping every byte); and qperf's RC tests
+#     with -cm1, the guest's client against the host's server (its TCP
+#     control connection through QEMU's user networking, in a network
+#     namespace of the test's own); the kernel's CM counters show no REJ
+#     and no error;
 #   - with the host NIC's fault injector dropping and reordering frames
 #     (both directions under verbs_peer, the host's frames under
 #     ibv_rc_pingpong): they still complete and verify, and the counters of
@@ -68,6 +71,22 @@
 # libibverbs-dev, libnl-route-3-dev, gcc, iproute2.
 set -euo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
+
+# qperf's control connection is TCP to the address its RDMA goes to, so
+# the test runs in a network namespace of its own (a user namespace's
+# root: no privilege needed) whose loopback also holds 192.0.2.1 (rnic's
+# address: the guest's TCP reaches it through QEMU's user networking).
+if [ -z "${RNIC_INTEROP_NETNS:-}" ] && unshare -rn true 2>/dev/null; then
+    exec unshare -rn env RNIC_INTEROP_NETNS=1 bash "$0" "$@"
+fi
+netns=${RNIC_INTEROP_NETNS:-}
+if [ -n "$netns" ]; then
+    ip link set lo up
+    ip addr add 192.0.2.1/32 dev lo
+    # glibc's getaddrinfo refuses IPv6 addresses (rping's link-local
+    # ones) on a host with IPv4 addresses and no IPv6 one but ::1.
+    ip addr add fd00::1/128 dev lo
+fi
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 here=$repo/tests/interop
@@ -118,7 +137,7 @@ bash "$repo/tests/vm/build-initramfs.sh" "$kver" "$initrd" "$here/guest.sh" \
     mod:ib_cm mod:iw_cm mod:rdma_cm mod:rdma_ucm \
     mod:rdma_rxe mod:virtio_pci mod:virtio_net \
     bin:/usr/bin/rping bin:/usr/bin/ucmatose bin:/usr/bin/udaddy bin:/usr/bin/rdma_server \
-    bin:/usr/bin/rdma_client bin:/lib/x86_64-linux-gnu/libgcc_s.so.1 \
+    bin:/usr/bin/rdma_client bin:/usr/bin/qperf bin:/lib/x86_64-linux-gnu/libgcc_s.so.1 \
     bin:/usr/sbin/ip bin:/usr/bin/rdma bin:/usr/bin/ibv_devinfo bin:/usr/bin/ibv_rc_pingpong \
     bin:/usr/bin/ibv_ud_pingpong bin:/usr/bin/ibv_uc_pingpong \
     $(for b in /usr/bin/ib_{write,read,send,atomic}_{lat,bw}; do echo "bin:$b"; done) \
@@ -133,12 +152,12 @@ in_use() { ss -Hltun "sport = :$1" | grep -q .; }
 base=$((20000 + ($$ % 1000) * 8))
 for _ in $(seq 100); do
     busy=0
-    for p in $(seq "$base" $((base + 4))); do in_use "$p" && busy=1; done
+    for p in $(seq "$base" $((base + 5))); do in_use "$p" && busy=1; done
     [ "$busy" = 0 ] && break
     base=$((base + 8))
 done
 wire_host=$base wire_qemu=$((base + 1)) agent=$((base + 2)) guest_pp=$((base + 3))
-host_pp=$((base + 4))
+host_pp=$((base + 4)) qperf_port=$((base + 5))
 
 log=$work/serial.log
 qemu_err=$work/qemu.stderr
@@ -458,9 +477,10 @@ cm_run() {
     if [ "$listener" = guest ]; then
         guest "timeout 120 $server" > "$work/cm-$name.server" 2>&1 &
         spid=$!
-        # The listening ID shows in rdma_cm's resource list (iproute2's
-        # rdma, by its full path: busybox's applets come first).
-        guest 'for i in $(seq 100); do /usr/bin/rdma res show cm_id 2>/dev/null | grep -qi listen && exit 0; sleep 0.1; done; exit 1' >/dev/null ||
+        # The server's listening ID shows in rdma_cm's resource list
+        # (iproute2's rdma, by its full path: busybox's applets come
+        # first), by its program's name: the last one's may linger.
+        guest "for i in \$(seq 100); do /usr/bin/rdma res show cm_id 2>/dev/null | grep -i listen | grep -q 'comm ${server%% *}' && exit 0; sleep 0.1; done; exit 1" >/dev/null ||
             sleep 3
         # shellcheck disable=SC2086
         rdmacm_host $client > "$work/cm-$name.client" 2>&1
@@ -499,6 +519,42 @@ for at in guest host; do
     cm_run "rdma_server-$at" "$at" "rdma_server" "rdma_client -s $addr" "end 0"
     cm_run "perftest-R-$at" "$at" "ib_send_bw -R -s 65536 -n 200" "ib_send_bw -R -s 65536 -n 200 $addr" " 65536 *200 "
 done
+# qperf's RC tests with -cm1, the guest's qperf against the host's
+# server. qperf's control connection is TCP to the address its RDMA CM
+# connects to: the guest sends it to 192.0.2.1 through QEMU's user
+# networking (a rule for qperf's port: its RDMA CM still resolves
+# 192.0.2.1 on the wire, to rnic), in the test's network namespace,
+# whose loopback holds 192.0.2.1. (The other way, the host's TCP to the
+# guest through QEMU's forwarding at 192.0.2.2 never reached the guest.)
+qperf_tests="rc_bw rc_lat rc_rdma_read_bw rc_rdma_write_lat rc_compare_swap_mr rc_fetch_add_mr"
+if [ -n "$netns" ]; then
+    steps=$((steps + 1))
+    out=$work/cm-qperf
+    goob=$(guest 'for n in /sys/class/net/*; do [ "$(cat $n/address)" = 52:54:00:12:34:01 ] && echo ${n##*/}; done; true')
+    # iproute2's ip, by its full path (busybox's has no ipproto rules);
+    # TCP by number (the guest has no /etc/protocols).
+    guest "/usr/sbin/ip rule add ipproto 6 dport $qperf_port lookup 100 && /usr/sbin/ip route add 192.0.2.1/32 via 10.0.2.2 dev $goob table 100" ||
+        fail "  the guest's route for qperf's TCP could not be set"
+    set +e
+    rdmacm_host qperf -lp "$qperf_port" > "$out.server" 2>&1 &
+    spid=$!
+    sleep 1
+    guest "timeout 90 qperf 192.0.2.1 -lp $qperf_port -to 20 -cm1 -t 2 $qperf_tests" > "$out.client" 2>&1
+    rc=$?
+    kill "$spid" 2>/dev/null
+    wait "$spid"
+    set -e
+    n=$(grep -c ' = ' "$out.client" || true)
+    if [ "$rc" = 0 ] && [ "$n" = 6 ]; then
+        say "  qperf (host listens): ok ($(grep ' = ' "$out.client" | tr -s ' ' | paste -sd,))"
+    else
+        fail "  qperf (host listens): FAILED (client $rc, $n figures)"
+        sed 's/^/    server| /' "$out.server" | tail -20
+        sed 's/^/    client| /' "$out.client" | tail -20
+    fi
+else
+    say "  qperf: skipped (no network namespace: unshare -rn failed)"
+fi
 cm_counters "$work/cm-after"
 cm_delta() { delta "$work/cm-before" "$work/cm-after" "$@"; }
 say "  kernel CM: $(cm_delta cm_tx_msgs/req cm_tx_msgs/rep cm_tx_msgs/rtu cm_tx_msgs/dreq cm_tx_msgs/drep cm_tx_msgs/sidr_req cm_tx_msgs/sidr_rep) REQ/REP/RTU/DREQ/DREP/SIDR REQ/SIDR REP sent," \
