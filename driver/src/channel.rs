@@ -158,7 +158,9 @@ impl<H: Hal> CompChannel<H> {
     /// timeout (0: only an event already there). Each event taken must be
     /// acknowledged with [`Cq::ack_events`] before the CQ can be
     /// destroyed. The CQ must be armed again ([`Cq::arm`]) for its next
-    /// event.
+    /// event. A signal handler that runs in the waiting thread ends the
+    /// wait with
+    /// [`ErrorKind::Interrupted`](crate::ErrorKind::Interrupted).
     pub fn get_cq_event(&self, timeout_ns: u64) -> Result<Option<Cq<H>>> {
         let ch = &*self.inner;
         let hal = ch.ctx.hal();

@@ -211,7 +211,8 @@ impl CmdQueue {
             }
             let left = self.timeout_ns - elapsed;
             match hal.wait_irq(MSIX_ASYNC_VECTOR, left.min(SLEEP_NS)) {
-                Ok(_) => {}
+                // A signal handler ran: the command is still under way.
+                Ok(_) | Err(HalError::Interrupted) => {}
                 Err(HalError::Unsupported) => irq = false,
                 Err(e) => {
                     log::warn!("waiting for the command interrupt: {e}; polling instead");

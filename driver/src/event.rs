@@ -184,7 +184,9 @@ impl<H: Hal> Context<H> {
     /// Waits up to `timeout_ns` for the next event: `Ok(None)` on timeout.
     ///
     /// Sleeps on the event queue's interrupt where the platform supports
-    /// interrupts, and spins otherwise.
+    /// interrupts, and spins otherwise. A signal handler that runs in the
+    /// waiting thread ends the wait with
+    /// [`ErrorKind::Interrupted`](crate::ErrorKind::Interrupted).
     pub fn wait_event(&self, timeout_ns: u64) -> Result<Option<AsyncEvent>> {
         let hal = &self.shared.dev.hal;
         let start = hal.now_ns();

@@ -146,7 +146,7 @@ unsafe impl Hal for EmuHal {
         if timeout_ns > 0 && self.dev.mode() == ExecMode::Thread {
             self.dev.shared().unlend();
         }
-        Ok(self.dev.shared().irq.wait(vector, timeout_ns))
+        self.dev.shared().irq.wait(vector, timeout_ns)
     }
 
     fn irq_eventfd(&self, vector: u16) -> Option<i32> {

@@ -101,26 +101,42 @@ impl IrqLines {
     }
 
     /// Waits up to `timeout_ns` for `vector` to be pending and takes it;
-    /// false on timeout or for a vector the device does not have.
-    pub(crate) fn wait(&self, vector: u16, timeout_ns: u64) -> bool {
+    /// `Ok(false)` on timeout or for a vector the device does not have.
+    /// The wait is a `ppoll` of the vector's eventfd, so a signal handler
+    /// that runs in this thread ends it with [`HalError::Interrupted`]
+    /// (a vector without an eventfd waits on the condition variable,
+    /// which no signal ends).
+    pub(crate) fn wait(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
         let deadline = Instant::now() + Duration::from_nanos(timeout_ns);
+        let i = usize::from(vector);
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if usize::from(vector) >= p.len() {
-            return false;
+        if i >= p.len() {
+            return Ok(false);
         }
         loop {
             if self.take(&mut p, vector) {
-                return true;
+                return Ok(true);
             }
             let now = Instant::now();
             if now >= deadline {
-                return false;
+                return Ok(false);
             }
-            p = self
-                .cv
-                .wait_timeout(p, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            match &self.fds[i] {
+                Some(fd) => {
+                    drop(p);
+                    // A raise after the take above left the eventfd
+                    // readable: the poll returns at once.
+                    poll_readable(fd.as_raw_fd(), deadline - now)?;
+                    p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                }
+                None => {
+                    p = self
+                        .cv
+                        .wait_timeout(p, deadline - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
         }
     }
 
@@ -139,6 +155,28 @@ impl IrqLines {
             self.take(&mut p, v as u16);
         }
     }
+}
+
+/// Waits up to `timeout` for `fd` to turn readable (`Ok` either way).
+fn poll_readable(fd: RawFd, timeout: Duration) -> Result<(), HalError> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a valid timespec, no signal mask.
+    if unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) } < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::EINTR) => HalError::Interrupted,
+            errno => HalError::Os(errno.unwrap_or(libc::EIO)),
+        });
+    }
+    Ok(())
 }
 
 /// Whether `fd` is readable now (for tests of descriptors that say so).
@@ -165,15 +203,20 @@ mod tests {
         l.raise(1);
         l.raise(1);
         assert!(readable(fd));
-        assert!(!l.wait(0, 0), "another vector");
-        assert!(l.wait(1, 0));
+        assert_eq!(l.wait(0, 0), Ok(false), "another vector");
+        assert_eq!(l.wait(1, 0), Ok(true));
         assert!(!readable(fd), "the wait drained the eventfd");
-        assert!(!l.wait(1, 1_000_000), "both raises taken by one wait");
+        assert_eq!(
+            l.wait(1, 1_000_000),
+            Ok(false),
+            "both raises taken by one wait"
+        );
         l.raise(7);
-        assert!(!l.wait(7, 0), "no such vector");
+        assert_eq!(l.wait(7, 0), Ok(false), "no such vector");
         l.raise(1);
         l.clear();
-        assert!(!readable(fd) && !l.wait(1, 0));
+        assert!(!readable(fd));
+        assert_eq!(l.wait(1, 0), Ok(false));
     }
 
     #[test]
@@ -196,5 +239,38 @@ mod tests {
         unsafe { libc::read(raw, (&mut n as *mut u64).cast(), 8) };
         l.raise(1);
         assert!(!readable(raw), "no longer forwarded");
+    }
+
+    extern "C" fn on_signal(_: libc::c_int) {}
+
+    #[test]
+    fn a_signal_handler_ends_a_wait_and_a_raise_still_wakes_one() {
+        let l = std::sync::Arc::new(IrqLines::new(1));
+        // SAFETY: installs a handler that does nothing for SIGUSR2, which
+        // nothing else in the test program handles; no SA_RESTART.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+        }
+        let waiter = {
+            let l = std::sync::Arc::clone(&l);
+            std::thread::spawn(move || l.wait(0, 20_000_000_000))
+        };
+        // Again until it ends: a signal before the waiter polls ends nothing.
+        while !waiter.is_finished() {
+            use std::os::unix::thread::JoinHandleExt;
+            // SAFETY: the thread has not been joined, so its id is valid.
+            unsafe { libc::pthread_kill(waiter.as_pthread_t(), libc::SIGUSR2) };
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(waiter.join().unwrap(), Err(HalError::Interrupted));
+        let waiter = {
+            let l = std::sync::Arc::clone(&l);
+            std::thread::spawn(move || l.wait(0, 20_000_000_000))
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        l.raise(0);
+        assert_eq!(waiter.join().unwrap(), Ok(true));
     }
 }

@@ -2,6 +2,7 @@
 //! `ibv_destroy_comp_channel`, `ibv_get_cq_event`.
 
 use rnic_verbs::provider::{CompletionChannel, Provider};
+use rnic_verbs::ErrorKind;
 use std::ffi::{c_int, c_void};
 
 use crate::any::AnyChannel;
@@ -85,7 +86,8 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut IbvCompChannel) 
 /// `ibv_get_cq_event` (`IBVERBS_1.1`): waits for the next completion
 /// event of the channel and gives its CQ and that CQ's `cq_context`. 0,
 /// or -1 with `errno` (`EINVAL` for a channel that is not live or NULL
-/// outputs; the driver's error).
+/// outputs; `EINTR` if a signal handler ran, unless
+/// [`errno::restarts_after_signal`]; the driver's error).
 ///
 /// # Safety
 ///
@@ -128,6 +130,9 @@ pub unsafe extern "C" fn ibv_get_cq_event(
             }
             Ok(None) if wait == 0 => return fail(libc::EAGAIN),
             Ok(None) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted && errno::restarts_after_signal() => {
+                continue
+            }
             Err(e) => return fail(e.errno()),
         }
     }

@@ -4,6 +4,7 @@
 use rnic_verbs::provider::Provider;
 use std::ffi::{c_int, c_void};
 
+use rnic_verbs::ErrorKind;
 use rnic_verbs::EventElement as Element;
 
 use crate::abi::{IbvAsyncEvent, IbvContext};
@@ -34,7 +35,8 @@ mod ty {
 /// event and gives its type and object (the CQ, QP or SRQ pointer, or the
 /// port number). Events of objects destroyed meanwhile are skipped. 0, or
 /// -1 with `errno` (`EINVAL` for a context that is not open or a NULL
-/// `event`; the driver's error). `context->async_fd` is readable when an
+/// `event`; `EINTR` if a signal handler ran, unless
+/// [`errno::restarts_after_signal`]; the driver's error). `context->async_fd` is readable when an
 /// event is waiting.
 ///
 /// # Safety
@@ -68,6 +70,9 @@ pub unsafe extern "C" fn ibv_get_async_event(
         let ev = match polled {
             Ok(Some(ev)) => ev,
             Ok(None) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted && errno::restarts_after_signal() => {
+                continue
+            }
             Err(e) => return fail(e.errno()),
         };
         let event_type = c_int::from(ev.event_type.raw());

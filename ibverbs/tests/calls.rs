@@ -722,6 +722,82 @@ int main(void) {
 /// would give it (UCX looks for /dev/infiniband/<dev_name>), and an AH
 /// whose flow label is wider than the GRH's 20 bits (UCX passes
 /// 0xffffffff), which kernel providers take and mask.
+/// A signal handler ends a wait for an event as it ends libibverbs' read
+/// of the event file: `EINTR` after a handler without `SA_RESTART` (qperf
+/// ends each test with such a `SIGALRM`, then looks at its flag), the
+/// wait going on after one with it, until the event comes.
+#[test]
+fn a_signal_handler_ends_event_waits_as_in_libibverbs() {
+    let code = r#"
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <unistd.h>
+static volatile sig_atomic_t alarms;
+static void on_alarm(int s) { (void)s; alarms++; }
+static int handle(int flags) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sa.sa_flags = flags;
+    struct itimerval t = { { 0, 0 }, { 0, 100000 } };
+    return sigaction(SIGALRM, &sa, NULL) || setitimer(ITIMER_REAL, &t, NULL);
+}
+static struct ibv_qp *writer;
+static struct ibv_sge sge;
+static unsigned rkey;
+static void *write_later(void *arg) {
+    (void)arg;
+    usleep(400000);
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = 1; w.sg_list = &sge; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = sge.addr + 32; w.wr.rdma.rkey = rkey;
+    ibv_post_send(writer, &w, &bad);
+    return NULL;
+}
+int main(void) {
+    struct ibv_context *ctx = open_first();
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, ch, 0);
+    CHECK(cq && ibv_req_notify_cq(cq, 0) == 0, 1);
+    struct ibv_cq *ev_cq; void *ev_ctx;
+    CHECK(handle(0) == 0, 2);
+    errno = 0;
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EINTR && alarms == 1, 3);
+    /* Events already waiting (the port's) are taken first. */
+    struct ibv_async_event ae;
+    int fl = fcntl(ctx->async_fd, F_GETFL);
+    fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK);
+    while (ibv_get_async_event(ctx, &ae) == 0) ibv_ack_async_event(&ae);
+    fcntl(ctx->async_fd, F_SETFL, fl);
+    CHECK(handle(0) == 0, 4);
+    errno = 0;
+    CHECK(ibv_get_async_event(ctx, &ae) == -1 && errno == EINTR && alarms == 2, 5);
+    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
+    union ibv_gid gid;
+    ibv_query_gid(ctx, 1, 0, &gid);
+    CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 6);
+    static char buf[64];
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    CHECK(mr != NULL, 7);
+    /* The alarm comes at 100 ms, the completion at 400. */
+    writer = a;
+    sge.addr = (uintptr_t)buf; sge.length = 8; sge.lkey = mr->lkey; rkey = mr->rkey;
+    pthread_t t;
+    CHECK(handle(SA_RESTART) == 0 && pthread_create(&t, NULL, write_later, NULL) == 0, 8);
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq, 9);
+    CHECK(alarms == 3, 10);
+    pthread_join(t, NULL);
+    ibv_ack_cq_events(cq, 1);
+    return 0;
+}
+"#;
+    c_ok(code, None);
+}
+
 #[test]
 fn what_ucx_asks_of_a_device() {
     let code = r#"

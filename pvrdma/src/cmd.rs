@@ -152,7 +152,8 @@ impl CmdChannel {
             };
             match hal.wait_irq(IntrVector::Response.raw(), left) {
                 Ok(true) => return Ok(()),
-                Ok(false) => {}
+                // A signal handler ran: the command is still under way.
+                Ok(false) | Err(HalError::Interrupted) => {}
                 Err(HalError::Unsupported) => {
                     return Err(Error::new(
                         ErrorKind::NotSupported,

@@ -19,6 +19,10 @@ pub enum HalError {
     Unsupported,
     /// An operating system call failed with this errno.
     Os(i32),
+    /// A wait ended early because a signal handler ran in the waiting
+    /// thread (`EINTR` from `poll(2)`). Not a failure: a caller waiting on
+    /// the program's behalf reports it, any other waits again.
+    Interrupted,
 }
 
 impl fmt::Display for HalError {
@@ -29,6 +33,7 @@ impl fmt::Display for HalError {
             Self::NotMapped => f.write_str("address range is not mapped for DMA"),
             Self::Unsupported => f.write_str("operation not supported by this platform"),
             Self::Os(e) => write!(f, "operating system error {e}"),
+            Self::Interrupted => f.write_str("interrupted by a signal handler"),
         }
     }
 }
@@ -144,7 +149,10 @@ pub unsafe trait Hal: Send + Sync {
     /// Waits up to `timeout_ns` for interrupt `vector`. Returns `Ok(true)` if
     /// it fired, `Ok(false)` on timeout. One wait takes every firing since
     /// the last (as a read of an eventfd does); a timeout of 0 only takes
-    /// a firing already pending.
+    /// a firing already pending. A signal handler that runs in the waiting
+    /// thread ends the wait with [`HalError::Interrupted`], so that a
+    /// program's own wait (`ibv_get_cq_event`) can return `EINTR` as a
+    /// `read` of the kernel's event file does.
     fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
         let _ = (vector, timeout_ns);
         Err(HalError::Unsupported)

@@ -90,7 +90,8 @@ pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut RdmaEventChann
 }
 
 /// `rdma_get_cm_event`: the next event of `channel`, waiting for one
-/// unless its fd is non-blocking (`EAGAIN`). 0, or -1 with `errno`.
+/// unless its fd is non-blocking (`EAGAIN`); `EINTR` if a signal handler
+/// without `SA_RESTART` ran meanwhile. 0, or -1 with `errno`.
 ///
 /// # Safety
 ///
@@ -108,17 +109,17 @@ pub unsafe extern "C" fn rdma_get_cm_event(
         return errno::fail(libc::EINVAL);
     }
     let mut n: u64 = 0;
-    loop {
-        // SAFETY: reads 8 bytes into `n`; blocks or not as the program set
-        // the fd.
-        let r = unsafe { libc::read(ch.ibv.fd, (&mut n as *mut u64).cast(), 8) };
-        if r == 8 {
-            break;
-        }
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        if e != libc::EINTR {
-            return errno::fail(e);
-        }
+    // The kernel restarts the read after a handler with SA_RESTART and
+    // fails it with EINTR after any other, as librdmacm's write to
+    // rdma_cm is.
+    // SAFETY: reads 8 bytes into `n`; blocks or not as the program set
+    // the fd.
+    if unsafe { libc::read(ch.ibv.fd, (&mut n as *mut u64).cast(), 8) } != 8 {
+        return errno::fail(
+            std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EIO),
+        );
     }
     let Some(ev) = ch
         .queue

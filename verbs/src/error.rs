@@ -30,6 +30,8 @@ pub enum ErrorKind {
     Fault,
     /// `EOPNOTSUPP`: the device or platform does not implement this.
     NotSupported,
+    /// `EINTR`: a signal handler ran while the call waited.
+    Interrupted,
 }
 
 impl ErrorKind {
@@ -44,6 +46,7 @@ impl ErrorKind {
             Self::Io => 5,
             Self::Fault => 14,
             Self::NotSupported => 95,
+            Self::Interrupted => 4,
         }
     }
 
@@ -58,6 +61,7 @@ impl ErrorKind {
             Self::Io => "EIO",
             Self::Fault => "EFAULT",
             Self::NotSupported => "EOPNOTSUPP",
+            Self::Interrupted => "EINTR",
         }
     }
 }
@@ -132,6 +136,7 @@ impl Error {
             HalError::NotMapped => ErrorKind::Fault,
             HalError::Unsupported => ErrorKind::NotSupported,
             HalError::Os(_) => ErrorKind::Io,
+            HalError::Interrupted => ErrorKind::Interrupted,
         };
         Self::new(kind, format!("{what}: {err}"))
     }

@@ -84,7 +84,8 @@ pub trait Provider: Sized {
     /// The next asynchronous event, if one is waiting.
     fn poll_event(&self) -> Result<Option<AsyncEvent>>;
     /// Waits up to `timeout_ns` for the next asynchronous event: `None`
-    /// on timeout.
+    /// on timeout; [`ErrorKind::Interrupted`](crate::ErrorKind::Interrupted)
+    /// if a signal handler ran in the waiting thread.
     fn wait_event(&self, timeout_ns: u64) -> Result<Option<AsyncEvent>>;
     /// A file descriptor readable when an event may be waiting, where the
     /// platform has one (`ibv_context.async_fd`).
@@ -270,7 +271,9 @@ pub trait CompletionChannel: Sized {
     /// platform has one.
     fn fd(&self) -> Option<i32>;
     /// Waits up to `timeout_ns` for the next completion event: the number
-    /// of its CQ ([`CompletionQueue::cq_num`]), `None` on timeout.
+    /// of its CQ ([`CompletionQueue::cq_num`]), `None` on timeout;
+    /// [`ErrorKind::Interrupted`](crate::ErrorKind::Interrupted) if a
+    /// signal handler ran in the waiting thread.
     fn get_cq_event(&self, timeout_ns: u64) -> Result<Option<u32>>;
     /// Destroys it (`ibv_destroy_comp_channel`).
     fn destroy(self) -> core::result::Result<(), DestroyError<Self>>;

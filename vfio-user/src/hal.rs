@@ -418,7 +418,11 @@ unsafe impl Hal for VfioUserHal {
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(&mut p, 1, ms) };
         if n < 0 {
-            return Err(os(std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EINTR) {
+                return Err(HalError::Interrupted);
+            }
+            return Err(os(e));
         }
         if n == 0 {
             return Ok(false);

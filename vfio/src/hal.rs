@@ -293,6 +293,7 @@ unsafe impl Hal for VfioHal {
     fn wait_irq(&self, vector: u16, timeout_ns: u64) -> Result<bool, HalError> {
         self.dev.wait_irq(vector, timeout_ns).map_err(|e| match e {
             VfioError::Unsupported { .. } => HalError::Unsupported,
+            e if e.errno() == Some(libc::EINTR) => HalError::Interrupted,
             e => hal_err(e, "wait_irq"),
         })
     }

@@ -67,7 +67,8 @@ impl EventFd {
     }
 
     /// Waits up to `timeout_ns` for the counter to become non-zero, then
-    /// clears it. Returns whether it fired.
+    /// clears it. Returns whether it fired; `EINTR` if a signal handler ran
+    /// in this thread meanwhile.
     pub fn wait(&self, timeout_ns: u64) -> io::Result<bool> {
         let start = now_ns();
         loop {
@@ -84,11 +85,9 @@ impl EventFd {
             // SAFETY: one valid pollfd, a valid timespec, no signal mask.
             let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
             if rc < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
+                // EINTR too: the caller may be waiting on a program's
+                // behalf, which then returns EINTR as the kernel would.
+                return Err(io::Error::last_os_error());
             }
             if rc > 0 && self.take()? > 0 {
                 return Ok(true);
