@@ -141,6 +141,25 @@ fn pair(server: Command, client: Command) -> (Output, Output) {
     (so, c)
 }
 
+/// Whether a program ended well: exit 0, or, for rping, rping 44's own
+/// race at its end (fixed upstream in 2025, rdma-core f3ae6534, "rping:
+/// terminate CM event thread before exiting"): the main thread destroys
+/// the event channel while the CM thread, done with the last event, is
+/// on its way back to `rdma_get_cm_event`, which then fails with `EBADF`
+/// and rping exits -1, over the kernel's CM too. Only after the
+/// DISCONNECT event (both on stderr, in order), so every ping was checked.
+fn ended_well(o: &Output) -> bool {
+    let t = text(o);
+    let race = match (
+        t.find("DISCONNECT EVENT"),
+        t.rfind("rdma_get_cm_event: Bad file descriptor"),
+    ) {
+        (Some(d), Some(e)) => d < e,
+        _ => false,
+    };
+    o.status.success() || (o.status.code() == Some(255) && race)
+}
+
 #[test]
 fn rping_verifies_every_byte_over_a_connection_the_cm_made() {
     for (size, count) in [("64", "5"), ("4096", "20"), ("65000", "3")] {
@@ -168,7 +187,7 @@ fn rping_verifies_every_byte_over_a_connection_the_cm_made() {
         c.args(args("-c"));
         let (so, co) = pair(s, c);
         let (st, ct) = (text(&so), text(&co));
-        let ok = co.status.success() && so.status.success();
+        let ok = ended_well(&co) && ended_well(&so);
         assert!(
             ok,
             "{size} B: client {}, server {}\nclient {}\nserver {}",
@@ -595,7 +614,7 @@ fn programs_run_through_loss_and_reordering() {
         let (so, co) = pair(s, c);
         let (st, ct) = (text(&so), text(&co));
         assert!(
-            so.status.success() && co.status.success(),
+            ended_well(&so) && ended_well(&co),
             "{name}: client {}, server {}\nclient {}\nserver {}",
             co.status,
             so.status,
@@ -632,7 +651,7 @@ fn ipv6_link_local_addresses_carry_rc_and_ud() {
     let (so, co) = pair(s, c);
     let (st, ct) = (text(&so), text(&co));
     assert!(
-        so.status.success() && co.status.success(),
+        ended_well(&so) && ended_well(&co),
         "rping: client {}\nserver {}",
         tail(&ct),
         tail(&st)
