@@ -253,6 +253,11 @@ impl Port {
 
     /// Sends `out` to QP1 of its port.
     pub(crate) fn send(&mut self, out: &Out) {
+        log::debug!(
+            "rdmacm: MAD attribute {:#06x} to {:x?}",
+            u16::from_be_bytes([out.mad[16], out.mad[17]]),
+            out.to
+        );
         let ah = match self.ahs.get(&out.to) {
             Some(&ah) => ah,
             None => {
