@@ -751,6 +751,14 @@ static void quiet(void) {
     struct itimerval t = { { 0, 0 }, { 0, 0 } };
     setitimer(ITIMER_REAL, &t, NULL);
 }
+/* A wait that no signal ends fails the test rather than hang it. */
+static void *watchdog(void *arg) {
+    (void)arg;
+    sleep(60);
+    printf("a wait went on after its signal\n");
+    fflush(stdout);
+    _exit(99);
+}
 static struct ibv_qp *writer;
 static struct ibv_sge sge;
 static unsigned rkey;
@@ -765,6 +773,15 @@ static void *write_later(void *arg) {
     return NULL;
 }
 int main(void) {
+    /* The threads this one starts block SIGALRM (they inherit its mask):
+       their sleeps are not cut short. */
+    pthread_t t;
+    sigset_t alrm;
+    sigemptyset(&alrm);
+    sigaddset(&alrm, SIGALRM);
+    pthread_sigmask(SIG_BLOCK, &alrm, NULL);
+    CHECK(pthread_create(&t, NULL, watchdog, NULL) == 0, 12);
+    pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
     struct ibv_context *ctx = open_first();
     struct ibv_pd *pd = ibv_alloc_pd(ctx);
     struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
@@ -795,12 +812,6 @@ int main(void) {
     /* Alarms every 50 ms, the completion at 400. */
     writer = a;
     sge.addr = (uintptr_t)buf; sge.length = 8; sge.lkey = mr->lkey; rkey = mr->rkey;
-    /* The writer blocks SIGALRM (it inherits this thread's mask): its
-       sleep is not cut short. */
-    pthread_t t;
-    sigset_t alrm;
-    sigemptyset(&alrm);
-    sigaddset(&alrm, SIGALRM);
     pthread_sigmask(SIG_BLOCK, &alrm, NULL);
     CHECK(pthread_create(&t, NULL, write_later, NULL) == 0, 8);
     pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
