@@ -1038,6 +1038,17 @@ mod tests {
         (a, b)
     }
 
+    /// Connects A to B through REQ, REP and RTU at time 0; returns both
+    /// IDs.
+    fn established(a: &mut Manager, b: &mut Manager) -> (u32, u32) {
+        let (ia, ib, _) = request(a, b, 0);
+        let rep = b.accept(0, ib, rep(0x22)).unwrap();
+        a.receive(0, B, &rep.mad);
+        let rtu = a.ready(ia, &[]).unwrap();
+        b.receive(0, A, &rtu.mad);
+        (ia, ib)
+    }
+
     /// Connects A to B up to B's Event::Req; returns both IDs.
     fn request(a: &mut Manager, b: &mut Manager, now: u64) -> (u32, u32, Out) {
         let (ia, out) = a.connect(
@@ -1123,11 +1134,7 @@ mod tests {
     #[test]
     fn a_going_process_repeats_its_dreqs_and_dreps() {
         let (mut a, mut b) = pair();
-        let (ia, ib, _) = request(&mut a, &mut b, 0);
-        let rep_out = b.accept(0, ib, rep(0x22)).unwrap();
-        a.receive(1, B, &rep_out.mad);
-        let rtu = a.ready(ia, &[]).unwrap();
-        b.receive(2, A, &rtu.mad);
+        let (ia, _) = established(&mut a, &mut b);
         assert_eq!(a.disconnecting(), 0);
         let lost = a.disconnect(10, ia, &[]).unwrap();
         assert_eq!(a.disconnecting(), 1);
@@ -1302,11 +1309,7 @@ mod tests {
     #[test]
     fn disconnects_crossing_unknown_ids_and_repeats_are_answered() {
         let (mut a, mut b) = pair();
-        let (ia, ib, _) = request(&mut a, &mut b, 0);
-        let rep = b.accept(0, ib, rep(0x22)).unwrap();
-        a.receive(0, B, &rep.mad);
-        let rtu = a.ready(ia, &[]).unwrap();
-        b.receive(0, A, &rtu.mad);
+        let (ia, ib) = established(&mut a, &mut b);
         // Both disconnect at once: each answers the other's DREQ.
         let da = a.disconnect(1, ia, &[]).unwrap();
         let db = b.disconnect(1, ib, &[]).unwrap();

@@ -641,12 +641,7 @@ int main(void) {
     struct pollfd p = { .fd = ch->fd, .events = POLLIN };
     /* Armed, nothing completed: the fd stays quiet. */
     CHECK(poll(&p, 1, 100) == 0, 5);
-    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
-    struct ibv_send_wr w, *bad;
-    memset(&w, 0, sizeof w);
-    w.wr_id = 1; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey;
-    CHECK(ibv_post_send(a, &w, &bad) == 0, 6);
+    CHECK(write_within(a, buf, mr) == 0, 6);
     /* The completion raises it; the event names the CQ. */
     CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN), 7);
     struct ibv_cq *ev_cq; void *ev_ctx;
@@ -694,12 +689,7 @@ int main(void) {
     static char buf[64];
     struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     CHECK(ibv_req_notify_cq(cq, 0) == 0, 4);
-    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
-    struct ibv_send_wr w, *bad;
-    memset(&w, 0, sizeof w);
-    w.wr_id = 1; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey;
-    CHECK(ibv_post_send(a, &w, &bad) == 0, 5);
+    CHECK(write_within(a, buf, mr) == 0, 5);
     struct pollfd p = { .fd = ch->fd, .events = POLLIN };
     CHECK(poll(&p, 1, 5000) == 1, 6);
     CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq, 7);
@@ -760,16 +750,12 @@ static void *watchdog(void *arg) {
     _exit(99);
 }
 static struct ibv_qp *writer;
-static struct ibv_sge sge;
-static unsigned rkey;
+static char *wbuf;
+static struct ibv_mr *wmr;
 static void *write_later(void *arg) {
     (void)arg;
     usleep(400000);
-    struct ibv_send_wr w, *bad;
-    memset(&w, 0, sizeof w);
-    w.wr_id = 1; w.sg_list = &sge; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = sge.addr + 32; w.wr.rdma.rkey = rkey;
-    ibv_post_send(writer, &w, &bad);
+    write_within(writer, wbuf, wmr);
     return NULL;
 }
 int main(void) {
@@ -811,7 +797,7 @@ int main(void) {
     CHECK(mr != NULL, 7);
     /* Alarms every 50 ms, the completion at 400. */
     writer = a;
-    sge.addr = (uintptr_t)buf; sge.length = 8; sge.lkey = mr->lkey; rkey = mr->rkey;
+    wbuf = buf; wmr = mr;
     pthread_sigmask(SIG_BLOCK, &alrm, NULL);
     CHECK(pthread_create(&t, NULL, write_later, NULL) == 0, 8);
     pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);

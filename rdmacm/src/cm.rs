@@ -85,6 +85,29 @@ pub(crate) struct IdState {
     pub own_cqs: bool,
 }
 
+impl IdState {
+    /// Ends the ID's connection as an ID that goes away: a DREQ once it
+    /// is connected or accepting, a REJ while a request or a REP waits for
+    /// the program; nothing in any other phase.
+    pub(crate) fn leave(&self, ports: &mut [Port], now: u64) {
+        let (Some(port), Some(comm)) = (self.port, self.comm_id) else {
+            return;
+        };
+        let p = &mut ports[port];
+        let out = match self.phase {
+            Phase::Connected | Phase::Accepting => p.manager.disconnect(now, comm, &[]).ok(),
+            Phase::Requested | Phase::Responded => p
+                .manager
+                .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, &[])
+                .ok(),
+            _ => None,
+        };
+        if let Some(o) = out {
+            p.send(&o);
+        }
+    }
+}
+
 /// The process's CM.
 pub(crate) struct Cm {
     state: Mutex<State>,
@@ -347,21 +370,7 @@ extern "C" fn at_exit() {
 fn end_all(cm: &Cm, st: &mut State) {
     let now = cm.now();
     for s in st.ids.values() {
-        let (Some(port), Some(comm)) = (s.port, s.comm_id) else {
-            continue;
-        };
-        let p = &mut st.ports[port];
-        let out = match s.phase {
-            Phase::Connected | Phase::Accepting => p.manager.disconnect(now, comm, &[]).ok(),
-            Phase::Requested | Phase::Responded => p
-                .manager
-                .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, &[])
-                .ok(),
-            _ => None,
-        };
-        if let Some(o) = out {
-            p.send(&o);
-        }
+        s.leave(&mut st.ports, now);
     }
     let until = Instant::now() + EXIT_GRACE;
     let mut repeats_left = EXIT_REPEATS;

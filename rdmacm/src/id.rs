@@ -367,22 +367,10 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut RdmaCmId) -> c_int {
     let Some(s) = st.ids.remove(&(id as usize)) else {
         return errno::fail(libc::EINVAL);
     };
-    let now = cm.now();
     if let (Some(port), Some(comm)) = (s.port, s.comm_id) {
         st.conns.remove(&(port, comm));
-        let p = &mut st.ports[port];
-        let out = match s.phase {
-            Phase::Connected | Phase::Accepting => p.manager.disconnect(now, comm, &[]).ok(),
-            Phase::Requested | Phase::Responded => p
-                .manager
-                .reject(comm, rnic_cm::rej::reason::CONSUMER_DEFINED, &[])
-                .ok(),
-            _ => None,
-        };
-        if let Some(o) = out {
-            p.send(&o);
-        }
     }
+    s.leave(&mut st.ports, cm.now());
     if let Some(sid) = s.service_id {
         st.listeners.retain(|_, v| *v != id as usize);
         let still = st.listeners.keys().any(|(_, k)| *k == sid);

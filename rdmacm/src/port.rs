@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::ffi::c_int;
 
+use rnic_cm::mad::MadHdr;
 use rnic_cm::manager::{Event, Gid, Manager, Out};
 use rnic_cm::MAD_LEN;
 use rnic_verbs_abi::{
@@ -255,7 +256,7 @@ impl Port {
     pub(crate) fn send(&mut self, out: &Out) {
         log::debug!(
             "rdmacm: MAD attribute {:#06x} to {:x?}",
-            u16::from_be_bytes([out.mad[16], out.mad[17]]),
+            attribute(&out.mad),
             out.to
         );
         let ah = match self.ahs.get(&out.to) {
@@ -366,7 +367,7 @@ impl Port {
                     let mad = b[40..].to_vec();
                     log::debug!(
                         "rdmacm: MAD attribute {:#06x} from {from:x?}",
-                        u16::from_be_bytes([mad[16], mad[17]])
+                        attribute(&mad)
                     );
                     let (ev, out) = self.manager.receive(now, from, &mad);
                     events.extend(ev);
@@ -383,6 +384,12 @@ impl Port {
         }
         events
     }
+}
+
+/// A MAD's attribute ID (which CM message: 0x0012 is a REJ), for the
+/// log; 0 for one too short to have a header.
+fn attribute(mad: &[u8]) -> u16 {
+    MadHdr::parse(mad).map_or(0, |h| h.attr_id)
 }
 
 /// The sender's GID from a received GRH: the IPv4-mapped address of the

@@ -575,42 +575,36 @@ fn programs_run_through_loss_and_reordering() {
     let caps = std::env::temp_dir().join(format!("rnic-rdmacm-loss-{}", std::process::id()));
     let macs = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2]];
     let mut total = Losses::default();
-    let runs: [(&str, &[&str], &[&str], &str); 3] = [
+    // (server, its own arguments, client, its own, both's, what the
+    // client says at its end)
+    let runs = [
         (
             "rping",
-            &[
-                "-s",
-                "-a",
-                "192.0.2.1",
-                "-v",
-                "-V",
-                "-S",
-                "4096",
-                "-C",
-                "10",
-            ],
-            &[
-                "-c",
-                "-a",
-                "192.0.2.1",
-                "-v",
-                "-V",
-                "-S",
-                "4096",
-                "-C",
-                "10",
-            ],
+            "-s",
+            "rping",
+            "-c",
+            "-a 192.0.2.1 -v -V -S 4096 -C 10",
             "ping data: rdma-ping-9",
         ),
         (
             "ucmatose",
-            &["-b", "192.0.2.1", "-c", "2", "-C", "10", "-S", "1000"],
-            &["-s", "192.0.2.1", "-c", "2", "-C", "10", "-S", "1000"],
+            "-b",
+            "ucmatose",
+            "-s",
+            "192.0.2.1 -c 2 -C 10 -S 1000",
             "return status 0",
         ),
-        ("rdma_server", &[], &["-s", "192.0.2.1"], "end 0"),
+        (
+            "rdma_server",
+            "",
+            "rdma_client",
+            "-s 192.0.2.1",
+            "",
+            "end 0",
+        ),
     ];
-    for (seed, (name, server_args, client_args, says)) in runs.into_iter().enumerate() {
+    for (seed, (name, server_args, client, client_args, both, says)) in runs.into_iter().enumerate()
+    {
         let dir = caps.join(name);
         std::fs::create_dir_all(&dir).unwrap();
         let dev = |n: u8| {
@@ -620,15 +614,14 @@ fn programs_run_through_loss_and_reordering() {
                 6 + seed * 2 + n as usize
             )
         };
-        let client = if name == "rdma_server" {
-            "rdma_client"
-        } else {
-            name
-        };
         let mut s = program("timeout", &["120", name], &dev(1));
-        s.args(server_args).env("RNIC_PCAP", &dir);
+        s.args(server_args.split_whitespace())
+            .args(both.split_whitespace())
+            .env("RNIC_PCAP", &dir);
         let mut c = program("timeout", &["120", client], &dev(2));
-        c.args(client_args).env("RNIC_PCAP", &dir);
+        c.args(client_args.split_whitespace())
+            .args(both.split_whitespace())
+            .env("RNIC_PCAP", &dir);
         let (so, co) = pair(s, c);
         let (st, ct) = (text(&so), text(&co));
         assert!(

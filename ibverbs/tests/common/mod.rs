@@ -140,7 +140,8 @@ fn two_processes_once(program: &str, args: &[&str]) -> (Output, Option<Output>) 
 /// timeout 14), returning 0 or 100, 200, 300 plus the failing
 /// transition's error; `one`, which polls one completion from a CQ for
 /// up to 5 s (1, or 0 if none came); `open_first`, which opens the first
-/// device; and `rc_qp`, which makes an RC QP.
+/// device; `rc_qp`, which makes an RC QP; and `write_within`, which
+/// posts a signalled RDMA WRITE within one registered buffer.
 pub const C_PRELUDE: &str = r#"
 #include <errno.h>
 #include <stdio.h>
@@ -168,6 +169,16 @@ static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
     rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                        IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
     return rc ? 300 + rc : 0;
+}
+/* Posts a signalled RDMA WRITE (wr_id 1) on `qp` of the first 8 bytes of
+   `buf` to `buf + 32`, both in `mr`: a completion to wait for. */
+static int write_within(struct ibv_qp *qp, char *buf, struct ibv_mr *mr) {
+    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.wr_id = 1; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey;
+    return ibv_post_send(qp, &w, &bad);
 }
 /* The first device, opened (NULL if there is none). */
 static struct ibv_context *open_first(void) {
