@@ -127,11 +127,15 @@ impl Nic {
             sinks.push(Arc::new(JsonLines::new(f)));
         }
         let tl = Timeline::new(sinks);
-        let builder = EmuDevice::builder(cfg).mode(ExecMode::Thread);
+        // The injector holds frames on the NIC's clock, which polls it.
+        let clock = Clock::real();
+        let builder = EmuDevice::builder(cfg)
+            .clock(clock.clone())
+            .mode(ExecMode::Thread);
         // The tap sees what the NIC sends and receives, above the faults.
         let (builder, faults) = match a.faults {
             Some(f) => {
-                let (wire, handle) = Faults::new(wire, Clock::real(), a.seed);
+                let (wire, handle) = Faults::new(wire, clock, a.seed);
                 handle.set(f);
                 (builder.wire(tapped(wire, &tl)), Some(handle))
             }

@@ -239,16 +239,19 @@ fn provider_context(spec: &DeviceSpec) -> Result<Opened, (String, i32)> {
         }
     };
     // The injector below the capture (RNIC_PCAP): a capture shows what
-    // the NIC sent and what reached it.
+    // the NIC sent and what reached it. It holds frames on the NIC's
+    // clock, which polls it.
+    let clock = Clock::real();
     let wire = match &spec.faults {
         Some(f) => {
-            let (w, handle) = Faults::new(wire, Clock::real(), f.seed);
+            let (w, handle) = Faults::new(wire, clock.clone(), f.seed);
             handle.set(f.config());
             Box::new(w) as Box<dyn Wire>
         }
         None => wire,
     };
     let nic = EmuDevice::builder(cfg)
+        .clock(clock)
         .mode(ExecMode::Thread)
         .wire(wire)
         .build()

@@ -299,7 +299,9 @@ pub struct Faults<W> {
 
 impl<W: Wire> Faults<W> {
     /// Wraps `inner`, with no faults until the handle sets some. `clock`
-    /// times delays; `seed` seeds the draws.
+    /// times delays and holds: it must be the clock of the NIC that
+    /// polls the injector ([`Wire::poll`] and [`Wire::next_deadline`] are
+    /// on it). `seed` seeds the draws.
     pub fn new(inner: W, clock: Clock, seed: u64) -> (Self, FaultHandle) {
         let shared = Arc::new(Controls {
             config: Mutex::new(FaultConfig::default()),
@@ -366,6 +368,7 @@ impl<W: Wire> Faults<W> {
             }
             if self.draw() < cfg.drop {
                 c.dropped.fetch_add(1, Ordering::Relaxed);
+                trace("dropped", tx, &f);
                 continue;
             }
             let mut corrupted = false;
@@ -381,10 +384,12 @@ impl<W: Wire> Faults<W> {
                     }
                     f[start + byte] ^= 1 << (bit % 8);
                     corrupted = true;
+                    trace("corrupted", tx, &f);
                 }
             }
             let copies = if self.draw() < cfg.duplicate {
                 c.duplicated.fetch_add(1, Ordering::Relaxed);
+                trace("duplicated", tx, &f);
                 2
             } else {
                 1
@@ -400,9 +405,11 @@ impl<W: Wire> Faults<W> {
                 };
                 if self.draw() < cfg.delay {
                     c.delayed.fetch_add(1, Ordering::Relaxed);
+                    trace("delayed", tx, &f);
                     held.delayed.push_back((now + cfg.delay_ns, f));
                 } else if self.draw() < cfg.reorder {
                     c.reordered.fetch_add(1, Ordering::Relaxed);
+                    trace("reordered", tx, &f);
                     held.reordered
                         .push_back((cfg.reorder_depth, now + cfg.max_hold_ns, f));
                 } else {
@@ -427,6 +434,19 @@ impl<W: Wire> Faults<W> {
         } else {
             &mut self.rx_held
         }) = held;
+    }
+}
+
+/// Logs (at trace level) what the injector did to frame `f`, with its
+/// BTH if it is RoCEv2: with the NICs' captures, which frame each loss
+/// was, to tell an injected loss from any other.
+fn trace(what: &str, tx: bool, f: &[u8]) {
+    if log::log_enabled!(log::Level::Trace) {
+        let dir = if tx { "sent" } else { "received" };
+        match roce_region(f).and_then(|(s, _)| f.get(s..s + 12)) {
+            Some(bth) => log::trace!("faults: {what} a frame {dir}, BTH {bth:02x?}"),
+            None => log::trace!("faults: {what} a frame {dir} (not RoCEv2)"),
+        }
     }
 }
 
