@@ -159,6 +159,11 @@ fn context_on(
         }
     }
     let (ctx, nic) = provider_context(spec)?;
+    // The device's event fd is every context's `async_fd` (the device has
+    // one event queue): blocking, as libibverbs opens it, once, when the
+    // device comes up. A program's `O_NONBLOCK` on it (UCX's) then stays,
+    // whatever contexts are opened later (librdmacm's).
+    crate::channel::make_blocking(ctx.event_fd().unwrap_or(-1));
     if let AnyContext::Rnic(c) = &ctx {
         devices.push(OpenDevice {
             device,
@@ -301,11 +306,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         device,
         ops,
         cmd_fd: cmd.as_raw_fd(),
-        async_fd: {
-            let fd = ctx.event_fd().unwrap_or(-1);
-            crate::channel::make_blocking(fd);
-            fd
-        },
+        async_fd: ctx.event_fd().unwrap_or(-1),
         num_comp_vectors: ctx.num_comp_vectors().min(c_int::MAX as u32) as c_int,
         // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
         // on glibc.

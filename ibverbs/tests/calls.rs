@@ -664,12 +664,14 @@ int main(void) {
 /// The channel's fd and the async fd are blocking, as rdma-core's are; a
 /// program that makes them non-blocking (UCX does, to wait on them with
 /// epoll) gets -1 with `EAGAIN` where nothing waits, as libibverbs' read
-/// of such an fd gives, and the event once it is there.
+/// of such an fd gives, and the event once it is there. The flag stays
+/// when the program opens another context of the device.
 #[test]
 fn nonblocking_event_fds_answer_eagain() {
     let code = r#"
 #include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 static int nonblock(int fd) { return fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK); }
 int main(void) {
     struct ibv_context *ctx = open_first();
@@ -702,6 +704,14 @@ int main(void) {
     int n = 0;
     while (ibv_get_async_event(ctx, &ae) == 0 && n < 100) { ibv_ack_async_event(&ae); n++; }
     CHECK(n < 100 && errno == EAGAIN, 10);
+    /* Another context of the device, opened later (librdmacm's, beside
+       UCX's), leaves the program's O_NONBLOCK alone: a wait that blocked
+       now would never end (an alarm then fails the test). */
+    alarm(30);
+    struct ibv_context *other = open_first();
+    errno = 0;
+    CHECK(other && ibv_get_async_event(ctx, &ae) == -1 && errno == EAGAIN, 12);
+    CHECK(ibv_close_device(other) == 0, 13);
     return 0;
 }
 "#;
