@@ -76,6 +76,9 @@ pub(crate) struct ContextCore<H: Hal> {
     /// Events of this context's objects that another context's poll took
     /// from the device's event queue.
     pub(crate) pending: spin::Mutex<alloc::collections::VecDeque<crate::AsyncEvent>>,
+    /// Run after another context's poll queued an event in `pending`
+    /// ([`Context::on_event_queued`]).
+    pub(crate) queued: spin::Mutex<Option<EventHook>>,
     pub(crate) attr: DeviceAttr,
     /// Attributes of ports 1..=n at bring-up (index 0 is port 1).
     pub(crate) ports: Vec<PortAttr>,
@@ -90,6 +93,9 @@ pub(crate) struct ContextCore<H: Hal> {
     #[cfg(test)]
     pub(crate) after_destroy: spin::Mutex<Option<TestHook>>,
 }
+
+/// What a context runs when an event of its own is queued for it.
+pub type EventHook = Arc<dyn Fn() + Send + Sync>;
 
 #[cfg(test)]
 pub(crate) type TestHook = alloc::boxed::Box<dyn FnOnce(CmdOpcode, u32) + Send>;
@@ -358,6 +364,7 @@ impl<H: Hal> Context<H> {
             uar_count,
             srqs: RwLock::new(alloc::collections::BTreeSet::new()),
             pending: spin::Mutex::new(alloc::collections::VecDeque::new()),
+            queued: spin::Mutex::new(None),
             attr,
             ports: Vec::new(),
             qps: RwLock::new(BTreeMap::new()),

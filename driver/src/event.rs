@@ -147,6 +147,10 @@ impl<H: Hal> Context<H> {
                 if everyone || (!ours && other.owns(&ev)) {
                     other.note(&ev);
                     other.pending.lock().push_back(ev);
+                    let hook = other.queued.lock().clone();
+                    if let Some(h) = hook {
+                        h();
+                    }
                     ours |= everyone;
                 }
             }
@@ -157,6 +161,20 @@ impl<H: Hal> Context<H> {
             log::debug!("event {ev:?} of no open context dropped");
         }
     }
+    /// Runs `hook` whenever another context's [`Context::poll_event`]
+    /// queues an event of this one here (the event queue's interrupt came
+    /// and went for that context): a context that waits on a descriptor
+    /// of its own raises it there.
+    pub fn on_event_queued(&self, hook: crate::context::EventHook) {
+        *self.shared.queued.lock() = Some(hook);
+    }
+
+    /// Whether events of this context that another context took off the
+    /// device's queue wait here.
+    pub fn has_queued_events(&self) -> bool {
+        !self.shared.pending.lock().is_empty()
+    }
+
     /// A file descriptor (the platform's eventfd of the event queue's
     /// interrupt vector) that turns readable when an event arrives after
     /// [`Context::arm_events`] (`ibv_context.async_fd`), for `poll` or

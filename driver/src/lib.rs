@@ -99,7 +99,7 @@ mod tests;
 pub use ah::{Ah, GRH_LEN};
 pub use bringup::Config;
 pub use channel::CompChannel;
-pub use context::{Context, DeviceHandle};
+pub use context::{Context, DeviceHandle, EventHook};
 pub use counters::{counter, Counters};
 pub use cq::Cq;
 pub use error::{CmdFailure, DestroyError, Error, ErrorKind, PostError, Refusal, Result};

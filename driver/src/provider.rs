@@ -84,6 +84,12 @@ impl<H: Hal> Provider for Context<H> {
     fn arm_events(&self) {
         Context::arm_events(self)
     }
+    fn on_event_queued(&self, hook: crate::EventHook) {
+        Context::on_event_queued(self, hook)
+    }
+    fn has_queued_events(&self) -> bool {
+        Context::has_queued_events(self)
+    }
 }
 
 /// An rnic event as the verbs core's; `None` for the completion and

@@ -173,6 +173,12 @@ impl Provider for AnyContext {
     fn arm_events(&self) {
         each!(self, c => Provider::arm_events(c))
     }
+    fn on_event_queued(&self, hook: std::sync::Arc<dyn Fn() + Send + Sync>) {
+        each!(self, c => Provider::on_event_queued(c, hook))
+    }
+    fn has_queued_events(&self) -> bool {
+        each!(self, c => Provider::has_queued_events(c))
+    }
 }
 
 impl ProtectionDomain<AnyContext> for AnyPd {

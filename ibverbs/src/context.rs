@@ -20,6 +20,7 @@ use crate::abi::{
     OP_POST_SEND, OP_POST_SRQ_RECV, OP_REQ_NOTIFY_CQ, VERBS_ABI_IS_EXTENDED,
 };
 use crate::any::AnyContext;
+use crate::async_fd::AsyncFd;
 use crate::config::{DeviceSpec, WireSpec};
 use crate::device::ours;
 use crate::errno;
@@ -32,6 +33,8 @@ use crate::platform::Platform;
 pub(crate) struct Context {
     verbs: VerbsContext,
     pub ctx: AnyContext,
+    /// `async_fd`, where the device has an event fd.
+    pub events: Option<AsyncFd>,
     /// `cmd_fd`: no kernel commands go through it, but programs expect a
     /// descriptor there (to `dup` it and hand it to `ibv_import_device`,
     /// which then says it cannot import).
@@ -159,11 +162,6 @@ fn context_on(
         }
     }
     let (ctx, nic) = provider_context(spec)?;
-    // The device's event fd is every context's `async_fd` (the device has
-    // one event queue): blocking, as libibverbs opens it, once, when the
-    // device comes up. A program's `O_NONBLOCK` on it (UCX's) then stays,
-    // whatever contexts are opened later (librdmacm's).
-    crate::channel::make_blocking(ctx.event_fd().unwrap_or(-1));
     if let AnyContext::Rnic(c) = &ctx {
         devices.push(OpenDevice {
             device,
@@ -291,6 +289,13 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         Ok(fd) => fd,
         Err(e) => return errno::fail(e.raw_os_error().unwrap_or(libc::EMFILE)),
     };
+    let events = match ctx.event_fd().map(AsyncFd::new).transpose() {
+        Ok(events) => events,
+        Err(e) => return errno::fail(e.raw_os_error().unwrap_or(libc::EMFILE)),
+    };
+    if let Some(e) = &events {
+        ctx.on_event_queued(e.raiser());
+    }
     // The data-path calls the header's inline functions make through the
     // context; the other entries are compatibility slots, NULL.
     let mut ops = [std::ptr::null_mut::<c_void>(); CONTEXT_OPS];
@@ -306,7 +311,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
         device,
         ops,
         cmd_fd: cmd.as_raw_fd(),
-        async_fd: ctx.event_fd().unwrap_or(-1),
+        async_fd: events.as_ref().map_or(-1, AsyncFd::raw),
         num_comp_vectors: ctx.num_comp_vectors().min(c_int::MAX as u32) as c_int,
         // SAFETY: a zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER
         // on glibc.
@@ -330,6 +335,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut IbvDevice) -> *mut IbvCont
     let c = Box::into_raw(Box::new(Context {
         verbs,
         ctx,
+        events,
         _cmd: cmd,
         _nic: nic,
     }));

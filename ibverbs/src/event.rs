@@ -14,6 +14,8 @@ use crate::errno;
 /// How long one wait of `ibv_get_async_event` lasts before it looks
 /// again.
 const WAIT_NS: u64 = 100_000_000;
+/// The same, for a wait on `async_fd`.
+const WAIT_MS: c_int = 100;
 
 /// `enum ibv_event_type` values of the events acknowledged on an object.
 mod ty {
@@ -62,10 +64,39 @@ pub unsafe extern "C" fn ibv_get_async_event(
     // SAFETY: an open context (checked above): a box of ours.
     let nonblocking = crate::channel::nonblocking(unsafe { (*context).async_fd });
     loop {
-        let polled = match c.ctx.poll_event() {
-            Ok(None) if nonblocking => return fail(libc::EAGAIN),
-            Ok(None) => c.ctx.wait_event(WAIT_NS),
-            got => got,
+        // Lowered before the queue is looked at, raised again if events
+        // are left: an event queued meanwhile raises it after.
+        if let Some(fd) = &c.events {
+            fd.lower();
+        }
+        let polled = c.ctx.poll_event();
+        if let Some(fd) = &c.events {
+            if c.ctx.has_queued_events() {
+                fd.raise();
+            }
+        }
+        let polled = match (polled, &c.events) {
+            (Ok(None), events) => {
+                // Takes the device fd's readiness, which turns again at
+                // once for an event that came meanwhile.
+                c.ctx.arm_events();
+                match events {
+                    _ if nonblocking => return fail(libc::EAGAIN),
+                    Some(fd) => match fd.wait(WAIT_MS) {
+                        Ok(()) => Ok(None),
+                        Err(e) => Err(rnic_verbs::Error::new(
+                            if e.raw_os_error() == Some(libc::EINTR) {
+                                ErrorKind::Interrupted
+                            } else {
+                                ErrorKind::Io
+                            },
+                            format!("waiting on async_fd: {e}"),
+                        )),
+                    },
+                    None => c.ctx.wait_event(WAIT_NS),
+                }
+            }
+            (got, _) => got,
         };
         let ev = match polled {
             Ok(Some(ev)) => ev,

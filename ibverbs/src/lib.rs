@@ -13,6 +13,7 @@
 pub use rnic_verbs_abi as abi;
 mod ah;
 mod any;
+mod async_fd;
 mod channel;
 pub mod config;
 mod context;

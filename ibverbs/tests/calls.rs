@@ -718,10 +718,60 @@ int main(void) {
     c_ok(code, None);
 }
 
-/// What UCX asks of a device besides the verbs: the uverbs name a kernel
-/// would give it (UCX looks for /dev/infiniband/<dev_name>), and an AH
-/// whose flow label is wider than the GRH's 20 bits (UCX passes
-/// 0xffffffff), which kernel providers take and mask.
+/// Each context has an `async_fd` of its own, as each has its own event
+/// file in the kernel: its own flags, and readable for its own events,
+/// even when another context of the device took them off the device's
+/// one event queue.
+#[test]
+fn each_context_has_an_async_fd_of_its_own() {
+    let code = r#"
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+int main(void) {
+    alarm(60);
+    struct ibv_context *x = open_first(), *y = open_first();
+    CHECK(x && y && x->async_fd != y->async_fd, 1);
+    CHECK(fcntl(x->async_fd, F_SETFL, fcntl(x->async_fd, F_GETFL) | O_NONBLOCK) == 0, 2);
+    CHECK(!(fcntl(y->async_fd, F_GETFL) & O_NONBLOCK), 3);
+    struct ibv_pd *pd = ibv_alloc_pd(y);
+    struct ibv_cq *cq = ibv_create_cq(y, 16, NULL, NULL, 0);
+    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
+    union ibv_gid gid;
+    ibv_query_gid(y, 1, 0, &gid);
+    CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 4);
+    static char buf[64];
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    /* A write with a wrong key: y's QP b sees an access error. */
+    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
+    struct ibv_send_wr w, *bad;
+    memset(&w, 0, sizeof w);
+    w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey ^ 0x100;
+    CHECK(ibv_post_send(a, &w, &bad) == 0, 5);
+    struct ibv_wc wc;
+    CHECK(one(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR, 6);
+    /* x's fd tells of the device's event, which may be anyone's; x takes
+       it off the device's queue, finds it is y's, and says EAGAIN. */
+    struct pollfd px = { .fd = x->async_fd, .events = POLLIN };
+    CHECK(poll(&px, 1, 5000) == 1, 7);
+    struct ibv_async_event ev;
+    errno = 0;
+    CHECK(ibv_get_async_event(x, &ev) == -1 && errno == EAGAIN, 8);
+    /* y's fd tells of it all the same, and y gets it. */
+    struct pollfd py = { .fd = y->async_fd, .events = POLLIN };
+    CHECK(poll(&py, 1, 5000) == 1, 9);
+    CHECK(ibv_get_async_event(y, &ev) == 0 && ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b, 10);
+    ibv_ack_async_event(&ev);
+    /* Then neither tells of anything. */
+    px.revents = py.revents = 0;
+    CHECK(poll(&px, 1, 100) == 0 && poll(&py, 1, 100) == 0, 11);
+    return 0;
+}
+"#;
+    c_ok(code, None);
+}
+
 /// A signal handler ends a wait for an event as it ends libibverbs' read
 /// of the event file: `EINTR` after a handler without `SA_RESTART` (qperf
 /// ends each test with such a `SIGALRM`, then looks at its flag), the
@@ -823,6 +873,10 @@ int main(void) {
     c_ok(code, None);
 }
 
+/// What UCX asks of a device besides the verbs: the uverbs name a kernel
+/// would give it (UCX looks for /dev/infiniband/<dev_name>), and an AH
+/// whose flow label is wider than the GRH's 20 bits (UCX passes
+/// 0xffffffff), which kernel providers take and mask.
 #[test]
 fn what_ucx_asks_of_a_device() {
     let code = r#"

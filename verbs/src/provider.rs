@@ -94,6 +94,19 @@ pub trait Provider: Sized {
     /// Makes [`Provider::event_fd`] turn readable at the next event, on a
     /// device that signals each event only once asked.
     fn arm_events(&self) {}
+
+    /// On a device whose contexts share one event queue: runs `hook` when
+    /// another context of the device takes an event of this one off it
+    /// and queues it here, where [`Provider::event_fd`] does not tell of
+    /// it. Elsewhere nothing.
+    fn on_event_queued(&self, hook: alloc::sync::Arc<dyn Fn() + Send + Sync>) {
+        let _ = hook;
+    }
+
+    /// Whether events that [`Provider::on_event_queued`] told of wait.
+    fn has_queued_events(&self) -> bool {
+        false
+    }
 }
 
 /// A protection domain (`struct ibv_pd`): what its MRs, QPs, SRQs, AHs
