@@ -178,9 +178,10 @@ impl<H: Hal> Context<H> {
     /// A file descriptor (the platform's eventfd of the event queue's
     /// interrupt vector) that turns readable when an event arrives after
     /// [`Context::arm_events`] (`ibv_context.async_fd`), for `poll` or
-    /// `epoll`; `None` where the platform has no interrupts. Events of
-    /// this context that another context of the device took off the queue
-    /// wait in this one without raising it.
+    /// `epoll`; `None` where the platform has no interrupts. It is the
+    /// device's, for every context: events of this context that another
+    /// context took off the queue wait in this one without raising it
+    /// ([`Context::on_event_queued`] tells of them).
     pub fn event_fd(&self) -> Option<i32> {
         let hal = &self.shared.dev.hal;
         hal.irq_eventfd(self.shared.dev.caps.async_vector())

@@ -75,28 +75,27 @@ pub unsafe extern "C" fn ibv_get_async_event(
                 fd.raise();
             }
         }
-        let polled = match (polled, &c.events) {
-            (Ok(None), events) => {
+        let polled = match polled {
+            Ok(None) => {
                 // Takes the device fd's readiness, which turns again at
                 // once for an event that came meanwhile.
                 c.ctx.arm_events();
-                match events {
-                    _ if nonblocking => return fail(libc::EAGAIN),
-                    Some(fd) => match fd.wait(WAIT_MS) {
-                        Ok(()) => Ok(None),
-                        Err(e) => Err(rnic_verbs::Error::new(
-                            if e.raw_os_error() == Some(libc::EINTR) {
-                                ErrorKind::Interrupted
-                            } else {
-                                ErrorKind::Io
-                            },
-                            format!("waiting on async_fd: {e}"),
-                        )),
-                    },
+                if nonblocking {
+                    return fail(libc::EAGAIN);
+                }
+                match &c.events {
+                    Some(fd) => fd.wait(WAIT_MS).map(|()| None).map_err(|e| {
+                        let kind = if e.raw_os_error() == Some(libc::EINTR) {
+                            ErrorKind::Interrupted
+                        } else {
+                            ErrorKind::Io
+                        };
+                        rnic_verbs::Error::new(kind, format!("waiting on async_fd: {e}"))
+                    }),
                     None => c.ctx.wait_event(WAIT_NS),
                 }
             }
-            (got, _) => got,
+            got => got,
         };
         let ev = match polled {
             Ok(Some(ev)) => ev,
