@@ -419,42 +419,26 @@ fn async_events_from_c() {
 #include <poll.h>
 int main(void) {
     struct ibv_context *ctx = open_first();
-    struct ibv_pd *pd = ibv_alloc_pd(ctx);
-    struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     CHECK(ctx->async_fd >= 0, 1);
     struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
     CHECK(poll(&p, 1, 50) == 0, 2);
-    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
-    CHECK(a && b, 3);
-    union ibv_gid gid;
-    ibv_query_gid(ctx, 1, 0, &gid);
-    CHECK(!to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 4);
-    static char buf[64];
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    /* A write with a wrong key: b's responder sees an access error. */
-    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
-    struct ibv_send_wr w, *bad;
-    memset(&w, 0, sizeof w);
-    w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey ^ 0x100;
-    CHECK(ibv_post_send(a, &w, &bad) == 0, 5);
-    struct ibv_wc wc;
-    CHECK(one(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR, 6);
-    CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN), 7);
+    struct ibv_qp *b = access_error(ctx);
+    CHECK(b, 3);
+    CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN), 4);
     struct ibv_async_event ev;
-    CHECK(ibv_get_async_event(ctx, &ev) == 0, 8);
-    CHECK(ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b, 9);
+    CHECK(ibv_get_async_event(ctx, &ev) == 0, 5);
+    CHECK(ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b, 6);
     printf("%s\n", ibv_event_type_str(ev.event_type));
     unsigned before = b->events_completed;
     ibv_ack_async_event(&ev);
-    CHECK(b->events_completed == before + 1, 10);
+    CHECK(b->events_completed == before + 1, 7);
     /* Nothing more waits: the fd is quiet again. */
     p.revents = 0;
-    CHECK(poll(&p, 1, 100) == 0, 11);
-    CHECK(ibv_get_async_event(NULL, &ev) == -1 && errno == EINVAL, 12);
-    CHECK(ibv_get_async_event(ctx, NULL) == -1 && errno == EINVAL, 13);
+    CHECK(poll(&p, 1, 100) == 0, 8);
+    CHECK(ibv_get_async_event(NULL, &ev) == -1 && errno == EINVAL, 9);
+    CHECK(ibv_get_async_event(ctx, NULL) == -1 && errno == EINVAL, 10);
     /* An event of a destroyed object: acknowledging it touches nothing. */
-    CHECK(ibv_destroy_qp(b) == 0, 14);
+    CHECK(ibv_destroy_qp(b) == 0, 11);
     ibv_ack_async_event(&ev);
     return 0;
 }
@@ -641,7 +625,7 @@ int main(void) {
     struct pollfd p = { .fd = ch->fd, .events = POLLIN };
     /* Armed, nothing completed: the fd stays quiet. */
     CHECK(poll(&p, 1, 100) == 0, 5);
-    CHECK(write_within(a, buf, mr) == 0, 6);
+    CHECK(write_within(a, buf, mr, mr->rkey) == 0, 6);
     /* The completion raises it; the event names the CQ. */
     CHECK(poll(&p, 1, 5000) == 1 && (p.revents & POLLIN), 7);
     struct ibv_cq *ev_cq; void *ev_ctx;
@@ -691,7 +675,7 @@ int main(void) {
     static char buf[64];
     struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
     CHECK(ibv_req_notify_cq(cq, 0) == 0, 4);
-    CHECK(write_within(a, buf, mr) == 0, 5);
+    CHECK(write_within(a, buf, mr, mr->rkey) == 0, 5);
     struct pollfd p = { .fd = ch->fd, .events = POLLIN };
     CHECK(poll(&p, 1, 5000) == 1, 6);
     CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq, 7);
@@ -734,38 +718,24 @@ int main(void) {
     CHECK(x && y && x->async_fd != y->async_fd, 1);
     CHECK(fcntl(x->async_fd, F_SETFL, fcntl(x->async_fd, F_GETFL) | O_NONBLOCK) == 0, 2);
     CHECK(!(fcntl(y->async_fd, F_GETFL) & O_NONBLOCK), 3);
-    struct ibv_pd *pd = ibv_alloc_pd(y);
-    struct ibv_cq *cq = ibv_create_cq(y, 16, NULL, NULL, 0);
-    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
-    union ibv_gid gid;
-    ibv_query_gid(y, 1, 0, &gid);
-    CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 4);
-    static char buf[64];
-    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    /* A write with a wrong key: y's QP b sees an access error. */
-    struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
-    struct ibv_send_wr w, *bad;
-    memset(&w, 0, sizeof w);
-    w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey ^ 0x100;
-    CHECK(ibv_post_send(a, &w, &bad) == 0, 5);
-    struct ibv_wc wc;
-    CHECK(one(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR, 6);
+    /* An event of y's: an access error on its QP b. */
+    struct ibv_qp *b = access_error(y);
+    CHECK(b, 4);
     /* x's fd tells of the device's event, which may be anyone's; x takes
        it off the device's queue, finds it is y's, and says EAGAIN. */
     struct pollfd px = { .fd = x->async_fd, .events = POLLIN };
-    CHECK(poll(&px, 1, 5000) == 1, 7);
+    CHECK(poll(&px, 1, 5000) == 1, 5);
     struct ibv_async_event ev;
     errno = 0;
-    CHECK(ibv_get_async_event(x, &ev) == -1 && errno == EAGAIN, 8);
+    CHECK(ibv_get_async_event(x, &ev) == -1 && errno == EAGAIN, 6);
     /* y's fd tells of it all the same, and y gets it. */
     struct pollfd py = { .fd = y->async_fd, .events = POLLIN };
-    CHECK(poll(&py, 1, 5000) == 1, 9);
-    CHECK(ibv_get_async_event(y, &ev) == 0 && ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b, 10);
+    CHECK(poll(&py, 1, 5000) == 1, 7);
+    CHECK(ibv_get_async_event(y, &ev) == 0 && ev.event_type == IBV_EVENT_QP_ACCESS_ERR && ev.element.qp == b, 8);
     ibv_ack_async_event(&ev);
     /* Then neither tells of anything. */
     px.revents = py.revents = 0;
-    CHECK(poll(&px, 1, 100) == 0 && poll(&py, 1, 100) == 0, 11);
+    CHECK(poll(&px, 1, 100) == 0 && poll(&py, 1, 100) == 0, 9);
     return 0;
 }
 "#;
@@ -815,7 +785,7 @@ static struct ibv_mr *wmr;
 static void *write_later(void *arg) {
     (void)arg;
     usleep(400000);
-    write_within(writer, wbuf, wmr);
+    write_within(writer, wbuf, wmr, wmr->rkey);
     return NULL;
 }
 int main(void) {
@@ -854,16 +824,16 @@ int main(void) {
     CHECK(a && b && !to_rts(a, b->qp_num, &gid) && !to_rts(b, a->qp_num, &gid), 6);
     static char buf[64];
     struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-    CHECK(mr != NULL, 7);
+    CHECK(mr != NULL, 5);
     /* Alarms every 50 ms, the completion at 400. */
     writer = a;
     wbuf = buf; wmr = mr;
     pthread_sigmask(SIG_BLOCK, &alrm, NULL);
-    CHECK(pthread_create(&t, NULL, write_later, NULL) == 0, 8);
+    CHECK(pthread_create(&t, NULL, write_later, NULL) == 0, 6);
     pthread_sigmask(SIG_UNBLOCK, &alrm, NULL);
-    CHECK(handle(SA_RESTART) == 0, 8);
-    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq, 9);
-    CHECK(alarms >= 2, 10);
+    CHECK(handle(SA_RESTART) == 0, 6);
+    CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0 && ev_cq == cq, 7);
+    CHECK(alarms >= 2, 8);
     quiet();
     pthread_join(t, NULL);
     ibv_ack_cq_events(cq, 1);

@@ -614,11 +614,11 @@ fn programs_run_through_loss_and_reordering() {
             "end 0",
         ),
     ];
-    for (seed, (name, server_args, client, client_args, both, says)) in runs.into_iter().enumerate()
+    for (run, (name, server_args, client, client_args, both, says)) in runs.into_iter().enumerate()
     {
         let dir = caps.join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        let seeds = [1, 2].map(|n| base + seed * 2 + n);
+        let seeds = [1, 2].map(|n| base + run * 2 + n);
         let dev = |n: usize| {
             format!(
                 "{},faults=drop=0.02+reorder=0.02+seed={}",

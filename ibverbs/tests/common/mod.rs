@@ -140,8 +140,9 @@ fn two_processes_once(program: &str, args: &[&str]) -> (Output, Option<Output>) 
 /// timeout 14), returning 0 or 100, 200, 300 plus the failing
 /// transition's error; `one`, which polls one completion from a CQ for
 /// up to 5 s (1, or 0 if none came); `open_first`, which opens the first
-/// device; `rc_qp`, which makes an RC QP; and `write_within`, which
-/// posts a signalled RDMA WRITE within one registered buffer.
+/// device; `rc_qp`, which makes an RC QP; `write_within`, which posts a
+/// signalled RDMA WRITE within one registered buffer; and `access_error`,
+/// which makes a responder's access error (and its async event).
 pub const C_PRELUDE: &str = r#"
 #include <errno.h>
 #include <stdio.h>
@@ -171,13 +172,14 @@ static int to_rts(struct ibv_qp *qp, unsigned dest, union ibv_gid *gid) {
     return rc ? 300 + rc : 0;
 }
 /* Posts a signalled RDMA WRITE (wr_id 1) on `qp` of the first 8 bytes of
-   `buf` to `buf + 32`, both in `mr`: a completion to wait for. */
-static int write_within(struct ibv_qp *qp, char *buf, struct ibv_mr *mr) {
+   `buf` to `buf + 32`, both in `mr`, with `rkey` (`mr->rkey`: a
+   completion to wait for; another: an access error). */
+static int write_within(struct ibv_qp *qp, char *buf, struct ibv_mr *mr, uint32_t rkey) {
     struct ibv_sge s = { (uintptr_t)buf, 8, mr->lkey };
     struct ibv_send_wr w, *bad;
     memset(&w, 0, sizeof w);
     w.wr_id = 1; w.sg_list = &s; w.num_sge = 1; w.opcode = IBV_WR_RDMA_WRITE; w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = mr->rkey;
+    w.wr.rdma.remote_addr = (uintptr_t)buf + 32; w.wr.rdma.rkey = rkey;
     return ibv_post_send(qp, &w, &bad);
 }
 /* The first device, opened (NULL if there is none). */
@@ -203,6 +205,24 @@ static int one(struct ibv_cq *cq, struct ibv_wc *wc) {
         if (n) return n;
     }
     return 0;
+}
+/* On `ctx`, two connected RC QPs and an RDMA WRITE from the first to the
+   second with a wrong key: the WRITE completes with
+   IBV_WC_REM_ACCESS_ERR, and the second's responder raises
+   IBV_EVENT_QP_ACCESS_ERR. The second QP, or NULL if a step failed. */
+static struct ibv_qp *access_error(struct ibv_context *ctx) {
+    static char buf[64];
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+    if (!pd || !cq) return NULL;
+    struct ibv_qp *a = rc_qp(pd, cq, 4, 1, 0), *b = rc_qp(pd, cq, 4, 1, 0);
+    struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    union ibv_gid gid;
+    if (!a || !b || !mr || ibv_query_gid(ctx, 1, 0, &gid) || to_rts(a, b->qp_num, &gid) ||
+        to_rts(b, a->qp_num, &gid) || write_within(a, buf, mr, mr->rkey ^ 0x100))
+        return NULL;
+    struct ibv_wc wc;
+    return one(cq, &wc) == 1 && wc.status == IBV_WC_REM_ACCESS_ERR ? b : NULL;
 }
 "#;
 
